@@ -1,0 +1,966 @@
+//! Check: name resolution and the declaration checks of spec §1–§3 that need no effects or levels.
+//!
+//! Input: the syntax tree. Output: a [`Model`] — every tool and function as a node of the call graph with
+//! its operations and resolved calls, every layer's rules resolved to nodes, people and authority — and
+//! every diagnostic found. All errors are collected; a name that fails to resolve is reported once and
+//! then left out, so one cause gives one error. This stage never does I/O.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::diagnostics::{Diagnostic, closest, codes};
+use crate::effects::EffectSet;
+use crate::syntax::ast::*;
+use crate::table::{EffectClass, Holder, Layer, Level, ParamType, Route as TableRoute};
+
+/// Index of a node (tool or function) in [`Model::nodes`].
+pub type NodeId = usize;
+
+/// The resolved package.
+#[derive(Debug)]
+pub struct Model<'a> {
+    /// Every tool and function, sorted by name. A node's index is its [`NodeId`].
+    pub nodes: Vec<Node<'a>>,
+    /// Node by name.
+    pub node_of: HashMap<&'a str, NodeId>,
+    /// Every agent, by name.
+    pub agents: BTreeMap<&'a str, AgentModel<'a>>,
+    /// Every skill, by name.
+    pub skills: BTreeMap<&'a str, SkillModel<'a>>,
+    /// Every person and their roles (sorted).
+    pub persons: BTreeMap<&'a str, Vec<&'a str>>,
+    /// Every role.
+    pub roles: BTreeMap<&'a str, Span>,
+    /// Every queue and who decides it.
+    pub queues: BTreeMap<&'a str, Vec<Holder>>,
+    /// `supervises`, `decides_proposals`, `widens_autonomy`, in written order, duplicates removed.
+    pub authority: BTreeMap<AuthorityKind, Vec<Holder>>,
+    /// The package-wide `may`, if any.
+    pub package_rules: Option<Rules<'a>>,
+    /// `proposal_lifetime` in seconds, if written.
+    pub proposal_lifetime: Option<u64>,
+    /// `grant_lifetime` in seconds, if written.
+    pub grant_lifetime: Option<u64>,
+}
+
+/// A tool or a function: a node of the call graph.
+#[derive(Debug)]
+pub struct Node<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Where its name is written.
+    pub name_span: Span,
+    /// The declaration (for docs and the definition digest).
+    pub declaration: &'a Declaration,
+    /// A tool (offerable) or a function.
+    pub kind: NodeKind<'a>,
+    /// Its parameters, resolved.
+    pub params: Vec<(&'a str, ParamType)>,
+    /// The effects its own operations prove, each with the operation's span and canonical text.
+    pub operations: Vec<Operation>,
+    /// Its resolved calls (a `call any` gives one edge per target; `call dynamic` gives an operation).
+    pub calls: Vec<(NodeId, Span)>,
+    /// The claim, resolved to a set.
+    pub claim: Option<(EffectSet, Span)>,
+    /// `version P.F`.
+    pub version: Option<(&'a str, &'a str)>,
+    /// `subject P`.
+    pub subject: Option<&'a str>,
+}
+
+impl Node<'_> {
+    /// Whether this is an `extern tool`.
+    pub fn is_extern(&self) -> bool {
+        matches!(self.kind, NodeKind::Tool(t) if t.kind == ToolKind::Extern)
+    }
+
+    /// Whether this is a tool (offerable) rather than a function.
+    pub fn is_tool(&self) -> bool {
+        matches!(self.kind, NodeKind::Tool(_))
+    }
+}
+
+/// What a node is.
+#[derive(Clone, Copy, Debug)]
+pub enum NodeKind<'a> {
+    /// `tool` or `extern tool`.
+    Tool(&'a Tool),
+    /// `fn`.
+    Function(&'a Function),
+}
+
+/// An operation of a body and what it proves.
+#[derive(Clone, Debug)]
+pub struct Operation {
+    /// The effects it proves (one class, or for `call dynamic` all of them and the reserved subject).
+    pub effects: EffectSet,
+    /// Where it is written.
+    pub span: Span,
+    /// Its canonical text (`write Repair.price`).
+    pub text: String,
+}
+
+/// An agent, resolved.
+#[derive(Debug)]
+pub struct AgentModel<'a> {
+    /// The declaration.
+    pub declaration: &'a Declaration,
+    /// The agent.
+    pub agent: &'a Agent,
+    /// `acts_as`.
+    pub acts_as: Vec<&'a str>,
+    /// The sponsor (a person), if it resolved.
+    pub sponsor: Option<&'a str>,
+    /// Skills in declared order (those that resolved).
+    pub skills: Vec<&'a str>,
+    /// The agent's layer (always present; empty without a `may`).
+    pub rules: Rules<'a>,
+    /// Routes, the default for all its skills.
+    pub routes: BTreeMap<NodeId, (TableRoute, Span)>,
+}
+
+/// A skill, resolved.
+#[derive(Debug)]
+pub struct SkillModel<'a> {
+    /// The declaration.
+    pub declaration: &'a Declaration,
+    /// The skill.
+    pub skill: &'a Skill,
+    /// Its tools in declared order (those that resolved; duplicates removed).
+    pub tools: Vec<NodeId>,
+    /// Its layer, if it has a `may`.
+    pub rules: Option<Rules<'a>>,
+    /// Its routes.
+    pub routes: BTreeMap<NodeId, (TableRoute, Span)>,
+}
+
+/// One layer's rules, resolved (a `may` block).
+#[derive(Debug)]
+pub struct Rules<'a> {
+    /// Which layer.
+    pub layer: Layer,
+    /// The block, if written.
+    pub block: Option<&'a MayBlock>,
+    /// The preset, if any.
+    pub preset: Option<(Preset, Span)>,
+    /// The class settings written, by class (never `reads`).
+    pub settings: BTreeMap<EffectClass, (Level, Span)>,
+    /// The named entries by tool: level, the entry's span, the list's span.
+    pub named: HashMap<NodeId, Vec<NamedRule>>,
+}
+
+/// A list entry naming a tool.
+#[derive(Clone, Copy, Debug)]
+pub struct NamedRule {
+    /// The list's level.
+    pub level: Level,
+    /// The entry.
+    pub span: Span,
+    /// The whole list.
+    pub list_span: Span,
+}
+
+impl<'a> Rules<'a> {
+    fn empty(layer: Layer) -> Rules<'a> {
+        Rules { layer, block: None, preset: None, settings: BTreeMap::new(), named: HashMap::new() }
+    }
+
+    /// The strictest named entry for a tool in this layer.
+    pub fn named_level(&self, node: NodeId) -> Option<&NamedRule> {
+        self.named.get(&node)?.iter().max_by_key(|r| r.level)
+    }
+
+    /// The level this layer gives a class, and where that comes from: a setting (with its span), the
+    /// preset, or the agent layer's default. `None` when the layer says nothing about the class.
+    pub fn class_level(&self, class: EffectClass) -> Option<(Level, ClassSource)> {
+        if class == EffectClass::Reads {
+            return (self.layer == Layer::Agent).then_some((Level::Alone, ClassSource::Default));
+        }
+        if let Some((level, span)) = self.settings.get(&class) {
+            if self.layer != Layer::Agent && *level == Level::Alone {
+                return None; // those layers only tighten; warned in `check`
+            }
+            return Some((*level, ClassSource::Setting(*span)));
+        }
+        if let Some((preset, span)) = self.preset {
+            let level = match (preset, class) {
+                (Preset::Everything, _) | (Preset::ChangesAlone, EffectClass::Changes) => Level::Alone,
+                (Preset::ChangesAlone, _) => Level::Propose,
+            };
+            if self.layer != Layer::Agent && level == Level::Alone {
+                return None;
+            }
+            return Some((level, ClassSource::Preset(span)));
+        }
+        (self.layer == Layer::Agent).then_some((Level::Propose, ClassSource::Default))
+    }
+}
+
+/// Where a layer's class level comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassSource {
+    /// A class setting, written at the span.
+    Setting(Span),
+    /// The block's preset, written at the span.
+    Preset(Span),
+    /// The agent layer's default: `reads` alone, every other class `propose`.
+    Default,
+}
+
+/// What a name is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Entity,
+    Tool,
+    Function,
+    Role,
+    Person,
+    Queue,
+    Agent,
+    Skill,
+}
+
+impl Kind {
+    fn noun(self) -> &'static str {
+        match self {
+            Kind::Entity => "entity",
+            Kind::Tool => "tool",
+            Kind::Function => "function",
+            Kind::Role => "role",
+            Kind::Person => "person",
+            Kind::Queue => "queue",
+            Kind::Agent => "agent",
+            Kind::Skill => "skill",
+        }
+    }
+}
+
+struct Checker<'a> {
+    names: HashMap<&'a str, (Kind, Span)>,
+    entities: HashMap<&'a str, &'a Entity>,
+    diags: Vec<Diagnostic>,
+}
+
+/// Resolves and checks a package. Returns the model (built even when there are errors, from what
+/// resolved) and every diagnostic of this stage.
+pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
+    let mut c = Checker { names: HashMap::new(), entities: HashMap::new(), diags: Vec::new() };
+    c.collect_names(package);
+
+    // Nodes: tools and functions, sorted by name so node ids do not depend on file order.
+    let mut node_decls: Vec<(&str, &Declaration, NodeKind<'_>)> = Vec::new();
+    for d in package.declarations() {
+        match &d.kind {
+            DeclarationKind::Tool(t) => node_decls.push((&t.name.name, d, NodeKind::Tool(t))),
+            DeclarationKind::Function(f) => node_decls.push((&f.name.name, d, NodeKind::Function(f))),
+            _ => {}
+        }
+    }
+    node_decls.sort_by(|a, b| a.0.cmp(b.0));
+    node_decls.dedup_by(|a, b| a.0 == b.0); // a duplicate is already an error; keep the first
+    let node_of: HashMap<&str, NodeId> = node_decls.iter().enumerate().map(|(i, (n, _, _))| (*n, i)).collect();
+    let nodes = node_decls.iter().map(|(_, d, k)| c.node(d, *k, &node_of)).collect();
+
+    let mut model = Model {
+        nodes,
+        node_of,
+        agents: BTreeMap::new(),
+        skills: BTreeMap::new(),
+        persons: BTreeMap::new(),
+        roles: BTreeMap::new(),
+        queues: BTreeMap::new(),
+        authority: BTreeMap::new(),
+        package_rules: None,
+        proposal_lifetime: None,
+        grant_lifetime: None,
+    };
+    let mut package_may_span: Option<Span> = None;
+    let mut lifetime_spans: HashMap<bool, Span> = HashMap::new();
+    for d in package.declarations() {
+        match &d.kind {
+            DeclarationKind::Role(r) => {
+                model.roles.entry(&r.name.name).or_insert(r.name.span);
+            }
+            DeclarationKind::Person(p) => {
+                let mut roles: Vec<&str> = p.roles.iter().filter(|r| c.resolve(r, &[Kind::Role])).map(|r| r.name.as_str()).collect();
+                c.warn_repeats(&p.roles, "role");
+                roles.sort_unstable();
+                roles.dedup();
+                model.persons.entry(&p.name.name).or_insert(roles);
+            }
+            DeclarationKind::Queue(q) => {
+                let holders = c.holders(&q.decided_by);
+                model.queues.entry(&q.name.name).or_insert(holders);
+            }
+            DeclarationKind::Authority(a) => {
+                let holders = c.holders(&a.holders);
+                let list = model.authority.entry(a.kind).or_default();
+                for h in holders {
+                    if !list.contains(&h) {
+                        list.push(h);
+                    }
+                }
+            }
+            DeclarationKind::Lifetime(l) => {
+                let is_proposal = l.kind == LifetimeKind::Proposal;
+                if let Some(first) = lifetime_spans.get(&is_proposal) {
+                    c.diags.push(repeated("the lifetime", l.value_span, *first));
+                } else {
+                    lifetime_spans.insert(is_proposal, l.value_span);
+                    if is_proposal {
+                        model.proposal_lifetime = Some(l.seconds);
+                    } else {
+                        model.grant_lifetime = Some(l.seconds);
+                    }
+                }
+            }
+            DeclarationKind::May(block) => {
+                if let Some(first) = package_may_span {
+                    c.diags.push(repeated("the package-wide `may` block", block.span, first));
+                } else {
+                    package_may_span = Some(block.span);
+                    model.package_rules = Some(c.rules(Layer::Package, block, &model.node_of, &model.nodes));
+                }
+            }
+            _ => {}
+        }
+    }
+    // Queues nobody can decide.
+    for d in package.declarations() {
+        if let DeclarationKind::Queue(q) = &d.kind {
+            let decidable = model.queues.get(q.name.name.as_str()).is_some_and(|hs| {
+                hs.iter().any(|h| match h {
+                    Holder::Person(_) => true,
+                    Holder::Role(r) => model.persons.values().any(|roles| roles.contains(&r.as_str())),
+                })
+            });
+            if !decidable {
+                c.diags.push(
+                    Diagnostic::error(codes::CHECK_QUEUE_UNDECIDABLE, format!("nobody can decide the queue `{}`", q.name.name))
+                        .at(q.name.span, "no person decides what is routed here")
+                        .help("add `decided_by [..]` with a person, or a role that some person holds"),
+                );
+            }
+        }
+    }
+    for d in package.declarations() {
+        if let DeclarationKind::Skill(s) = &d.kind {
+            if model.skills.contains_key(s.name.name.as_str()) {
+                continue;
+            }
+            let skill = c.skill(d, s, &model);
+            model.skills.insert(&s.name.name, skill);
+        }
+    }
+    for d in package.declarations() {
+        if let DeclarationKind::Agent(a) = &d.kind {
+            if model.agents.contains_key(a.name.name.as_str()) {
+                continue;
+            }
+            let agent = c.agent(d, a, &model);
+            model.agents.insert(&a.name.name, agent);
+        }
+    }
+    (model, c.diags)
+}
+
+fn repeated(what: &str, again: Span, first: Span) -> Diagnostic {
+    Diagnostic::error(codes::CHECK_REPEATED, format!("{what} is written twice"))
+        .at(again, "written again here")
+        .with(first, "first written here")
+        .help("keep one and merge the other into it")
+}
+
+impl<'a> Checker<'a> {
+    fn collect_names(&mut self, package: &'a Package) {
+        for d in package.declarations() {
+            let (ident, kind) = match &d.kind {
+                DeclarationKind::Entity(e) => (&e.name, Kind::Entity),
+                DeclarationKind::Tool(t) => (&t.name, Kind::Tool),
+                DeclarationKind::Function(f) => (&f.name, Kind::Function),
+                DeclarationKind::Role(r) => (&r.name, Kind::Role),
+                DeclarationKind::Person(p) => (&p.name, Kind::Person),
+                DeclarationKind::Queue(q) => (&q.name, Kind::Queue),
+                DeclarationKind::Agent(a) => (&a.name, Kind::Agent),
+                DeclarationKind::Skill(s) => (&s.name, Kind::Skill),
+                DeclarationKind::May(_) | DeclarationKind::Authority(_) | DeclarationKind::Lifetime(_) => continue,
+            };
+            if let Some((first_kind, first)) = self.names.get(ident.name.as_str()) {
+                self.diags.push(
+                    Diagnostic::error(codes::CHECK_DUPLICATE, format!("`{}` is defined twice", ident.name))
+                        .at(ident.span, format!("defined again here as a {}", kind.noun()))
+                        .with(*first, format!("first defined here as a {}", first_kind.noun()))
+                        .help("names are global within a package and share one namespace: rename one of them"),
+                );
+                continue;
+            }
+            self.names.insert(&ident.name, (kind, ident.span));
+            if let DeclarationKind::Entity(e) = &d.kind {
+                self.entities.insert(&e.name.name, e);
+                self.warn_repeats(&e.fields, "field");
+            }
+        }
+    }
+
+    /// Checks that `ident` names something of one of `kinds`; reports it otherwise.
+    fn resolve(&mut self, ident: &Ident, kinds: &[Kind]) -> bool {
+        let wanted = kinds.iter().map(|k| k.noun()).collect::<Vec<_>>().join(" or ");
+        match self.names.get(ident.name.as_str()) {
+            Some((kind, _)) if kinds.contains(kind) => true,
+            Some((kind, span)) => {
+                let mut d = Diagnostic::error(codes::CHECK_WRONG_KIND, format!("`{}` is a {}, not a {wanted}", ident.name, kind.noun()))
+                    .at(ident.span, format!("a {wanted} is expected here"))
+                    .with(*span, format!("`{}` is defined here", ident.name));
+                d = if *kind == Kind::Function && kinds.contains(&Kind::Tool) {
+                    d.help("a `fn` is never offered to an agent and never named in a list; make it a `tool` to offer it")
+                } else {
+                    d.help(format!("name a {wanted} here"))
+                };
+                self.diags.push(d);
+                false
+            }
+            None => {
+                let candidates = self.names.iter().filter(|(_, (k, _))| kinds.contains(k)).map(|(n, _)| *n);
+                let mut d = Diagnostic::error(codes::CHECK_UNKNOWN, format!("unknown {wanted} `{}`", ident.name))
+                    .at(ident.span, format!("no {wanted} has this name"));
+                d = match closest(&ident.name, candidates) {
+                    Some(near) => d.help(format!("did you mean `{near}`?")),
+                    None => d.help(format!("define the {wanted}, or name one that exists")),
+                };
+                self.diags.push(d);
+                false
+            }
+        }
+    }
+
+    fn warn_repeats(&mut self, names: &[Ident], what: &str) {
+        for (i, n) in names.iter().enumerate() {
+            if let Some(first) = names[..i].iter().find(|m| m.name == n.name) {
+                self.diags.push(
+                    Diagnostic::warning(codes::CHECK_LISTED_TWICE, format!("the {what} `{}` is listed twice", n.name))
+                        .at(n.span, "listed again here")
+                        .with(first.span, "first listed here")
+                        .help("remove the repetition"),
+                );
+            }
+        }
+    }
+
+    fn holders(&mut self, names: &[Ident]) -> Vec<Holder> {
+        self.warn_repeats(names, "name");
+        let mut out = Vec::new();
+        for n in names {
+            if self.resolve(n, &[Kind::Role, Kind::Person]) {
+                let h = match self.names.get(n.name.as_str()) {
+                    Some((Kind::Role, _)) => Holder::Role(n.name.clone()),
+                    _ => Holder::Person(n.name.clone()),
+                };
+                if !out.contains(&h) {
+                    out.push(h);
+                }
+            }
+        }
+        out
+    }
+
+    fn param_type(&mut self, ty: &Ident) -> Option<ParamType> {
+        match ty.name.as_str() {
+            "string" => Some(ParamType::String),
+            "int" => Some(ParamType::Int),
+            "bool" => Some(ParamType::Bool),
+            "money" => Some(ParamType::Money),
+            name => match self.names.get(name) {
+                Some((Kind::Entity, _)) => Some(ParamType::Entity(name.to_string())),
+                _ => {
+                    let entities = self.entities.keys().copied().chain(["string", "int", "bool", "money"]);
+                    let near = closest(name, entities);
+                    let mut d = Diagnostic::error(codes::CHECK_TYPE, format!("unknown type `{name}`"))
+                        .at(ty.span, "not a type");
+                    d = match near {
+                        Some(n) => d.help(format!("did you mean `{n}`? types are `string`, `int`, `bool`, `money` or an entity")),
+                        None => d.help("types are `string`, `int`, `bool`, `money` or an entity"),
+                    };
+                    self.diags.push(d);
+                    None
+                }
+            },
+        }
+    }
+
+    fn entity_ref(&mut self, r: &EntityRef) -> bool {
+        if r.entity.name == "permits" {
+            return true; // the reserved entity: any field (policy, table, rules) is the same subject
+        }
+        if !self.resolve(&r.entity, &[Kind::Entity]) {
+            return false;
+        }
+        if let (Some(field), Some(entity)) = (&r.field, self.entities.get(r.entity.name.as_str())) {
+            if !entity.fields.iter().any(|f| f.name == field.name) {
+                let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
+                let mut d = Diagnostic::error(codes::CHECK_FIELD, format!("the entity `{}` has no field `{}`", r.entity.name, field.name))
+                    .at(field.span, "no such field")
+                    .with(entity.name.span, "the entity is declared here");
+                d = match near {
+                    Some(n) => d.help(format!("did you mean `{n}`?")),
+                    None => d.help("add the field to the entity's declaration"),
+                };
+                self.diags.push(d);
+                return false;
+            }
+        }
+        true
+    }
+
+    fn node(&mut self, decl: &'a Declaration, kind: NodeKind<'a>, node_of: &HashMap<&str, NodeId>) -> Node<'a> {
+        let (name, params, claim, body) = match kind {
+            NodeKind::Tool(t) => (&t.name, &t.params, &t.claim, &t.body),
+            NodeKind::Function(f) => (&f.name, &f.params, &f.claim, &f.body),
+        };
+        if let NodeKind::Tool(t) = kind {
+            if t.label.is_none() {
+                self.diags.push(
+                    Diagnostic::error(codes::CHECK_MISSING_LABEL, format!("the tool `{}` has no label", name.name))
+                        .at(name.span, "a label is expected after the name")
+                        .help(format!("write what a person reads on the approval screen: `tool {} \"Set the price\" (..)`", name.name)),
+                );
+            }
+            if t.kind == ToolKind::Extern && t.claim.is_none() {
+                self.diags.push(
+                    Diagnostic::error(codes::CHECK_EXTERN_CLAIM, format!("the extern tool `{}` has no claim", name.name))
+                        .at(name.span, "an extern tool has no body, so its claim is the only evidence")
+                        .help("state what it does after the parameters, e.g. `: reaches_out` or `: changes + sends`"),
+                );
+            }
+        }
+        // Parameters.
+        let mut resolved_params = Vec::new();
+        for (i, p) in params.iter().enumerate() {
+            if let Some(first) = params[..i].iter().find(|q| q.name.name == p.name.name) {
+                self.diags.push(
+                    Diagnostic::error(codes::CHECK_DUPLICATE, format!("the parameter `{}` is declared twice", p.name.name))
+                        .at(p.name.span, "declared again here")
+                        .with(first.name.span, "first declared here")
+                        .help("rename one of them"),
+                );
+                continue;
+            }
+            if let Some(ty) = self.param_type(&p.ty) {
+                resolved_params.push((p.name.name.as_str(), ty));
+            }
+        }
+        let claim = claim.as_ref().map(|c| {
+            let mut set = EffectSet::EMPTY;
+            for (class, _) in &c.classes {
+                set.insert_class(*class);
+            }
+            (set, c.span)
+        });
+        let mut node = Node {
+            name: &name.name,
+            name_span: name.span,
+            declaration: decl,
+            kind,
+            params: resolved_params,
+            operations: Vec::new(),
+            calls: Vec::new(),
+            claim,
+            version: None,
+            subject: None,
+        };
+        let mut version_span: Option<Span> = None;
+        let mut subject_span: Option<Span> = None;
+        let is_extern = node.is_extern();
+        for s in body {
+            if is_extern && !matches!(s.kind, StatementKind::Version { .. } | StatementKind::Subject(_)) {
+                self.diags.push(
+                    Diagnostic::error(codes::CHECK_EXTERN_BODY, format!("the extern tool `{}` has an operation", name.name))
+                        .at(s.span, "an extern tool has no body to prove")
+                        .help("an extern tool's block holds only `version` and `subject`; to prove effects, make it a `tool` with a body"),
+                );
+                continue;
+            }
+            let op = |effects: EffectSet| Operation { effects, span: s.span, text: statement_text(&s.kind) };
+            match &s.kind {
+                StatementKind::Read(r) => {
+                    if self.entity_ref(r) {
+                        node.operations.push(op(EffectSet::of(EffectClass::Reads)));
+                    }
+                }
+                StatementKind::Write(r) | StatementKind::Create(r) | StatementKind::Delete(r) => {
+                    if self.entity_ref(r) {
+                        let mut set = EffectSet::of(EffectClass::Changes);
+                        if r.entity.name == "permits" {
+                            set.insert_reserved();
+                        }
+                        node.operations.push(op(set));
+                    }
+                }
+                StatementKind::Send(_) => node.operations.push(op(EffectSet::of(EffectClass::Sends))),
+                StatementKind::Reach(_) => node.operations.push(op(EffectSet::of(EffectClass::ReachesOut))),
+                StatementKind::Spend { .. } => self.diags.push(
+                    Diagnostic::error(codes::CHECK_UNSUPPORTED, "budgets are not supported yet")
+                        .at(s.span, "`spend` needs a budget")
+                        .help("until budgets land, declare the spending tool as an `extern tool` claiming `spends`"),
+                ),
+                StatementKind::Call(target) => {
+                    if self.resolve(target, &[Kind::Tool, Kind::Function]) {
+                        if let Some(&id) = node_of.get(target.name.as_str()) {
+                            node.calls.push((id, s.span));
+                        }
+                    }
+                }
+                StatementKind::CallAny(targets) => {
+                    self.warn_repeats(targets, "call target");
+                    for target in targets {
+                        if self.resolve(target, &[Kind::Tool, Kind::Function]) {
+                            if let Some(&id) = node_of.get(target.name.as_str()) {
+                                node.calls.push((id, target.span));
+                            }
+                        }
+                    }
+                }
+                StatementKind::CallDynamic => node.operations.push(op(EffectSet::ALL_AND_RESERVED)),
+                StatementKind::Version { param, field } => {
+                    if let Some(first) = version_span {
+                        self.diags.push(repeated("`version`", s.span, first));
+                        continue;
+                    }
+                    version_span = Some(s.span);
+                    if !node.is_tool() {
+                        self.diags.push(
+                            Diagnostic::error(codes::CHECK_VERSION, "a function has no covered version")
+                                .at(s.span, "`version` is for tools")
+                                .help("move `version` to the tool that calls this function"),
+                        );
+                        continue;
+                    }
+                    let ty = params.iter().find(|p| p.name.name == param.name).map(|p| &p.ty);
+                    match ty.and_then(|t| self.entities.get(t.name.as_str()).copied()) {
+                        None => self.diags.push(
+                            Diagnostic::error(codes::CHECK_VERSION, format!("`version {}.{}` needs a parameter of an entity type", param.name, field.name))
+                                .at(param.span, match ty {
+                                    Some(_) => "this parameter is not of an entity type",
+                                    None => "no parameter has this name",
+                                })
+                                .help("name a parameter whose type is an entity, and one of that entity's fields"),
+                        ),
+                        Some(entity) => {
+                            if entity.fields.iter().any(|f| f.name == field.name) {
+                                node.version = Some((&param.name, &field.name));
+                            } else {
+                                let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
+                                let mut d = Diagnostic::error(codes::CHECK_FIELD, format!("the entity `{}` has no field `{}`", entity.name.name, field.name))
+                                    .at(field.span, "no such field")
+                                    .with(entity.name.span, "the entity is declared here");
+                                d = match near {
+                                    Some(n) => d.help(format!("did you mean `{n}`?")),
+                                    None => d.help("add the field to the entity's declaration"),
+                                };
+                                self.diags.push(d);
+                            }
+                        }
+                    }
+                }
+                StatementKind::Subject(param) => {
+                    if let Some(first) = subject_span {
+                        self.diags.push(repeated("`subject`", s.span, first));
+                        continue;
+                    }
+                    subject_span = Some(s.span);
+                    if !node.is_tool() {
+                        self.diags.push(
+                            Diagnostic::error(codes::CHECK_VERSION, "a function has no subject")
+                                .at(s.span, "`subject` is for tools")
+                                .help("move `subject` to the tool that calls this function"),
+                        );
+                    } else if params.iter().any(|p| p.name.name == param.name) {
+                        node.subject = Some(&param.name);
+                    } else {
+                        let near = closest(&param.name, params.iter().map(|p| p.name.name.as_str()));
+                        let mut d = Diagnostic::error(codes::CHECK_VERSION, format!("`subject {}` names no parameter", param.name))
+                            .at(param.span, "no parameter has this name");
+                        d = match near {
+                            Some(n) => d.help(format!("did you mean `{n}`?")),
+                            None => d.help("name one of the tool's parameters"),
+                        };
+                        self.diags.push(d);
+                    }
+                }
+            }
+        }
+        node
+    }
+
+    /// Resolves a `may` block of a layer and checks it.
+    fn rules(&mut self, layer: Layer, block: &'a MayBlock, node_of: &HashMap<&str, NodeId>, nodes: &[Node<'a>]) -> Rules<'a> {
+        let mut rules = Rules::empty(layer);
+        rules.block = Some(block);
+        for (i, stmt) in block.statements.iter().enumerate() {
+            match stmt {
+                MayStatement::Preset(preset, span) => {
+                    if i > 0 {
+                        self.diags.push(
+                            Diagnostic::error(codes::CHECK_PRESET, "a preset must be the first statement of its `may` block")
+                                .at(*span, "written after other rules")
+                                .with(block.span, "in this block")
+                                .help("move the preset to the top: the rules after it refine it"),
+                        );
+                    } else {
+                        rules.preset = Some((*preset, *span));
+                    }
+                }
+                MayStatement::Setting(s) => {
+                    if s.class == EffectClass::Reads {
+                        self.diags.push(
+                            Diagnostic::error(codes::CHECK_READS_SETTING, "`reads` cannot be set")
+                                .at(s.class_span, "reads is always `alone`")
+                                .help("to tighten a tool that only reads, name it in a list: `propose [ToolName]`"),
+                        );
+                        continue;
+                    }
+                    if let Some((_, first)) = rules.settings.get(&s.class) {
+                        self.diags.push(
+                            Diagnostic::error(codes::CHECK_REPEATED, format!("`{}` is set twice in one block", s.class))
+                                .at(s.span, "set again here")
+                                .with(*first, "first set here")
+                                .help("keep one setting per class"),
+                        );
+                        continue;
+                    }
+                    if layer != Layer::Agent && s.level == Level::Alone {
+                        self.diags.push(
+                            Diagnostic::warning(codes::LEVELS_ALONE_IGNORED, format!("`{}: alone` says nothing in the {} layer", s.class, layer_noun(layer)))
+                                .at(s.span, "this layer only tightens")
+                                .help("the agent's `may` decides what runs alone; remove this setting"),
+                        );
+                    }
+                    rules.settings.insert(s.class, (s.level, s.span));
+                }
+                MayStatement::List(list) => {
+                    let names: Vec<Ident> = list.entries.iter().map(|e| e.tool.clone()).collect();
+                    self.warn_repeats(&names, "tool");
+                    for entry in &list.entries {
+                        if !self.resolve(&entry.tool, &[Kind::Tool]) {
+                            continue;
+                        }
+                        let Some(&id) = node_of.get(entry.tool.name.as_str()) else { continue };
+                        let existing = rules.named.entry(id).or_default();
+                        if let Some(other) = existing.iter().find(|r| r.level != list.level) {
+                            let wins = other.level.max(list.level);
+                            self.diags.push(
+                                Diagnostic::warning(codes::LEVELS_TWO_LISTS, format!("`{}` is in two lists of one layer", nodes[id].name))
+                                    .at(entry.span, format!("named `{}` here", list.level))
+                                    .with(other.span, format!("and `{}` here", other.level))
+                                    .help(format!("the strictest wins, so it is `{wins}`; keep it in one list")),
+                            );
+                        }
+                        existing.push(NamedRule { level: list.level, span: entry.span, list_span: list.span });
+                    }
+                }
+            }
+        }
+        rules
+    }
+
+    fn route(&mut self, r: &Route) -> Option<TableRoute> {
+        match &r.target {
+            RouteTarget::Person(p) => self.resolve(p, &[Kind::Person]).then(|| TableRoute::Person(p.name.clone())),
+            RouteTarget::Role(p) => self.resolve(p, &[Kind::Role]).then(|| TableRoute::Role(p.name.clone())),
+            RouteTarget::Queue(p) => self.resolve(p, &[Kind::Queue]).then(|| TableRoute::Queue(p.name.clone())),
+            RouteTarget::Requester(_) => Some(TableRoute::Requester),
+        }
+    }
+
+    fn skill(&mut self, decl: &'a Declaration, s: &'a Skill, model: &Model<'a>) -> SkillModel<'a> {
+        let mut out = SkillModel { declaration: decl, skill: s, tools: Vec::new(), rules: None, routes: BTreeMap::new() };
+        let mut tools_span = None;
+        let mut may_span = None;
+        for stmt in &s.statements {
+            match stmt {
+                SkillStatement::Tools(names, span) => {
+                    if let Some(first) = tools_span {
+                        self.diags.push(repeated("`tools`", *span, first));
+                        continue;
+                    }
+                    tools_span = Some(*span);
+                    self.warn_repeats(names, "tool");
+                    for n in names {
+                        if self.resolve(n, &[Kind::Tool]) {
+                            if let Some(&id) = model.node_of.get(n.name.as_str()) {
+                                if !out.tools.contains(&id) {
+                                    out.tools.push(id);
+                                }
+                            }
+                        }
+                    }
+                }
+                SkillStatement::May(block) => {
+                    if let Some(first) = may_span {
+                        self.diags.push(repeated("the skill's `may` block", block.span, first));
+                        continue;
+                    }
+                    may_span = Some(block.span);
+                    out.rules = Some(self.rules(Layer::Skill, block, &model.node_of, &model.nodes));
+                }
+                SkillStatement::Route(_) => {}
+            }
+        }
+        for stmt in &s.statements {
+            if let SkillStatement::Route(r) = stmt {
+                let target = self.route(r);
+                if !self.resolve(&r.tool, &[Kind::Tool]) {
+                    continue;
+                }
+                let Some(&id) = model.node_of.get(r.tool.name.as_str()) else { continue };
+                if !out.tools.contains(&id) {
+                    self.diags.push(
+                        Diagnostic::error(codes::CHECK_ROUTE_UNLISTED, format!("the skill `{}` routes `{}`, which it does not list", s.name.name, r.tool.name))
+                            .at(r.tool.span, "not one of the skill's tools")
+                            .help(format!("add `{}` to the skill's `tools`, or remove the route", r.tool.name)),
+                    );
+                    continue;
+                }
+                if let Some((_, first)) = out.routes.get(&id) {
+                    self.diags.push(repeated(&format!("the route of `{}`", r.tool.name), r.span, *first));
+                    continue;
+                }
+                if let Some(t) = target {
+                    out.routes.insert(id, (t, r.span));
+                }
+            }
+        }
+        out
+    }
+
+    fn agent(&mut self, decl: &'a Declaration, a: &'a Agent, model: &Model<'a>) -> AgentModel<'a> {
+        let mut out = AgentModel {
+            declaration: decl,
+            agent: a,
+            acts_as: Vec::new(),
+            sponsor: None,
+            skills: Vec::new(),
+            rules: Rules::empty(Layer::Agent),
+            routes: BTreeMap::new(),
+        };
+        let (mut acts_span, mut sponsor_span, mut may_span, mut skills_span) = (None, None, None, None);
+        for stmt in &a.statements {
+            match stmt {
+                AgentStatement::ActsAs(roles, span) => {
+                    if let Some(first) = acts_span {
+                        self.diags.push(repeated("`acts_as`", *span, first));
+                        continue;
+                    }
+                    acts_span = Some(*span);
+                    self.warn_repeats(roles, "role");
+                    for r in roles {
+                        if self.resolve(r, &[Kind::Role]) && !out.acts_as.contains(&r.name.as_str()) {
+                            out.acts_as.push(&r.name);
+                        }
+                    }
+                }
+                AgentStatement::Sponsor(p, span) => {
+                    if let Some(first) = sponsor_span {
+                        self.diags.push(repeated("`sponsor`", *span, first));
+                        continue;
+                    }
+                    sponsor_span = Some(*span);
+                    if self.resolve(p, &[Kind::Person]) {
+                        out.sponsor = Some(&p.name);
+                    }
+                }
+                AgentStatement::May(block) => {
+                    if let Some(first) = may_span {
+                        self.diags.push(repeated("the agent's `may` block", block.span, first));
+                        continue;
+                    }
+                    may_span = Some(block.span);
+                    out.rules = self.rules(Layer::Agent, block, &model.node_of, &model.nodes);
+                }
+                AgentStatement::Skills(skills, span) => {
+                    if let Some(first) = skills_span {
+                        self.diags.push(repeated("`skills`", *span, first));
+                        continue;
+                    }
+                    skills_span = Some(*span);
+                    self.warn_repeats(skills, "skill");
+                    for s in skills {
+                        if self.resolve(s, &[Kind::Skill]) && !out.skills.contains(&s.name.as_str()) {
+                            out.skills.push(&s.name);
+                        }
+                    }
+                }
+                AgentStatement::Route(_) => {}
+            }
+        }
+        if sponsor_span.is_none() {
+            self.diags.push(
+                Diagnostic::error(codes::CHECK_NO_SPONSOR, format!("the agent `{}` has no sponsor", a.name.name))
+                    .at(a.name.span, "every agent needs a person who answers for it")
+                    .help("add `sponsor PERSON`: the sponsor decides proposals when the work is for nobody"),
+            );
+        }
+        for stmt in &a.statements {
+            if let AgentStatement::Route(r) = stmt {
+                let target = self.route(r);
+                if !self.resolve(&r.tool, &[Kind::Tool]) {
+                    continue;
+                }
+                let Some(&id) = model.node_of.get(r.tool.name.as_str()) else { continue };
+                let listed = out.skills.iter().any(|s| model.skills.get(s).is_some_and(|sk| sk.tools.contains(&id)));
+                if !listed {
+                    self.diags.push(
+                        Diagnostic::error(codes::CHECK_ROUTE_UNLISTED, format!("the agent `{}` routes `{}`, which none of its skills lists", a.name.name, r.tool.name))
+                            .at(r.tool.span, "not offered in any of the agent's skills")
+                            .help("add the tool to one of the agent's skills, or remove the route"),
+                    );
+                    continue;
+                }
+                if let Some((_, first)) = out.routes.get(&id) {
+                    self.diags.push(repeated(&format!("the route of `{}`", r.tool.name), r.span, *first));
+                    continue;
+                }
+                if let Some(t) = target {
+                    out.routes.insert(id, (t, r.span));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// How a layer is named in messages.
+pub fn layer_noun(layer: Layer) -> &'static str {
+    match layer {
+        Layer::Package => "package-wide",
+        Layer::Agent => "agent",
+        Layer::Skill => "skill",
+    }
+}
+
+/// The canonical text of a statement: keywords and names, single spaces, no spans.
+pub fn statement_text(kind: &StatementKind) -> String {
+    fn er(r: &EntityRef) -> String {
+        match &r.field {
+            Some(f) => format!("{}.{}", r.entity.name, f.name),
+            None => r.entity.name.clone(),
+        }
+    }
+    fn tg(t: &Target) -> String {
+        if t.quoted { format!("{:?}", t.text) } else { t.text.clone() }
+    }
+    match kind {
+        StatementKind::Read(r) => format!("read {}", er(r)),
+        StatementKind::Write(r) => format!("write {}", er(r)),
+        StatementKind::Create(r) => format!("create {}", er(r)),
+        StatementKind::Delete(r) => format!("delete {}", er(r)),
+        StatementKind::Send(t) => format!("send {}", tg(t)),
+        StatementKind::Reach(t) => format!("reach {}", tg(t)),
+        StatementKind::Spend { budget, by } => format!("spend {} by {}", budget.name, by.name),
+        StatementKind::Call(t) => format!("call {}", t.name),
+        StatementKind::CallAny(ts) => {
+            format!("call any [{}]", ts.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "))
+        }
+        StatementKind::CallDynamic => "call dynamic".to_string(),
+        StatementKind::Version { param, field } => format!("version {}.{}", param.name, field.name),
+        StatementKind::Subject(p) => format!("subject {}", p.name),
+    }
+}

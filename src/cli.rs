@@ -1,0 +1,443 @@
+//! `permitc`, the command line (spec §7): `check`, `compile`, `explain`, `decide`.
+//!
+//! Exit codes: 0 clean, 1 errors (or warnings with `--deny-warnings`), 2 usage or I/O. Human output goes
+//! to stderr as miette diagnostics (graphical with colour on a terminal; without colour when stderr is
+//! not a terminal or `NO_COLOR` is set); `--format json` writes one JSON document to stdout.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use miette::{GraphicalReportHandler, GraphicalTheme};
+
+use crate::compile::{self, Analysis, Output};
+use crate::diagnostics::{Diagnostic, Severity};
+use crate::effects::{self, Hop};
+use crate::syntax::{self, Sources};
+use crate::table::{EffectClass, Level, Route};
+
+/// The permits compiler: check `.permits` packages, compile them to a decision table, explain a decision.
+#[derive(Debug, Parser)]
+#[command(name = "permitc", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Check packages: each PATH is one package (a folder of `.permits` files, or one file).
+    Check {
+        /// The packages.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// Fail (exit 1) on warnings too.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Compile one package to a decision table (written atomically).
+    Compile {
+        /// The package.
+        path: PathBuf,
+        /// Where to write the table (`-` for stdout).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Output format of diagnostics.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// Fail (exit 1, no table written) on warnings too.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Explain the decision for one (agent, skill, tool): level, route, every reason, witness paths.
+    Explain {
+        /// The agent.
+        #[arg(long)]
+        agent: String,
+        /// The skill.
+        #[arg(long)]
+        skill: String,
+        /// The tool.
+        #[arg(long)]
+        tool: String,
+        /// The package.
+        path: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Diagnostics for people.
+    Human,
+    /// One JSON document on stdout.
+    Json,
+}
+
+/// Runs `permitc` with the process's arguments and returns its exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    let code = match cli.command {
+        Command::Check { paths, format, deny_warnings } => check(&paths, format, deny_warnings),
+        Command::Compile { path, output, format, deny_warnings } => compile_cmd(&path, &output, format, deny_warnings),
+        Command::Explain { agent, skill, tool, path, format } => explain(&path, &agent, &skill, &tool, format),
+    };
+    ExitCode::from(code)
+}
+
+fn colour() -> bool {
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// Renders diagnostics as miette does on a terminal, without colour (for tests, logs and
+/// [`crate::compile::compile_path`]).
+pub fn render_plain(diagnostics: &[Diagnostic], sources: &Sources) -> String {
+    render(diagnostics, sources, false)
+}
+
+fn render(diagnostics: &[Diagnostic], sources: &Sources, colour: bool) -> String {
+    let theme = if colour { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
+    let handler = GraphicalReportHandler::new_themed(theme).with_width(100).with_links(false);
+    let mut out = String::new();
+    for d in diagnostics {
+        let report = d.to_report(sources);
+        if handler.render_report(&mut out, &report).is_err() {
+            out.push_str(&format!("{}: {} [{}]\n", d.severity.as_str(), d.message, d.code));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+fn diagnostic_json(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
+    let label = |l: &crate::diagnostics::Label, primary: bool| {
+        let src = sources.get(l.span.file);
+        let (line, column) = src.line_col(l.span.start);
+        let (end_line, end_column) = src.line_col(l.span.end);
+        serde_json::json!({
+            "file": src.name, "line": line, "column": column, "end_line": end_line, "end_column": end_column,
+            "message": l.message, "primary": primary,
+        })
+    };
+    let labels: Vec<_> = d.primary.iter().map(|l| label(l, true)).chain(d.secondary.iter().map(|l| label(l, false))).collect();
+    serde_json::json!({
+        "code": d.code, "severity": d.severity.as_str(), "message": d.message, "help": d.help, "labels": labels,
+    })
+}
+
+fn count(out: &Output) -> (usize, usize) {
+    let errors = out.diagnostics.iter().filter(|d| d.severity == Severity::Error).count();
+    (errors, out.diagnostics.len() - errors)
+}
+
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 { format!("1 {word}") } else { format!("{n} {word}s") }
+}
+
+fn summary(path: &Path, out: &Output) -> String {
+    let (errors, warnings) = count(out);
+    let mut problems = Vec::new();
+    if errors > 0 {
+        problems.push(plural(errors, "error"));
+    }
+    if warnings > 0 {
+        problems.push(plural(warnings, "warning"));
+    }
+    match &out.table {
+        Some(t) if errors == 0 => {
+            let decisions: usize = t.entries.values().flat_map(|s| s.values()).map(|m| m.len()).sum();
+            format!(
+                "checked `{}`: {}, {}, {}, {}",
+                path.display(),
+                plural(t.agents.len(), "agent"),
+                plural(t.skills.len(), "skill"),
+                plural(decisions, "decision"),
+                if problems.is_empty() { "no problems".to_string() } else { problems.join(", ") }
+            )
+        }
+        _ => format!("`{}` does not compile: {}", path.display(), problems.join(", ")),
+    }
+}
+
+fn io_error(e: &syntax::LoadError, format: Format) -> u8 {
+    if format == Format::Human {
+        eprintln!("error: {e}");
+    } else {
+        println!("{}", serde_json::json!({ "error": e.to_string() }));
+    }
+    2
+}
+
+fn check(paths: &[PathBuf], format: Format, deny_warnings: bool) -> u8 {
+    let mut worst = 0u8;
+    let mut json = Vec::new();
+    let colour = colour();
+    for path in paths {
+        let out = match compile::compile_package(path) {
+            Ok(out) => out,
+            Err(e) => {
+                if format == Format::Human {
+                    eprintln!("error: {e}");
+                } else {
+                    json.push(serde_json::json!({ "path": path.display().to_string(), "error": e.to_string() }));
+                }
+                worst = 2;
+                continue;
+            }
+        };
+        let (errors, warnings) = count(&out);
+        if errors > 0 || (deny_warnings && warnings > 0) {
+            worst = worst.max(1);
+        }
+        match format {
+            Format::Human => {
+                eprint!("{}", render(&out.diagnostics, &out.sources, colour));
+                eprintln!("{}", summary(path, &out));
+            }
+            Format::Json => {
+                let decisions: usize =
+                    out.table.as_ref().map(|t| t.entries.values().flat_map(|s| s.values()).map(|m| m.len()).sum()).unwrap_or(0);
+                json.push(serde_json::json!({
+                    "path": path.display().to_string(),
+                    "ok": errors == 0,
+                    "errors": errors,
+                    "warnings": warnings,
+                    "decisions": decisions,
+                    "diagnostics": out.diagnostics.iter().map(|d| diagnostic_json(d, &out.sources)).collect::<Vec<_>>(),
+                }));
+            }
+        }
+    }
+    if format == Format::Json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "packages": json })).unwrap_or_default());
+    }
+    worst
+}
+
+fn compile_cmd(path: &Path, output: &Path, format: Format, deny_warnings: bool) -> u8 {
+    let out = match compile::compile_package(path) {
+        Ok(out) => out,
+        Err(e) => return io_error(&e, format),
+    };
+    let (errors, warnings) = count(&out);
+    match format {
+        Format::Human => eprint!("{}", render(&out.diagnostics, &out.sources, colour())),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "path": path.display().to_string(), "errors": errors, "warnings": warnings,
+                "diagnostics": out.diagnostics.iter().map(|d| diagnostic_json(d, &out.sources)).collect::<Vec<_>>(),
+            }))
+            .unwrap_or_default()
+        ),
+    }
+    let table = match out.table {
+        Some(t) if errors == 0 && !(deny_warnings && warnings > 0) => t,
+        _ => {
+            if format == Format::Human {
+                eprintln!("{}; no table written", summary(path, &Output { table: None, ..out }));
+            }
+            return 1;
+        }
+    };
+    let bytes = table.to_pretty_json();
+    if output == Path::new("-") {
+        print!("{bytes}");
+        return 0;
+    }
+    match write_atomically(output, bytes.as_bytes()) {
+        Ok(()) => {
+            if format == Format::Human {
+                eprintln!("wrote `{}` (table digest {})", output.display(), &table.header.table_digest);
+            }
+            0
+        }
+        Err(e) => {
+            eprintln!("error: cannot write `{}`: {e}", output.display());
+            2
+        }
+    }
+}
+
+/// Writes `bytes` to a temporary file beside `path`, syncs it, then renames it over `path`: a reader sees
+/// the old file or the new one, never a partial one.
+///
+/// Errors: any I/O error; the temporary file is removed on failure.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "table.json".into());
+    let tmp = dir.join(format!(".{name}.tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) -> u8 {
+    let loaded = match syntax::load_package(path) {
+        Ok(l) => l,
+        Err(e) => return io_error(&e, format),
+    };
+    let (analysis, mut diags) = compile::analyze(&loaded.package, &loaded.sources);
+    let mut all = loaded.diagnostics.clone();
+    all.append(&mut diags);
+    if all.iter().any(Diagnostic::is_error) {
+        eprint!("{}", render(&all, &loaded.sources, colour()));
+        eprintln!("`{}` does not compile; fix the errors to explain a decision", path.display());
+        return 1;
+    }
+    let Some(a) = analysis else { return 1 };
+    let text = explain_text(&a, agent, skill, tool, format);
+    print!("{text}");
+    0
+}
+
+/// Why a triple is not offered, in the runtime's words (spec §3 step 1).
+fn not_offered(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Option<&'static str> {
+    let m = &a.model;
+    let Some(ag) = m.agents.get(agent) else { return Some("unknown agent") };
+    let Some(sk) = m.skills.get(skill) else { return Some("unknown skill") };
+    if !ag.skills.contains(&skill) {
+        return Some("not one of the agent's skills");
+    }
+    let Some(&id) = m.node_of.get(tool).filter(|id| m.nodes[**id].is_tool()) else { return Some("unknown tool") };
+    if !sk.tools.contains(&id) {
+        return Some("not one of the skill's tools");
+    }
+    None
+}
+
+fn route_text(route: &Route, a: &Analysis<'_>, agent: &str) -> String {
+    match route {
+        Route::Requester => {
+            let sponsor = a.model.agents.get(agent).and_then(|x| x.sponsor).unwrap_or("?");
+            format!("requester (the person the work is for; the sponsor `{sponsor}` when it is for nobody)")
+        }
+        other => other.to_string(),
+    }
+}
+
+fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: Format) -> String {
+    let triple = format!("({agent}, {skill}, {tool})");
+    if let Some(why) = not_offered(a, agent, skill, tool) {
+        return match format {
+            Format::Human => format!("{triple}: never\n  not offered: {why}\n"),
+            Format::Json => format!("{}\n", serde_json::json!({ "agent": agent, "skill": skill, "tool": tool, "level": Level::Never, "offered": false, "reason": why })),
+        };
+    }
+    let Some(d) = a.decisions.iter().find(|d| d.agent == agent && d.skill == skill && a.model.nodes[d.tool].name == tool) else {
+        return format!("{triple}: never\n  not offered\n");
+    };
+    let line_text = |span: crate::syntax::Span| {
+        let src = a.sources.get(span.file);
+        let (line, _) = src.line_col(span.start);
+        let text = src.text.lines().nth(line as usize - 1).unwrap_or("").trim().to_string();
+        (format!("{}:{}", src.name, line), text)
+    };
+    // Witness paths of each effect (and of the reserved subject).
+    let mut witnesses = Vec::new();
+    for s in 0..effects::SLOTS {
+        if !a.effects.sets[d.tool].has_slot(s) {
+            continue;
+        }
+        let mut hops = vec![tool.to_string()];
+        let mut end = String::new();
+        for (at, hop) in a.effects.witness_path(d.tool, s) {
+            match hop {
+                Hop::Call(c, _) => hops.push(a.model.nodes[c].name.to_string()),
+                Hop::Operation(i) => {
+                    let op = &a.model.nodes[at].operations[i];
+                    let (place, _) = line_text(op.span);
+                    hops.push(op.text.clone());
+                    end = place;
+                }
+                Hop::Claim(span) => {
+                    let (place, _) = line_text(span);
+                    hops.push("claim (assumed)".to_string());
+                    end = place;
+                }
+            }
+        }
+        let class = effects::slot_name(s);
+        let assumed = s < 5 && !a.effects.real[d.tool].has_slot(s);
+        witnesses.push((class, hops.join(" → "), end, assumed));
+    }
+    match format {
+        Format::Json => {
+            let reasons: Vec<_> = d
+                .because
+                .iter()
+                .map(|(r, span)| {
+                    let text = span.map(|s| line_text(s).1);
+                    serde_json::json!({ "layer": r.layer, "kind": r.kind, "level": r.level, "rule": r.rule, "via": r.via, "at": r.at.as_ref().map(|x| x.to_string()), "text": text })
+                })
+                .collect();
+            let w: Vec<_> = witnesses
+                .iter()
+                .map(|(c, p, at, assumed)| serde_json::json!({ "effect": c, "path": p, "at": at, "assumed": assumed }))
+                .collect();
+            format!(
+                "{}\n",
+                serde_json::to_string_pretty(&serde_json::json!({
+                    "agent": agent, "skill": skill, "tool": tool, "level": d.level, "offered": true,
+                    "route": d.route, "reasons": reasons, "witnesses": w, "rows": d.rows,
+                }))
+                .unwrap_or_default()
+            )
+        }
+        Format::Human => {
+            let mut out = format!("{triple}: {}\n", d.level);
+            let routed = matches!(d.level, Level::Propose | Level::ProposeEveryTime);
+            out.push_str(&format!(
+                "  route: {}{}\n",
+                route_text(&d.route, a, agent),
+                if routed { "" } else { " (unused: nothing is proposed)" }
+            ));
+            out.push_str("  because:\n");
+            for (r, span) in &d.because {
+                let layer = r.layer.map(|l| format!("{l} layer")).unwrap_or_else(|| "reserved subject".to_string());
+                let decisive = if r.level == d.level { "*" } else { " " };
+                match span {
+                    Some(s) => {
+                        let (place, text) = line_text(*s);
+                        out.push_str(&format!("  {decisive} {layer}: {} — {} at {place}: `{text}`\n", r.level, r.rule));
+                    }
+                    None => out.push_str(&format!("  {decisive} {layer}: {} — {}\n", r.level, r.rule)),
+                }
+            }
+            if witnesses.is_empty() {
+                out.push_str("  effects: none (it only computes)\n");
+            } else {
+                out.push_str("  effects:\n");
+                for (class, path, at, assumed) in &witnesses {
+                    let note = if *assumed { " (assumed: an extern tool's claim)" } else { "" };
+                    out.push_str(&format!("    {class}: {path} at {at}{note}\n"));
+                }
+            }
+            if let Some((claim, _)) = a.model.nodes[d.tool].claim {
+                out.push_str(&format!("  claim: {} (levels use the claim)\n", claim.describe()));
+            }
+            let _ = EffectClass::Reads;
+            out.push_str("  (* marks the rules that decide the level)\n");
+            out
+        }
+    }
+}

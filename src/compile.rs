@@ -1,0 +1,565 @@
+//! Compile: the level of every offered (agent, skill, tool) exactly as spec §3, the checks that need
+//! levels, and the decision table of spec §4.
+//!
+//! Inheritance ("a wrapper cannot launder a tool the agent must not run alone") is computed in one pass
+//! over the condensation: each component carries the set of restrictively named tools it reaches, so the
+//! cost does not grow with the number of layers times tools.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use crate::check::{self, ClassSource, Model, NodeId, Rules, layer_noun};
+use crate::diagnostics::{Diagnostic, codes};
+use crate::effects::{self, EffectSet, Effects, Hop, RESERVED_SLOT};
+use crate::syntax::{self, Loaded, Sources, Span};
+use crate::table::{
+    self, AgentInfo, Authority, EffectClass, EffectInfo, Entry, Header, Hop as TableHop, HopKind, Layer, Level, NamedRow,
+    PackageSettings, ParamInfo, PersonInfo, QueueInfo, Reason, ReasonKind, Route, Row, SkillInfo, SourceRef, Table,
+    ToolInfo, VersionInfo, canonical_json, sha256_hex,
+};
+
+/// The compiler's name and version, as written in `header.compiler`.
+pub const COMPILER: &str = concat!("permitc ", env!("CARGO_PKG_VERSION"));
+
+/// Everything the analysis knows about a package that checked clean enough to analyse.
+#[derive(Debug)]
+pub struct Analysis<'a> {
+    /// The sources, for places.
+    pub sources: &'a Sources,
+    /// The resolved package.
+    pub model: Model<'a>,
+    /// Inferred effects.
+    pub effects: Effects,
+    /// Every offered triple's decision, sorted by (agent, skill, tool).
+    pub decisions: Vec<Decision<'a>>,
+}
+
+/// The compiled decision for one offered triple, with the spans of its reasons (for `explain`).
+#[derive(Debug)]
+pub struct Decision<'a> {
+    /// The agent.
+    pub agent: &'a str,
+    /// The skill.
+    pub skill: &'a str,
+    /// The tool.
+    pub tool: NodeId,
+    /// The level.
+    pub level: Level,
+    /// Per layer, what it says.
+    pub rows: Vec<Row>,
+    /// Why, each reason with the span of its rule (none for a synthetic default).
+    pub because: Vec<(Reason, Option<Span>)>,
+    /// Who decides.
+    pub route: Route,
+    /// Where the route is written, if it is.
+    pub route_span: Option<Span>,
+    /// Whether the tool writes the reserved entity.
+    pub reserved: bool,
+}
+
+/// The result of compiling one package.
+#[derive(Debug)]
+pub struct Output {
+    /// The package's sources.
+    pub sources: Sources,
+    /// The table, when there are no errors.
+    pub table: Option<Table>,
+    /// Every diagnostic of every stage, errors and warnings, in stage order.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Output {
+    /// Whether any diagnostic is an error.
+    pub fn has_errors(&self) -> bool {
+        self.diagnostics.iter().any(Diagnostic::is_error)
+    }
+}
+
+/// Loads, checks and compiles the package at `path` (a folder or one file).
+///
+/// Errors: [`syntax::LoadError`] when the path cannot be read; every problem in the sources is a
+/// diagnostic in the [`Output`].
+pub fn compile_package(path: &Path) -> Result<Output, syntax::LoadError> {
+    Ok(compile_loaded(syntax::load_package(path)?))
+}
+
+/// Compiles the package at `path` and returns its table, or the rendered diagnostics (plain text, no
+/// colour) when it has errors or cannot be read. A convenience for tests and hosts that compile at start.
+///
+/// Errors: the rendered diagnostics, as one string.
+pub fn compile_path(path: &Path) -> Result<Table, String> {
+    let out = compile_package(path).map_err(|e| e.to_string())?;
+    match out.table {
+        Some(t) if !out.has_errors() => Ok(t),
+        _ => Err(crate::cli::render_plain(&out.diagnostics, &out.sources)),
+    }
+}
+
+/// Runs check, effects and levels on a loaded package and builds the table when nothing is an error.
+pub fn compile_loaded(loaded: Loaded) -> Output {
+    let Loaded { sources, package, mut diagnostics } = loaded;
+    let table = {
+        let (analysis, mut diags) = analyze(&package, &sources);
+        diagnostics.append(&mut diags);
+        let errors = diagnostics.iter().any(Diagnostic::is_error);
+        match analysis {
+            Some(a) if !errors => Some(build_table(&a)),
+            _ => None,
+        }
+    };
+    Output { sources, table, diagnostics }
+}
+
+/// Check, infer and decide. Returns the analysis (when the package parsed) and the diagnostics of these
+/// stages. A package with syntax errors is still analysed for what parsed, so one run shows more.
+pub fn analyze<'a>(package: &'a syntax::ast::Package, sources: &'a Sources) -> (Option<Analysis<'a>>, Vec<Diagnostic>) {
+    let (model, mut diagnostics) = check::check(package);
+    let (effects, mut d) = effects::infer(&model, sources);
+    diagnostics.append(&mut d);
+    let mut analysis = Analysis { sources, model, effects, decisions: Vec::new() };
+    let mut d = decide_all(&mut analysis);
+    diagnostics.append(&mut d);
+    if analysis.decisions.is_empty() && !sources.is_empty() && !diagnostics.iter().any(Diagnostic::is_error) {
+        diagnostics.push(
+            Diagnostic::error(codes::LEVELS_NO_DECISIONS, "the package compiles to zero decisions")
+                .help("give an agent a `skills [..]` list whose skills list `tools [..]`; a package that decides nothing has lost something"),
+        );
+    }
+    (Some(analysis), diagnostics)
+}
+
+/// The restrictively named tools each component reaches through at least one call.
+fn reach_sets(model: &Model<'_>, effects: &Effects) -> Vec<Vec<NodeId>> {
+    let mut restrictive = vec![false; model.nodes.len()];
+    let mut mark = |rules: &Rules<'_>| {
+        for (id, named) in &rules.named {
+            if named.iter().any(|r| r.level >= Level::Propose) {
+                restrictive[*id] = true;
+            }
+        }
+    };
+    if let Some(r) = &model.package_rules {
+        mark(r);
+    }
+    for a in model.agents.values() {
+        mark(&a.rules);
+    }
+    for s in model.skills.values() {
+        if let Some(r) = &s.rules {
+            mark(r);
+        }
+    }
+    let mut reach: Vec<Vec<NodeId>> = vec![Vec::new(); effects.components.len()];
+    for (ci, members) in effects.components.iter().enumerate() {
+        let mut set: BTreeSet<NodeId> = BTreeSet::new();
+        let cyclic = members.len() > 1 || members.iter().any(|m| model.nodes[*m].calls.iter().any(|(c, _)| c == m));
+        for &m in members {
+            if cyclic && restrictive[m] {
+                set.insert(m);
+            }
+            for (c, _) in &model.nodes[m].calls {
+                let cc = effects.component_of[*c];
+                if cc != ci {
+                    if restrictive[*c] {
+                        set.insert(*c);
+                    }
+                    set.extend(reach[cc].iter().copied());
+                }
+            }
+        }
+        reach[ci] = set.into_iter().collect();
+    }
+    reach
+}
+
+struct LayerEval {
+    row: Option<Row>,
+    level: Option<Level>,
+    because: Vec<(Reason, Option<Span>)>,
+    /// The callee that sets the inherited floor, with its rule's span.
+    inherited_from: Option<(NodeId, Span)>,
+}
+
+fn source_ref(sources: &Sources, span: Span) -> SourceRef {
+    SourceRef { file: sources.name(span.file).to_string(), line: sources.line(span) }
+}
+
+fn eval_layer(
+    a: &Analysis<'_>,
+    rules: &Rules<'_>,
+    owner: &str,
+    tool: NodeId,
+    level_set: EffectSet,
+    reach: &[NodeId],
+) -> LayerEval {
+    let model = &a.model;
+    let layer = rules.layer;
+    let reason = |kind, level, rule: String, via: Option<String>, span: Option<Span>| {
+        (Reason { layer: Some(layer), kind, level, rule, via, at: span.map(|s| source_ref(a.sources, s)) }, span)
+    };
+    let named: Vec<NamedRow> = rules.named.get(&tool).map(|v| v.iter().map(|r| NamedRow { level: r.level }).collect()).unwrap_or_default();
+    // Class level over the tool's classes; an empty set counts as `reads` (alone in the agent layer).
+    let classes: Vec<EffectClass> = if level_set.is_empty() { vec![EffectClass::Reads] } else { level_set.classes().collect() };
+    let per_class: Vec<(EffectClass, Level, ClassSource)> =
+        classes.iter().filter_map(|c| rules.class_level(*c).map(|(l, src)| (*c, l, src))).collect();
+    let class = per_class.iter().map(|(_, l, _)| *l).max();
+    let mut inherited: Option<(Level, NodeId, Span)> = None;
+    for c in reach {
+        if let Some(r) = rules.named_level(*c) {
+            if r.level >= Level::Propose && inherited.is_none_or(|(l, _, _)| r.level > l) {
+                inherited = Some((r.level, *c, r.span));
+            }
+        }
+    }
+    let row = Row { layer, named: named.clone(), class, inherited: inherited.map(|(l, _, _)| l) };
+    let level = row.level();
+    let mut because = Vec::new();
+    let named_best = rules.named_level(tool);
+    if let Some(n) = named_best {
+        because.push(reason(ReasonKind::Named, n.level, format!("{} [{}]", n.level, model.nodes[tool].name), None, Some(n.span)));
+    } else if let Some(cl) = class {
+        for (c, l, src) in per_class.iter().filter(|(_, l, _)| *l == cl) {
+            let shown = if level_set.is_empty() { "no effects".to_string() } else { c.to_string() };
+            match src {
+                ClassSource::Setting(span) => because.push(reason(ReasonKind::Class, *l, format!("{c}: {l}"), Some(c.to_string()), Some(*span))),
+                ClassSource::Preset(span) => {
+                    let preset = a.sources.slice(*span).trim().to_string();
+                    because.push(reason(ReasonKind::Class, *l, format!("{preset}: {c} -> {l}"), Some(c.to_string()), Some(*span)));
+                }
+                ClassSource::Default => because.push(reason(
+                    ReasonKind::Default,
+                    *l,
+                    format!("default: {shown} -> {l} ({} {owner})", layer_noun(layer)),
+                    Some(c.to_string()),
+                    None,
+                )),
+            }
+        }
+    }
+    if let Some((l, callee, span)) = inherited {
+        if level == Some(l) {
+            because.push(reason(ReasonKind::Inherited, l, format!("{l} [{}]", model.nodes[callee].name), Some(model.nodes[callee].name.to_string()), Some(span)));
+        }
+    }
+    let says_something = !row.named.is_empty() || row.class.is_some() || row.inherited.is_some();
+    LayerEval {
+        row: says_something.then_some(row),
+        level,
+        because,
+        inherited_from: inherited.map(|(_, c, s)| (c, s)),
+    }
+}
+
+fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
+    let reach = reach_sets(&a.model, &a.effects);
+    let mut decisions = Vec::new();
+    let mut reserved_warned: BTreeSet<NodeId> = BTreeSet::new();
+    let mut loosen_warned: BTreeSet<(Span, &str)> = BTreeSet::new();
+    let mut alone_inherit_warned: BTreeSet<Span> = BTreeSet::new();
+    let mut agent_route_used: BTreeMap<Span, bool> = BTreeMap::new();
+    for (agent_name, agent) in &a.model.agents {
+        for skill_name in &agent.skills {
+            let Some(skill) = a.model.skills.get(skill_name) else { continue };
+            for &tool in &skill.tools {
+                let level_set = a.effects.level_set(&a.model, tool);
+                let reach_t = &reach[a.effects.component_of[tool]];
+                let mut layers = Vec::new();
+                if let Some(r) = &a.model.package_rules {
+                    layers.push(eval_layer(a, r, "", tool, level_set, reach_t));
+                }
+                let agent_eval = eval_layer(a, &agent.rules, agent_name, tool, level_set, reach_t);
+                let agent_level = agent_eval.level;
+                layers.push(agent_eval);
+                if let Some(r) = &skill.rules {
+                    layers.push(eval_layer(a, r, skill_name, tool, level_set, reach_t));
+                }
+                let reserved = a.effects.sets[tool].is_reserved();
+                let mut level = layers.iter().filter_map(|l| l.level).max().unwrap_or(Level::Alone);
+                let mut because: Vec<(Reason, Option<Span>)> = layers.iter().flat_map(|l| l.because.iter().cloned()).collect();
+                if reserved {
+                    level = Level::Never;
+                    let path = a.effects.witness_path(tool, RESERVED_SLOT);
+                    let (via, span) = match path.last() {
+                        Some((at, Hop::Operation(i))) => (a.model.nodes[*at].name.to_string(), Some(a.model.nodes[*at].operations[*i].span)),
+                        _ => (a.model.nodes[tool].name.to_string(), None),
+                    };
+                    because.push((
+                        Reason {
+                            layer: None,
+                            kind: ReasonKind::Reserved,
+                            level: Level::Never,
+                            rule: "writes the reserved entity permits".to_string(),
+                            via: Some(via),
+                            at: span.map(|s| source_ref(a.sources, s)),
+                        },
+                        span,
+                    ));
+                    if reserved_warned.insert(tool) {
+                        let mut d = Diagnostic::warning(
+                            codes::EFFECTS_RESERVED,
+                            format!("`{}` writes the reserved entity `permits`, so it is never for every agent", a.model.nodes[tool].name),
+                        )
+                        .at(a.model.nodes[tool].name_span, "an agent must not widen its own authority");
+                        for (span, msg) in effects::witness_labels(&a.model, &a.effects, tool, RESERVED_SLOT) {
+                            d = d.with(span, msg);
+                        }
+                        diags.push(d.help("remove it from the skills that offer it; no list or approval can make it run"));
+                    }
+                }
+                // Warnings that need levels.
+                for (l, rules) in layers.iter().zip(
+                    a.model.package_rules.iter().chain(std::iter::once(&agent.rules)).chain(skill.rules.iter()),
+                ) {
+                    if let (Some(n), Some((callee, span))) = (rules.named_level(tool), l.inherited_from) {
+                        if n.level == Level::Alone && l.level > Some(Level::Alone) && alone_inherit_warned.insert(n.span) {
+                            let callee_name = a.model.nodes[callee].name;
+                            diags.push(
+                                Diagnostic::warning(codes::LEVELS_ALONE_INHERITS, format!("`{}` is named `alone` but calls `{callee_name}`", a.model.nodes[tool].name))
+                                    .at(n.span, "named alone here")
+                                    .with(span, format!("`{callee_name}` is named `{}` here, and that wins", l.level.unwrap_or(Level::Alone)))
+                                    .help("a wrapper cannot launder a tool it calls; name the wrapper at the callee's level, or stop calling it"),
+                            );
+                        }
+                    }
+                }
+                if let Some(skill_rules) = &skill.rules {
+                    if let Some(n) = skill_rules.named_level(tool) {
+                        if agent_level.is_some_and(|al| n.level < al) && loosen_warned.insert((n.span, agent_name)) {
+                            let agent_reason = layers.iter().find(|l| l.row.as_ref().is_some_and(|r| r.layer == Layer::Agent)).and_then(|l| l.because.first().cloned());
+                            let mut d = Diagnostic::warning(
+                                codes::LEVELS_SKILL_LOOSENS,
+                                format!(
+                                    "the skill `{skill_name}` names `{}` `{}`, but the agent `{agent_name}` says `{}`",
+                                    a.model.nodes[tool].name,
+                                    n.level,
+                                    agent_level.unwrap_or(Level::Alone)
+                                ),
+                            )
+                            .at(n.span, "this entry cannot take effect");
+                            match agent_reason {
+                                Some((r, Some(span))) => d = d.with(span, format!("the agent's rule `{}` wins", r.rule)),
+                                Some((r, None)) => d = d.help(format!("a skill can only tighten: the agent's `{}` wins; change the agent's rules to loosen", r.rule)),
+                                None => {}
+                            }
+                            if d.help.is_none() {
+                                d = d.help("a skill can only tighten: the agent's rule wins; change the agent's rules to loosen");
+                            }
+                            diags.push(d);
+                        }
+                    }
+                    for (class, (sl, span)) in &skill_rules.settings {
+                        if let Some((al, _)) = agent.rules.class_level(*class) {
+                            if *sl < al && *sl != Level::Alone && loosen_warned.insert((*span, agent_name)) {
+                                diags.push(
+                                    Diagnostic::warning(
+                                        codes::LEVELS_SKILL_LOOSENS,
+                                        format!("the skill `{skill_name}` sets `{class}: {sl}`, but the agent `{agent_name}` says `{class}: {al}`"),
+                                    )
+                                    .at(*span, "this setting cannot take effect")
+                                    .help("a skill can only tighten: the agent's setting wins"),
+                                );
+                            }
+                        }
+                    }
+                }
+                let (route, route_span) = match skill.routes.get(&tool).or_else(|| agent.routes.get(&tool)) {
+                    Some((r, span)) => (r.clone(), Some(*span)),
+                    None => (Route::Requester, None),
+                };
+                let proposes = matches!(level, Level::Propose | Level::ProposeEveryTime);
+                if let Some(span) = route_span {
+                    if skill.routes.contains_key(&tool) {
+                        if !proposes {
+                            diags.push(
+                                Diagnostic::warning(
+                                    codes::LEVELS_ROUTE_UNUSED,
+                                    format!("the route of `{}` in `{skill_name}` can never be used for the agent `{agent_name}`", a.model.nodes[tool].name),
+                                )
+                                .at(span, format!("the triple is `{level}`, so nothing is proposed"))
+                                .help("routes apply to `propose` and `propose_every_time`; remove the route or change the level"),
+                            );
+                        }
+                    } else {
+                        let used = agent_route_used.entry(span).or_insert(false);
+                        *used |= proposes;
+                    }
+                }
+                decisions.push(Decision {
+                    agent: agent_name,
+                    skill: skill_name,
+                    tool,
+                    level,
+                    rows: layers.into_iter().filter_map(|l| l.row).collect(),
+                    because,
+                    route,
+                    route_span,
+                    reserved,
+                });
+            }
+        }
+    }
+    for (span, used) in agent_route_used {
+        if !used {
+            diags.push(
+                Diagnostic::warning(codes::LEVELS_ROUTE_UNUSED, "this route can never be used")
+                    .at(span, "every triple it covers is `alone` or `never`")
+                    .help("routes apply to `propose` and `propose_every_time`; remove the route or change the level"),
+            );
+        }
+    }
+    decisions.sort_by(|x, y| (x.agent, x.skill, a.model.nodes[x.tool].name).cmp(&(y.agent, y.skill, a.model.nodes[y.tool].name)));
+    a.decisions = decisions;
+    diags
+}
+
+fn table_hop(a: &Analysis<'_>, node: NodeId, hop: Hop) -> TableHop {
+    match hop {
+        Hop::Operation(i) => {
+            let op = &a.model.nodes[node].operations[i];
+            TableHop { kind: HopKind::Operation, text: op.text.clone(), at: source_ref(a.sources, op.span) }
+        }
+        Hop::Call(c, span) => TableHop { kind: HopKind::Call, text: a.model.nodes[c].name.to_string(), at: source_ref(a.sources, span) },
+        Hop::Claim(span) => TableHop { kind: HopKind::Claim, text: a.sources.slice(span).trim().to_string(), at: source_ref(a.sources, span) },
+    }
+}
+
+/// The canonical form of a layer's rules: preset, settings and named entries (no spans).
+fn rules_form(a: &Analysis<'_>, rules: Option<&Rules<'_>>) -> serde_json::Value {
+    let Some(rules) = rules else { return serde_json::Value::Null };
+    let preset = rules.preset.map(|(p, _)| format!("{p:?}"));
+    let settings: BTreeMap<&str, &str> = rules.settings.iter().map(|(c, (l, _))| (c.as_str(), l.as_str())).collect();
+    let named: BTreeMap<&str, Vec<&str>> = rules
+        .named
+        .iter()
+        .map(|(id, v)| {
+            let mut levels: Vec<&str> = v.iter().map(|r| r.level.as_str()).collect();
+            levels.sort_unstable();
+            (a.model.nodes[*id].name, levels)
+        })
+        .collect();
+    serde_json::json!({ "preset": preset, "settings": settings, "named": named })
+}
+
+fn digest_of(value: &serde_json::Value) -> String {
+    sha256_hex(canonical_json(value).unwrap_or_default().as_bytes())
+}
+
+/// Builds the decision table from an analysis without errors.
+pub fn build_table(a: &Analysis<'_>) -> Table {
+    let model = &a.model;
+    let mut tools = BTreeMap::new();
+    for (i, node) in model.nodes.iter().enumerate() {
+        let crate::check::NodeKind::Tool(t) = node.kind else { continue };
+        let mut effects_map = BTreeMap::new();
+        for class in a.effects.sets[i].classes() {
+            let s = EffectClass::ALL.iter().position(|c| *c == class).unwrap_or(0);
+            if let Some(hop) = a.effects.witness[i][s] {
+                effects_map.insert(class, EffectInfo { assumed: !a.effects.real[i].contains(class), witness: table_hop(a, i, hop) });
+            }
+        }
+        tools.insert(
+            node.name.to_string(),
+            ToolInfo {
+                label: t.label.as_ref().map(|l| l.value.clone()).unwrap_or_default(),
+                doc: node.declaration.doc_text(),
+                external: node.is_extern(),
+                params: node.params.iter().map(|(n, ty)| ParamInfo { name: n.to_string(), ty: ty.clone() }).collect(),
+                effects: effects_map,
+                claim: node.claim.map(|(c, _)| c.classes().collect()),
+                reserved: a.effects.witness[i][RESERVED_SLOT].map(|h| table_hop(a, i, h)),
+                version: node.version.map(|(p, f)| VersionInfo { param: p.to_string(), field: f.to_string() }),
+                subject: node.subject.map(str::to_string),
+                definition_digest: a.effects.definition_digest[i].clone(),
+            },
+        );
+    }
+    let mut skills = BTreeMap::new();
+    let mut skill_digests = BTreeMap::new();
+    for (name, s) in &model.skills {
+        let routes: BTreeMap<String, Route> = s.routes.iter().map(|(id, (r, _))| (model.nodes[*id].name.to_string(), r.clone())).collect();
+        let digest = digest_of(&serde_json::json!({ "may": rules_form(a, s.rules.as_ref()), "routes": serde_json::to_value(&routes).unwrap_or_default() }));
+        skill_digests.insert(*name, digest.clone());
+        skills.insert(
+            name.to_string(),
+            SkillInfo {
+                description: s.skill.description.as_ref().map(|d| d.value.clone()),
+                doc: s.declaration.doc_text(),
+                tools: s.tools.iter().map(|id| model.nodes[*id].name.to_string()).collect(),
+                routes,
+                rules_digest: digest,
+            },
+        );
+    }
+    let agents = model
+        .agents
+        .iter()
+        .map(|(name, ag)| {
+            (
+                name.to_string(),
+                AgentInfo {
+                    purpose: ag.agent.purpose.as_ref().map(|p| p.value.clone()),
+                    doc: ag.declaration.doc_text(),
+                    acts_as: ag.acts_as.iter().map(|s| s.to_string()).collect(),
+                    sponsor: ag.sponsor.unwrap_or_default().to_string(),
+                    skills: ag.skills.iter().map(|s| s.to_string()).collect(),
+                },
+            )
+        })
+        .collect();
+    let mut entries: BTreeMap<String, BTreeMap<String, BTreeMap<String, Entry>>> = BTreeMap::new();
+    for d in &a.decisions {
+        let tool_name = model.nodes[d.tool].name;
+        let info = &tools[tool_name];
+        let rules: Vec<serde_json::Value> = d
+            .because
+            .iter()
+            .map(|(r, _)| serde_json::json!({ "layer": r.layer, "kind": r.kind, "level": r.level, "rule": r.rule, "via": r.via }))
+            .collect();
+        let digest = digest_of(&serde_json::json!({
+            "rows": serde_json::to_value(&d.rows).unwrap_or_default(),
+            "reserved": d.reserved,
+            "route": serde_json::to_value(&d.route).unwrap_or_default(),
+            "effects": serde_json::to_value(&info.effects).unwrap_or_default()
+                .as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.get("assumed").cloned().unwrap_or_default())).collect::<serde_json::Map<_, _>>()),
+            "claim": serde_json::to_value(&info.claim).unwrap_or_default(),
+            "definition_digest": info.definition_digest,
+            "version": serde_json::to_value(&info.version).unwrap_or_default(),
+            "rules": rules,
+            "skill": skill_digests.get(d.skill),
+        }));
+        entries.entry(d.agent.to_string()).or_default().entry(d.skill.to_string()).or_default().insert(
+            tool_name.to_string(),
+            Entry {
+                level: Some(d.level),
+                rows: d.rows.clone(),
+                reserved: d.reserved,
+                route: d.route.clone(),
+                because: d.because.iter().map(|(r, _)| r.clone()).collect(),
+                entry_digest: digest,
+            },
+        );
+    }
+    let holders = |k| model.authority.get(&k).cloned().unwrap_or_default();
+    let mut table = Table {
+        header: Header { format: table::FORMAT, compiler: COMPILER.to_string(), source_digest: a.sources.digest(), table_digest: String::new() },
+        package: PackageSettings {
+            proposal_lifetime_seconds: model.proposal_lifetime.unwrap_or(table::DEFAULT_PROPOSAL_LIFETIME_SECONDS),
+            grant_lifetime_seconds: model.grant_lifetime.unwrap_or(table::DEFAULT_GRANT_LIFETIME_SECONDS),
+        },
+        tools,
+        agents,
+        skills,
+        persons: model.persons.iter().map(|(n, roles)| (n.to_string(), PersonInfo { roles: roles.iter().map(|r| r.to_string()).collect() })).collect(),
+        roles: model.roles.keys().map(|r| r.to_string()).collect(),
+        queues: model.queues.iter().map(|(n, h)| (n.to_string(), QueueInfo { decided_by: h.clone() })).collect(),
+        authority: Authority {
+            supervises: holders(crate::syntax::ast::AuthorityKind::Supervises),
+            decides_proposals: holders(crate::syntax::ast::AuthorityKind::DecidesProposals),
+            widens_autonomy: holders(crate::syntax::ast::AuthorityKind::WidensAutonomy),
+        },
+        entries,
+    };
+    table.seal();
+    table
+}

@@ -1,0 +1,78 @@
+//! Every diagnostic code, with what it means. Codes are stable: tools and CI configurations match on them.
+
+/// A path could not be read (missing, unreadable).
+pub const LOAD_IO: &str = "permits::load::io";
+/// A package folder holds no `.permits` files.
+pub const LOAD_EMPTY: &str = "permits::load::empty";
+/// A source file is not valid UTF-8.
+pub const LOAD_UTF8: &str = "permits::load::utf8";
+
+/// The text does not follow the grammar.
+pub const SYNTAX_PARSE: &str = "permits::syntax::parse";
+/// A NUL byte in a source file.
+pub const SYNTAX_NUL: &str = "permits::syntax::nul";
+/// An identifier with a non-ASCII character (confusable names are an attack on reviewers).
+pub const SYNTAX_NON_ASCII: &str = "permits::syntax::non_ascii";
+/// A reserved word used as a name.
+pub const SYNTAX_RESERVED: &str = "permits::syntax::reserved";
+/// A bad escape in a string.
+pub const SYNTAX_ESCAPE: &str = "permits::syntax::escape";
+/// A duration or number out of range.
+pub const SYNTAX_NUMBER: &str = "permits::syntax::number";
+
+/// A name defined twice in one package.
+pub const CHECK_DUPLICATE: &str = "permits::check::duplicate";
+/// A name that refers to nothing (with the nearest name suggested).
+pub const CHECK_UNKNOWN: &str = "permits::check::unknown";
+/// A name of the wrong kind (a function in a list, a skill where a tool belongs).
+pub const CHECK_WRONG_KIND: &str = "permits::check::wrong_kind";
+/// A tool without its label.
+pub const CHECK_MISSING_LABEL: &str = "permits::check::missing_label";
+/// An `extern tool` without a claim.
+pub const CHECK_EXTERN_CLAIM: &str = "permits::check::extern_claim";
+/// An operation or call in an `extern tool` (it has no body to prove).
+pub const CHECK_EXTERN_BODY: &str = "permits::check::extern_body";
+/// A statement that may appear once appears again (two `version`s, two sponsors, a class set twice).
+pub const CHECK_REPEATED: &str = "permits::check::repeated";
+/// A parameter type that is not `string`, `int`, `bool`, `money` or an entity.
+pub const CHECK_TYPE: &str = "permits::check::type";
+/// `version P.F` or `subject P` that does not fit the parameters.
+pub const CHECK_VERSION: &str = "permits::check::version";
+/// A field an entity does not declare.
+pub const CHECK_FIELD: &str = "permits::check::field";
+/// `reads` set in a `may` block (reads is always alone).
+pub const CHECK_READS_SETTING: &str = "permits::check::reads_setting";
+/// A preset that is not the first statement of its `may` block.
+pub const CHECK_PRESET: &str = "permits::check::preset";
+/// A `route` for a tool the skill (or none of the agent's skills) lists.
+pub const CHECK_ROUTE_UNLISTED: &str = "permits::check::route_unlisted";
+/// A queue that nobody can decide.
+pub const CHECK_QUEUE_UNDECIDABLE: &str = "permits::check::queue_undecidable";
+/// An agent without a sponsor.
+pub const CHECK_NO_SPONSOR: &str = "permits::check::no_sponsor";
+/// A construct the language will have but this compiler does not yet support.
+pub const CHECK_UNSUPPORTED: &str = "permits::check::unsupported";
+/// A name listed twice in one list (warning).
+pub const CHECK_LISTED_TWICE: &str = "permits::check::listed_twice";
+
+/// A claim that is safer than what the body proves: the tool is claimed safer than it is.
+pub const EFFECTS_UNDERSTATED: &str = "permits::effects::understated";
+/// A claim wider than what the body proves (warning; the level uses the claim).
+pub const EFFECTS_OVERSTATED: &str = "permits::effects::overstated";
+/// A `call dynamic`: every class and the reserved subject, so `never` (warning).
+pub const EFFECTS_DYNAMIC: &str = "permits::effects::dynamic";
+/// A tool writes the reserved entity `permits`, so it is `never` for every agent (warning).
+pub const EFFECTS_RESERVED: &str = "permits::effects::reserved";
+
+/// A tool in two lists of one layer (warning; the strictest wins).
+pub const LEVELS_TWO_LISTS: &str = "permits::levels::two_lists";
+/// A class set to `alone` in the package-wide or a skill layer, which only tighten (warning).
+pub const LEVELS_ALONE_IGNORED: &str = "permits::levels::alone_ignored";
+/// A skill's entry or setting that would loosen its agent and cannot take effect (warning).
+pub const LEVELS_SKILL_LOOSENS: &str = "permits::levels::skill_loosens";
+/// A tool named `alone` that inherits a stricter level from a tool it calls (warning).
+pub const LEVELS_ALONE_INHERITS: &str = "permits::levels::alone_inherits";
+/// A route for a triple that is `alone` or `never`: it can never be used (warning).
+pub const LEVELS_ROUTE_UNUSED: &str = "permits::levels::route_unused";
+/// A package that has files but compiles to zero decisions.
+pub const LEVELS_NO_DECISIONS: &str = "permits::levels::no_decisions";

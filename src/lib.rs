@@ -1,0 +1,38 @@
+//! # permits
+//!
+//! A language and compiler for what AI agents may do **alone**, what they must **propose** to a person
+//! first, what they must propose **every time**, and what they **never** do; and the small runtime that
+//! agents embed to apply the compiled decision table.
+//!
+//! The stages, in pipeline order (binding semantics: `shared/spec/LANGUAGE.md`):
+//!
+//! | module | stage |
+//! |---|---|
+//! | [`syntax`] | pest grammar → syntax tree, one package from a folder of `.permits` files (§1) |
+//! | [`check`] | name resolution and declaration checks (§1–§3) |
+//! | [`effects`] | call graph, effect inference over strongly connected components, witnesses, claims (§2) |
+//! | [`compile`] | levels of every offered triple → the decision table (§3–§4) |
+//! | [`table`] | the serialized decision table, canonical JSON and digests (§4) |
+//! | [`runtime`] | decisions, proposals, approvals, routes, standing rules (§5) |
+//! | [`cli`] | `permitc` (§7) |
+//!
+//! With `default-features = false` only [`table`] and [`runtime`] are built: they need serde, serde_json,
+//! sha2 and thiserror, and no parser.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+#[cfg(feature = "compiler")]
+pub mod syntax;
+#[cfg(feature = "compiler")]
+pub mod diagnostics;
+#[cfg(feature = "compiler")]
+pub mod check;
+#[cfg(feature = "compiler")]
+pub mod effects;
+#[cfg(feature = "compiler")]
+pub mod compile;
+pub mod table;
+pub mod runtime;
+#[cfg(feature = "compiler")]
+pub mod cli;

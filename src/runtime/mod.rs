@@ -1,0 +1,1 @@
+//! The runtime agents embed (spec §5). Work in progress.

@@ -1,0 +1,274 @@
+//! The records the runtime keeps: proposals with their grants, and standing rules (spec §5).
+
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::table::{Level, Route};
+
+/// The status of a proposal (spec §5). The last seven are final.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// Waiting for a decision.
+    Waiting,
+    /// Approved: a grant is recorded and not yet consumed.
+    Granted,
+    /// The grant was consumed and the call is running.
+    Sending,
+    /// The call ran; the receipt is stored.
+    Done,
+    /// The call was started but its outcome could not be confirmed.
+    Unknown,
+    /// The call was refused at execution (the host's authority, or the current table says `never`), or the
+    /// tool reported a failure. Final.
+    Failed,
+    /// A person said no, with a reason. Final.
+    Rejected,
+    /// What the yes covered changed. Final.
+    Stale,
+    /// Undecided past its expiry. Final.
+    Expired,
+    /// Revoked by a decider or a supervisor. Final.
+    Revoked,
+    /// Replaced by a newer proposal for the same subject in the same work. Final.
+    Superseded,
+    /// Withdrawn by the requester or the agent before any grant. Final.
+    Withdrawn,
+}
+
+impl Status {
+    /// The status as written in records: `waiting`, `granted`, …
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Waiting => "waiting",
+            Status::Granted => "granted",
+            Status::Sending => "sending",
+            Status::Done => "done",
+            Status::Unknown => "unknown",
+            Status::Failed => "failed",
+            Status::Rejected => "rejected",
+            Status::Stale => "stale",
+            Status::Expired => "expired",
+            Status::Revoked => "revoked",
+            Status::Superseded => "superseded",
+            Status::Withdrawn => "withdrawn",
+        }
+    }
+
+    /// `true` for the statuses nothing can leave: `failed`, `rejected`, `stale`, `expired`, `revoked`,
+    /// `superseded`, `withdrawn`.
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            Status::Failed
+                | Status::Rejected
+                | Status::Stale
+                | Status::Expired
+                | Status::Revoked
+                | Status::Superseded
+                | Status::Withdrawn
+        )
+    }
+}
+
+impl std::fmt::Display for Status {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// On what basis a grant was recorded (spec §6).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Basis {
+    /// A person approved it.
+    Operator,
+    /// The runtime granted it within a budget's automatic allowance (no person asked).
+    Automatic,
+    /// A record from before bases existed: never authorizes an execution.
+    Unknown,
+}
+
+/// An approval of one fingerprint (spec §5): consumed by exactly one execution.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Grant {
+    /// The person who approved (`None` for an automatic grant).
+    pub approver: Option<String>,
+    /// The basis.
+    pub basis: Basis,
+    /// When it was granted, in seconds since the Unix epoch.
+    pub granted_at: u64,
+    /// When it stops authorizing, in seconds since the Unix epoch (at most the package's grant lifetime
+    /// after `granted_at`).
+    pub expires_at: u64,
+}
+
+/// A tool run before the proposal, and what it returned: evidence a person reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Evidence {
+    /// The tool that ran.
+    pub tool: String,
+    /// Its arguments (a JSON object).
+    pub arguments: Value,
+    /// What it returned.
+    pub answer: Value,
+}
+
+/// One argument as a person reads it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShownArgument {
+    /// The parameter's name.
+    pub name: String,
+    /// The argument as the host's naming callback shows it ("Ticket T-7", "45").
+    pub shown: String,
+}
+
+/// Who decides a proposal, resolved from its route (spec §3 "Routes", §5 "Who decides").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Decider {
+    /// The route of the triple (`requester` by default).
+    pub route: Route,
+    /// The persons the route names now, sorted: the requester (or the sponsor when the work is for nobody),
+    /// the person, the holders of the role, or the members of the queue. Persons admitted by
+    /// `decides_proposals` may decide too and are not listed.
+    pub persons: Vec<String>,
+}
+
+impl Decider {
+    /// What a waiting task says it waits on, for a person to read: "a decision from Noor", "a decision from
+    /// a SupportReviewer (Riley)", "a decision from the Finance queue (Noor)".
+    pub fn waiting_on(&self) -> String {
+        let who = self.persons.join(", ");
+        match &self.route {
+            Route::Requester | Route::Person(_) if !who.is_empty() => format!("a decision from {who}"),
+            Route::Role(role) => format!("a decision from a {role} ({who})"),
+            Route::Queue(queue) => format!("a decision from the {queue} queue ({who})"),
+            _ => "a decision from nobody yet".to_string(),
+        }
+    }
+}
+
+/// A proposal: the exact call an agent wants to make, held for a person (spec §5 "Proposals").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Proposal {
+    /// The runtime's id (`P-1`).
+    pub id: String,
+    /// The host's operation key: the task or work item the proposal belongs to.
+    pub operation_key: String,
+    /// The agent.
+    pub agent: String,
+    /// The skill.
+    pub skill: String,
+    /// The tool.
+    pub tool: String,
+    /// The tool's label ("Set the price").
+    pub label: String,
+    /// The arguments (a JSON object, checked against the tool's parameters).
+    pub arguments: Value,
+    /// Each argument as a person reads it, in the tool's parameter order.
+    pub shown: Vec<ShownArgument>,
+    /// The covered version when the proposal was made (`r1`), for a tool with `version P.F`.
+    pub covered_version: Option<String>,
+    /// What the host will send to, for a tool that reaches out.
+    pub destination: Option<String>,
+    /// Why the agent wants it.
+    pub why: String,
+    /// Tools run before, and what they returned.
+    pub evidence: Vec<Evidence>,
+    /// The person the work is for; `None` when it is for nobody.
+    pub requester: Option<String>,
+    /// Who decides.
+    pub decider: Decider,
+    /// The level when it was proposed (`propose` or `propose_every_time`, or `alone` if proposed anyway).
+    pub level: Level,
+    /// The triple's `entry_digest` when it was proposed.
+    pub entry_digest: String,
+    /// The tool's `definition_digest` when it was proposed.
+    pub definition_digest: String,
+    /// The canonical JSON of the `subject` argument, for a tool with `subject P` (spec §6 supersession).
+    pub subject: Option<String>,
+    /// SHA-256 (hex) of canonical {agent, skill, tool, entry_digest, arguments, covered version,
+    /// destination}: what a yes covers.
+    pub fingerprint: String,
+    /// When it was made, in seconds since the Unix epoch.
+    pub created_at: u64,
+    /// When it expires undecided, in seconds since the Unix epoch.
+    pub expires_at: u64,
+    /// The status.
+    pub status: Status,
+    /// The grant, once approved.
+    pub grant: Option<Grant>,
+    /// Who the call ran as (the approver of an operator grant, else the requester or sponsor), once it ran.
+    pub ran_as: Option<String>,
+    /// The receipt the host returned when it ran.
+    pub receipt: Option<Value>,
+    /// The latest reason: a rejection's (given back to the agent), a failure's, a refusal's, a revocation's.
+    pub reason: Option<String>,
+    /// Who last decided it (approved, rejected, revoked, withdrew), if anyone.
+    pub decided_by: Option<String>,
+}
+
+impl Proposal {
+    /// What the agent is told as the tool's answer while or after the proposal is decided: the status, and
+    /// the reason when there is one ("rejected: Quote the cable separately.").
+    pub fn answer_for_agent(&self) -> String {
+        match (&self.status, &self.reason) {
+            (Status::Waiting, _) => format!("proposed `{}`: waiting on {}", self.tool, self.decider.waiting_on()),
+            (Status::Stale, _) => format!(
+                "the proposal for `{}` is stale: what it covered changed; look again and propose anew",
+                self.tool
+            ),
+            (status, Some(reason)) => format!("{status}: {reason}"),
+            (status, None) => status.to_string(),
+        }
+    }
+}
+
+/// For whose work a standing rule applies (spec §5 "Standing rules").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkFor {
+    /// Work done for this person.
+    Person(String),
+    /// Work done for anybody (and for nobody).
+    Everybody,
+}
+
+/// A standing rule: "from now on, alone" for one (agent, tool[, skill]) (spec §5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StandingRule {
+    /// The runtime's id (`R-1`).
+    pub id: String,
+    /// The agent.
+    pub agent: String,
+    /// The tool.
+    pub tool: String,
+    /// The skill, when the rule is for one skill only.
+    pub skill: Option<String>,
+    /// For whose work it applies.
+    pub work_for: WorkFor,
+    /// The person who made it.
+    pub by: String,
+    /// The tool's `definition_digest` when it was made: a changed tool is no longer covered.
+    pub definition_digest: String,
+    /// Each covered skill with its entry's `entry_digest` when it was made: a changed entry is no longer
+    /// covered.
+    pub covered: std::collections::BTreeMap<String, String>,
+    /// When it was made, in seconds since the Unix epoch.
+    pub created_at: u64,
+    /// How many calls ran alone because of it.
+    pub uses: u64,
+    /// Set when it is revoked.
+    pub revoked: Option<RuleRevocation>,
+}
+
+/// The revocation of a standing rule.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleRevocation {
+    /// Who revoked it.
+    pub by: String,
+    /// Why.
+    pub why: String,
+    /// When, in seconds since the Unix epoch.
+    pub at: u64,
+}

@@ -1,0 +1,241 @@
+//! Syntax: loading a package from disk and turning each file into a syntax tree (spec §1).
+//!
+//! [`load_package`] reads a folder recursively (or one file) in sorted relative-path order, keeps every
+//! file as a named source for diagnostics, and parses each with the pest grammar in
+//! `grammar/permits.pest`. The pairs-to-tree functions live in `parse.rs`, one per node. Parsing never
+//! stops at the first bad file: every file is parsed and all diagnostics are returned.
+
+pub mod ast;
+mod parse;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+pub use ast::{FileId, Span};
+
+use crate::diagnostics::{Diagnostic, codes};
+
+/// One source file of a package.
+#[derive(Clone, Debug)]
+pub struct Source {
+    /// The path relative to the package root with `/` separators (for a one-file package, the file name).
+    pub name: String,
+    /// The file's bytes as read, for `source_digest`.
+    pub bytes: Vec<u8>,
+    /// The text (without a UTF-8 byte-order mark); empty when the file is not UTF-8.
+    pub text: Arc<str>,
+    /// Byte offsets where each line starts, for line numbers.
+    line_starts: Vec<u32>,
+}
+
+impl Source {
+    /// A source named `name` with the given bytes (a byte-order mark is skipped; invalid UTF-8 gives an
+    /// empty text, and the caller reports it).
+    pub fn new(name: impl Into<String>, bytes: Vec<u8>) -> Source {
+        let body = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&bytes);
+        let text: Arc<str> = std::str::from_utf8(body).map(Arc::from).unwrap_or_else(|_| Arc::from(""));
+        let mut line_starts = vec![0];
+        for (i, b) in text.bytes().enumerate() {
+            if b == b'\n' {
+                line_starts.push(u32::try_from(i + 1).unwrap_or(u32::MAX));
+            }
+        }
+        Source { name: name.into(), bytes, text, line_starts }
+    }
+
+    /// The 1-based line and column (in bytes) of a byte offset.
+    pub fn line_col(&self, offset: u32) -> (u32, u32) {
+        let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
+        let start = self.line_starts[line - 1];
+        (u32::try_from(line).unwrap_or(u32::MAX), offset - start + 1)
+    }
+}
+
+/// All the sources of one package; a [`FileId`] indexes them.
+#[derive(Clone, Debug, Default)]
+pub struct Sources {
+    /// The package root as given on the command line (for messages).
+    pub root: PathBuf,
+    files: Vec<Source>,
+}
+
+impl Sources {
+    /// Adds a source and returns its id.
+    pub fn add(&mut self, source: Source) -> FileId {
+        self.files.push(source);
+        FileId(u32::try_from(self.files.len() - 1).unwrap_or(u32::MAX))
+    }
+
+    /// The source of an id.
+    ///
+    /// # Panics
+    /// Never for an id this value handed out.
+    pub fn get(&self, id: FileId) -> &Source {
+        &self.files[id.0 as usize]
+    }
+
+    /// The name of a file (relative path).
+    pub fn name(&self, id: FileId) -> &str {
+        &self.get(id).name
+    }
+
+    /// The text of a file, shared.
+    pub fn text_arc(&self, id: FileId) -> Arc<str> {
+        self.get(id).text.clone()
+    }
+
+    /// The text a span covers.
+    pub fn slice(&self, span: Span) -> &str {
+        self.get(span.file).text.get(span.start as usize..span.end as usize).unwrap_or("")
+    }
+
+    /// The 1-based line of a span's start.
+    pub fn line(&self, span: Span) -> u32 {
+        self.get(span.file).line_col(span.start).0
+    }
+
+    /// All sources, in id order (which is sorted path order).
+    pub fn iter(&self) -> impl Iterator<Item = (FileId, &Source)> {
+        self.files.iter().enumerate().map(|(i, s)| (FileId(i as u32), s))
+    }
+
+    /// How many files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// SHA-256 (hex) over each source's relative path and bytes, each length-prefixed (8 bytes, big
+    /// endian), in sorted path order (spec §4 `source_digest`).
+    pub fn digest(&self) -> String {
+        let mut all = Vec::new();
+        for s in &self.files {
+            all.extend_from_slice(&(s.name.len() as u64).to_be_bytes());
+            all.extend_from_slice(s.name.as_bytes());
+            all.extend_from_slice(&(s.bytes.len() as u64).to_be_bytes());
+            all.extend_from_slice(&s.bytes);
+        }
+        crate::table::sha256_hex(&all)
+    }
+}
+
+/// A package as read: its sources, its syntax tree (files that failed to parse are absent) and every
+/// diagnostic of loading and parsing.
+#[derive(Debug)]
+pub struct Loaded {
+    /// The sources, for diagnostics.
+    pub sources: Sources,
+    /// The syntax tree of the files that parsed.
+    pub package: ast::Package,
+    /// Loading and syntax diagnostics.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Errors that stop loading before any file is read: the path itself is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The path does not exist or cannot be read.
+    #[error("cannot read `{path}`: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// Reads a package: `path` is a folder (every `*.permits` file under it, recursively, skipping hidden
+/// entries, in sorted relative-path order, symlink loops visited once) or one file. Parses every file.
+///
+/// Errors: [`LoadError::Io`] when the path or a folder in it cannot be read. Everything about the files'
+/// content (no `.permits` files, invalid UTF-8, NUL bytes, syntax) is a diagnostic in [`Loaded`].
+pub fn load_package(path: &Path) -> Result<Loaded, LoadError> {
+    let io = |source| LoadError::Io { path: path.display().to_string(), source };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    let mut found: Vec<(String, PathBuf)> = Vec::new();
+    if meta.is_dir() {
+        collect(path, path, &mut found, &mut Vec::new())?;
+        found.sort();
+    } else {
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+        found.push((name, path.to_path_buf()));
+    }
+    let mut sources = Sources { root: path.to_path_buf(), files: Vec::new() };
+    for (name, file) in found {
+        let bytes = std::fs::read(&file).map_err(|source| LoadError::Io { path: file.display().to_string(), source })?;
+        sources.add(Source::new(name, bytes));
+    }
+    Ok(parse_sources(sources))
+}
+
+/// Parses sources already in memory (used by [`load_package`] and by tests).
+pub fn parse_sources(sources: Sources) -> Loaded {
+    let mut diagnostics = Vec::new();
+    let mut package = ast::Package::default();
+    if sources.is_empty() {
+        diagnostics.push(
+            Diagnostic::error(codes::LOAD_EMPTY, format!("no `.permits` files in `{}`", sources.root.display()))
+                .help("a package is a folder of `.permits` files, read recursively, or one file"),
+        );
+    }
+    for (id, source) in sources.iter() {
+        let body = source.bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&source.bytes);
+        if let Err(e) = std::str::from_utf8(body) {
+            diagnostics.push(
+                Diagnostic::error(codes::LOAD_UTF8, format!("`{}` is not valid UTF-8 (byte {})", source.name, e.valid_up_to()))
+                    .help("save the file as UTF-8"),
+            );
+            continue;
+        }
+        if let Some(pos) = source.text.find('\0') {
+            let at = u32::try_from(pos).unwrap_or(u32::MAX);
+            diagnostics.push(
+                Diagnostic::error(codes::SYNTAX_NUL, "a NUL byte in a source file")
+                    .at(Span { file: id, start: at, end: at.saturating_add(1) }, "here")
+                    .help("remove the NUL byte; `.permits` files are text"),
+            );
+            continue;
+        }
+        let (file, mut diags) = parse::parse_file(id, &source.text);
+        diagnostics.append(&mut diags);
+        if let Some(file) = file {
+            package.files.push(file);
+        }
+    }
+    Loaded { sources, package, diagnostics }
+}
+
+/// Walks `dir`, pushing `(relative name, path)` for every `.permits` file. Iterative over folders would
+/// need the same stack; the depth here is the folder depth, bounded by the file system, and `seen`
+/// (canonical folder paths) stops symlink loops.
+fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>, seen: &mut Vec<PathBuf>) -> Result<(), LoadError> {
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let canonical = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
+        if seen.contains(&canonical) {
+            continue;
+        }
+        seen.push(canonical);
+        let entries = std::fs::read_dir(&dir).map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
+        for entry in entries {
+            let entry = entry.map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
+            let path = entry.path();
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.extension().is_some_and(|e| e == "permits") {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                let rel = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/");
+                out.push((rel, path));
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,675 @@
+//! The decision table: the compiled artifact, the runtime's only input (spec §4).
+//!
+//! Only this module derives `Serialize`/`Deserialize`: the table is a deliberate format, separate from
+//! the syntax tree. Maps keyed by name are `BTreeMap`s (sorted); lists with a declared order (a skill's
+//! tools, an agent's skills) keep it. Every struct refuses unknown fields, so a flipped key is a load
+//! error rather than a silently dropped rule.
+//!
+//! Digests are SHA-256 over canonical JSON ([`canonical_json`]): object keys sorted, no insignificant
+//! whitespace, integers only.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The only table format this runtime reads (`header.format`).
+pub const FORMAT: u32 = 1;
+
+/// A level, from least to most strict (spec §3). `Ord` follows strictness, so `max` is "strictest wins".
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// The agent may run the call on its own.
+    Alone,
+    /// The agent must propose the exact call to a person first; a standing rule may make it alone.
+    Propose,
+    /// Like `propose`, and no standing rule can ever make it alone.
+    ProposeEveryTime,
+    /// The call is not made, whatever anyone approves.
+    Never,
+}
+
+impl Level {
+    /// Every level, least strict first.
+    pub const ALL: [Level; 4] = [Level::Alone, Level::Propose, Level::ProposeEveryTime, Level::Never];
+
+    /// The keyword as written in sources and in the table: `alone`, `propose`, `propose_every_time`, `never`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Alone => "alone",
+            Level::Propose => "propose",
+            Level::ProposeEveryTime => "propose_every_time",
+            Level::Never => "never",
+        }
+    }
+
+    /// Parses a level keyword; `None` for anything else.
+    pub fn from_keyword(word: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.as_str() == word)
+    }
+}
+
+impl fmt::Display for Level {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A class of effect (spec §2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectClass {
+    /// Looks something up. Always `alone` by class.
+    Reads,
+    /// Writes, creates or deletes data.
+    Changes,
+    /// Sends a message.
+    Sends,
+    /// Spends money from a budget.
+    Spends,
+    /// Reaches a host outside.
+    ReachesOut,
+}
+
+impl EffectClass {
+    /// Every class, in the order of spec §2.
+    pub const ALL: [EffectClass; 5] =
+        [EffectClass::Reads, EffectClass::Changes, EffectClass::Sends, EffectClass::Spends, EffectClass::ReachesOut];
+
+    /// The keyword: `reads`, `changes`, `sends`, `spends`, `reaches_out`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectClass::Reads => "reads",
+            EffectClass::Changes => "changes",
+            EffectClass::Sends => "sends",
+            EffectClass::Spends => "spends",
+            EffectClass::ReachesOut => "reaches_out",
+        }
+    }
+
+    /// Parses a class keyword; `None` for anything else.
+    pub fn from_keyword(word: &str) -> Option<EffectClass> {
+        EffectClass::ALL.into_iter().find(|c| c.as_str() == word)
+    }
+}
+
+impl fmt::Display for EffectClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The compiled decision table of one package (spec §4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Table {
+    /// Format, compiler and digests. Not covered by `table_digest`.
+    pub header: Header,
+    /// Package-wide settings.
+    pub package: PackageSettings,
+    /// Every tool (not functions: they are never offered), by name.
+    pub tools: BTreeMap<String, ToolInfo>,
+    /// Every agent, by name.
+    pub agents: BTreeMap<String, AgentInfo>,
+    /// Every skill, by name.
+    pub skills: BTreeMap<String, SkillInfo>,
+    /// Every person, by name.
+    pub persons: BTreeMap<String, PersonInfo>,
+    /// Every role, sorted.
+    pub roles: Vec<String>,
+    /// Every queue, by name.
+    pub queues: BTreeMap<String, QueueInfo>,
+    /// The package-wide authority statements.
+    pub authority: Authority,
+    /// One entry per offered triple: `entries[agent][skill][tool]`.
+    pub entries: BTreeMap<String, BTreeMap<String, BTreeMap<String, Entry>>>,
+}
+
+/// The table's header (spec §4).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Header {
+    /// Always [`FORMAT`]; the runtime refuses any other.
+    pub format: u32,
+    /// The compiler that wrote the table, e.g. `permitc 0.1.0`. Informational.
+    pub compiler: String,
+    /// SHA-256 (hex) over each source's relative path and bytes, length-prefixed, in sorted path order.
+    /// Informational: it says which sources the table came from.
+    pub source_digest: String,
+    /// SHA-256 (hex) over the canonical JSON of the whole table except the header.
+    pub table_digest: String,
+}
+
+/// Package-wide settings (spec §5).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PackageSettings {
+    /// How long a proposal waits for a decision before it expires, in seconds (default 7 days).
+    pub proposal_lifetime_seconds: u64,
+    /// The longest a grant lasts, in seconds (default 24 hours).
+    pub grant_lifetime_seconds: u64,
+}
+
+/// Default `proposal_lifetime`: 7 days, in seconds.
+pub const DEFAULT_PROPOSAL_LIFETIME_SECONDS: u64 = 7 * 24 * 3600;
+/// Default `grant_lifetime`: 24 hours, in seconds.
+pub const DEFAULT_GRANT_LIFETIME_SECONDS: u64 = 24 * 3600;
+
+/// A tool as the runtime sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolInfo {
+    /// The label a person reads ("Set the price").
+    pub label: String,
+    /// The doc comment, lines joined by `\n`.
+    pub doc: Option<String>,
+    /// `true` for an `extern tool` (no body; its claim is trusted and marked assumed).
+    pub external: bool,
+    /// The parameters in declared order.
+    pub params: Vec<ParamInfo>,
+    /// The proven effect set: each class with whether it is only assumed and the first hop of its witness.
+    pub effects: BTreeMap<EffectClass, EffectInfo>,
+    /// The claimed effect set, when the tool claims one; levels use it when present.
+    pub claim: Option<Vec<EffectClass>>,
+    /// When the tool writes the reserved entity `permits` (itself or through a call): the witness's first
+    /// hop. Such a tool is `never` for every agent.
+    pub reserved: Option<Hop>,
+    /// `version P.F`: what a yes covers.
+    pub version: Option<VersionInfo>,
+    /// `subject P`: the parameter that says what a proposal is about.
+    pub subject: Option<String>,
+    /// SHA-256 (hex) of the tool's canonical definition and of everything it calls (spec §2).
+    pub definition_digest: String,
+}
+
+/// A declared parameter.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ParamInfo {
+    /// The parameter's name.
+    pub name: String,
+    /// Its type.
+    #[serde(rename = "type")]
+    pub ty: ParamType,
+}
+
+/// The type of a parameter (spec §2).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParamType {
+    /// A string.
+    String,
+    /// A signed 64-bit integer.
+    Int,
+    /// `true` or `false`.
+    Bool,
+    /// An integer amount in a budget's minor unit (cents); never a float.
+    Money,
+    /// An id of the named entity, which the host resolves; a string in arguments.
+    Entity(String),
+}
+
+/// One class of a tool's proven effect set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffectInfo {
+    /// `true` when every witness of the class ends at an `extern tool`'s claim.
+    pub assumed: bool,
+    /// The first hop of the witness.
+    pub witness: Hop,
+}
+
+/// One hop of a witness path: an operation, a call, or an extern claim.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hop {
+    /// What the hop is.
+    pub kind: HopKind,
+    /// The operation's canonical text (`write Repair.price`), or the callee's name for a call.
+    pub text: String,
+    /// Where it is written.
+    pub at: SourceRef,
+}
+
+/// The kinds of hop.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HopKind {
+    /// An operation in the body proves the effect.
+    Operation,
+    /// A call: the effect continues in the callee.
+    Call,
+    /// An extern tool's claim: trusted, not proven.
+    Claim,
+}
+
+/// A place in the sources: the file relative to the package root and a 1-based line.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceRef {
+    /// The file, relative to the package root, with `/` separators.
+    pub file: String,
+    /// The 1-based line.
+    pub line: u32,
+}
+
+impl fmt::Display for SourceRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.file, self.line)
+    }
+}
+
+/// `version P.F`
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VersionInfo {
+    /// The parameter (an entity id).
+    pub param: String,
+    /// The entity's field whose current value the host supplies.
+    pub field: String,
+}
+
+/// An agent as the runtime sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentInfo {
+    /// What the agent is for.
+    pub purpose: Option<String>,
+    /// The doc comment.
+    pub doc: Option<String>,
+    /// The roles its account holds (`acts_as`).
+    pub acts_as: Vec<String>,
+    /// The person who answers for it; the decider when the work is for nobody.
+    pub sponsor: String,
+    /// Its skills, in declared order.
+    pub skills: Vec<String>,
+}
+
+/// A skill as the runtime sees it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SkillInfo {
+    /// What the job is.
+    pub description: Option<String>,
+    /// The doc comment.
+    pub doc: Option<String>,
+    /// The only tools offered in it, in declared order.
+    pub tools: Vec<String>,
+    /// Its routes, by tool.
+    pub routes: BTreeMap<String, Route>,
+    /// SHA-256 (hex) of the canonical form of the skill's `may` block and routes; part of every entry
+    /// digest of the skill.
+    pub rules_digest: String,
+}
+
+/// A person.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PersonInfo {
+    /// The roles they hold, sorted.
+    pub roles: Vec<String>,
+}
+
+/// A queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueInfo {
+    /// Who decides what is routed to it, in declared order.
+    pub decided_by: Vec<Holder>,
+}
+
+/// A role or a person named in an authority statement or a queue.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Holder {
+    /// Everyone who holds the role.
+    Role(String),
+    /// One person.
+    Person(String),
+}
+
+/// The package-wide authority statements (spec §3, §5).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Authority {
+    /// May make standing rules for others or everybody, and revoke any proposal or rule.
+    pub supervises: Vec<Holder>,
+    /// May decide any proposal, routed or not.
+    pub decides_proposals: Vec<Holder>,
+    /// May make standing rules for themselves.
+    pub widens_autonomy: Vec<Holder>,
+}
+
+/// Who decides a proposal (spec §3 "Routes").
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Route {
+    /// The person the work is for, or the agent's sponsor when it is for nobody (the default).
+    Requester,
+    /// One person.
+    Person(String),
+    /// Any holder of the role.
+    Role(String),
+    /// Any member of the queue.
+    Queue(String),
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Route::Requester => f.write_str("requester"),
+            Route::Person(p) => write!(f, "person {p}"),
+            Route::Role(r) => write!(f, "role {r}"),
+            Route::Queue(q) => write!(f, "queue {q}"),
+        }
+    }
+}
+
+/// The three layers that speak for a triple (spec §3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Layer {
+    /// The package-wide `may`.
+    Package,
+    /// The agent's `may` (always present).
+    Agent,
+    /// The skill's `may`.
+    Skill,
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Layer::Package => "package",
+            Layer::Agent => "agent",
+            Layer::Skill => "skill",
+        })
+    }
+}
+
+/// The decision for one offered (agent, skill, tool).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Entry {
+    /// The level, stated when it does not depend on arguments (always, until conditions exist).
+    pub level: Option<Level>,
+    /// What each layer says, for the runtime to compute the level: package, agent, skill, in that order;
+    /// a layer that says nothing is absent.
+    pub rows: Vec<Row>,
+    /// `true` when the tool writes the reserved entity `permits`: `never`, over everything.
+    pub reserved: bool,
+    /// Who decides proposals of this triple.
+    pub route: Route,
+    /// Why: every rule that produced a layer's level, with its place in the sources.
+    pub because: Vec<Reason>,
+    /// SHA-256 (hex) of what decides the triple, without file, line or raw text (spec §4).
+    pub entry_digest: String,
+}
+
+impl Entry {
+    /// The level from the rows (and the reserved flag): per layer, the strictest named entry, else the
+    /// class level, raised to the inherited floor; then the strictest layer. `Alone` if nothing speaks.
+    pub fn level_from_rows(&self) -> Level {
+        if self.reserved {
+            return Level::Never;
+        }
+        self.rows.iter().filter_map(Row::level).max().unwrap_or(Level::Alone)
+    }
+}
+
+/// What one layer says about one triple.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Row {
+    /// Which layer.
+    pub layer: Layer,
+    /// The lists of the layer that name the tool.
+    pub named: Vec<NamedRow>,
+    /// The layer's class level over the tool's effect set, the fallback when no list names it.
+    pub class: Option<Level>,
+    /// The strictest restrictive level the layer gives a tool this tool calls (a floor).
+    pub inherited: Option<Level>,
+}
+
+impl Row {
+    /// The layer's level: the strictest named entry, else the class level; at least the inherited floor.
+    pub fn level(&self) -> Option<Level> {
+        let named = self.named.iter().map(|n| n.level).max();
+        let base = named.or(self.class);
+        match (base, self.inherited) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+/// A list entry naming the tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NamedRow {
+    /// The list's level.
+    pub level: Level,
+}
+
+/// One reason behind a decision (spec §3 "Every decision carries its reasons").
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reason {
+    /// The layer the rule belongs to; `None` for the reserved-subject rule.
+    pub layer: Option<Layer>,
+    /// What kind of rule.
+    pub kind: ReasonKind,
+    /// The level the rule gives.
+    pub level: Level,
+    /// The rule's canonical form (`never [ScrapRepair]`, `changes: propose`,
+    /// `default: changes -> propose (agent Estimator)`); formatting-independent.
+    pub rule: String,
+    /// For a class or default rule, the effect class; for an inherited or reserved rule, the called tool
+    /// responsible; otherwise `None`.
+    pub via: Option<String>,
+    /// Where the rule is written; `None` for a synthetic default.
+    pub at: Option<SourceRef>,
+}
+
+/// The kinds of reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasonKind {
+    /// A list names the tool.
+    Named,
+    /// A class setting over the tool's effect set.
+    Class,
+    /// The agent layer's default for an unset class (or `reads`, always alone).
+    Default,
+    /// The tool calls a tool the layer names at a restrictive level.
+    Inherited,
+    /// The tool writes the reserved entity `permits`.
+    Reserved,
+}
+
+/// Errors of [`Table::load`] and [`Table::load_path`].
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The table file could not be read.
+    #[error("cannot read the table `{path}`: {source}")]
+    Io {
+        /// The path given.
+        path: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The bytes are not a table: bad JSON, a missing or unknown field, a wrong type.
+    #[error("the table is malformed: {0}")]
+    Malformed(String),
+    /// `header.format` is not [`FORMAT`].
+    #[error("the table has format {found}, this runtime reads format {expected}")]
+    UnknownFormat {
+        /// The format in the header.
+        found: u64,
+        /// [`FORMAT`].
+        expected: u32,
+    },
+    /// The content does not match `header.table_digest`: the table was edited after compiling.
+    #[error("the table's digest does not match its content (stated {stated}, computed {computed}): it was changed after compiling")]
+    DigestMismatch {
+        /// The digest in the header.
+        stated: String,
+        /// The digest of the content.
+        computed: String,
+    },
+}
+
+impl Table {
+    /// Loads and verifies a table from bytes: the format must be [`FORMAT`], every field known, and the
+    /// content must hash to `header.table_digest`.
+    ///
+    /// Errors: [`LoadError::Malformed`], [`LoadError::UnknownFormat`], [`LoadError::DigestMismatch`].
+    pub fn load(bytes: &[u8]) -> Result<Table, LoadError> {
+        // Look at the format first, so a table of another format is refused as such rather than as
+        // malformed.
+        let value: serde_json::Value =
+            serde_json::from_slice(bytes).map_err(|e| LoadError::Malformed(e.to_string()))?;
+        let format = value.get("header").and_then(|h| h.get("format"));
+        match format.and_then(serde_json::Value::as_u64) {
+            Some(f) if f == u64::from(FORMAT) => {}
+            Some(found) => return Err(LoadError::UnknownFormat { found, expected: FORMAT }),
+            None => return Err(LoadError::Malformed("`header.format` is missing or not a number".into())),
+        }
+        let table: Table = serde_json::from_value(value).map_err(|e| LoadError::Malformed(e.to_string()))?;
+        let computed = table.compute_digest();
+        if computed != table.header.table_digest {
+            return Err(LoadError::DigestMismatch { stated: table.header.table_digest.clone(), computed });
+        }
+        Ok(table)
+    }
+
+    /// Reads a table file and loads it with [`Table::load`].
+    ///
+    /// Errors: [`LoadError::Io`] and those of [`Table::load`].
+    pub fn load_path(path: &Path) -> Result<Table, LoadError> {
+        let bytes = std::fs::read(path).map_err(|source| LoadError::Io { path: path.display().to_string(), source })?;
+        Table::load(&bytes)
+    }
+
+    /// SHA-256 (hex) of the canonical JSON of everything but the header.
+    pub fn compute_digest(&self) -> String {
+        let mut value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        if let serde_json::Value::Object(map) = &mut value {
+            map.remove("header");
+        }
+        sha256_hex(canonical_value(&value).as_bytes())
+    }
+
+    /// Sets `header.table_digest` to the digest of the current content.
+    pub fn seal(&mut self) {
+        self.header.table_digest = self.compute_digest();
+    }
+
+    /// The table as written by `permitc compile`: JSON with sorted keys, two-space indentation and a final
+    /// newline. The same table always gives the same bytes.
+    pub fn to_pretty_json(&self) -> String {
+        let value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
+        let mut out = pretty_value(&value);
+        out.push('\n');
+        out
+    }
+
+    /// The entry for a triple, if it is offered.
+    pub fn entry(&self, agent: &str, skill: &str, tool: &str) -> Option<&Entry> {
+        self.entries.get(agent)?.get(skill)?.get(tool)
+    }
+}
+
+/// SHA-256 of `bytes` as 64 lowercase hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of a byte string.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
+}
+
+/// The canonical JSON of a serializable value: keys sorted, no whitespace (spec §4).
+///
+/// Errors: serde's, for a value that cannot be JSON (a map with non-string keys).
+pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
+    Ok(canonical_value(&serde_json::to_value(value)?))
+}
+
+/// The canonical JSON of a JSON value: keys sorted (explicitly, whatever map type serde_json uses),
+/// no whitespace.
+pub fn canonical_value(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out, None, 0);
+    out
+}
+
+fn pretty_value(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out, Some(2), 0);
+    out
+}
+
+fn write_canonical(value: &serde_json::Value, out: &mut String, indent: Option<usize>, depth: usize) {
+    use serde_json::Value;
+    let newline = |out: &mut String, depth: usize| {
+        if let Some(width) = indent {
+            out.push('\n');
+            out.extend(std::iter::repeat_n(' ', width * depth));
+        }
+    };
+    match value {
+        Value::Object(map) => {
+            if map.is_empty() {
+                out.push_str("{}");
+                return;
+            }
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, depth + 1);
+                out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                out.push(':');
+                if indent.is_some() {
+                    out.push(' ');
+                }
+                if let Some(v) = map.get(key) {
+                    write_canonical(v, out, indent, depth + 1);
+                }
+            }
+            newline(out, depth);
+            out.push('}');
+        }
+        Value::Array(items) => {
+            if items.is_empty() {
+                out.push_str("[]");
+                return;
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, depth + 1);
+                write_canonical(item, out, indent, depth + 1);
+            }
+            newline(out, depth);
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
