@@ -30,6 +30,10 @@ pub struct Model<'a> {
     pub persons: BTreeMap<&'a str, Vec<&'a str>>,
     /// Every role.
     pub roles: BTreeMap<&'a str, Span>,
+    /// Every entity.
+    pub entities: BTreeMap<&'a str, &'a Entity>,
+    /// The doc comment of every named declaration that has one.
+    pub docs: HashMap<&'a str, String>,
     /// Every queue and who decides it.
     pub queues: BTreeMap<&'a str, Vec<Holder>>,
     /// `supervises`, `decides_proposals`, `widens_autonomy`, in written order, duplicates removed.
@@ -236,6 +240,7 @@ impl Kind {
 
 struct Checker<'a> {
     names: HashMap<&'a str, (Kind, Span)>,
+    docs: HashMap<&'a str, String>,
     entities: HashMap<&'a str, &'a Entity>,
     diags: Vec<Diagnostic>,
 }
@@ -243,7 +248,7 @@ struct Checker<'a> {
 /// Resolves and checks a package. Returns the model (built even when there are errors, from what
 /// resolved) and every diagnostic of this stage.
 pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
-    let mut c = Checker { names: HashMap::new(), entities: HashMap::new(), diags: Vec::new() };
+    let mut c = Checker { names: HashMap::new(), docs: HashMap::new(), entities: HashMap::new(), diags: Vec::new() };
     c.collect_names(package);
 
     // Nodes: tools and functions, sorted by name so node ids do not depend on file order.
@@ -267,6 +272,8 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
         skills: BTreeMap::new(),
         persons: BTreeMap::new(),
         roles: BTreeMap::new(),
+        entities: c.entities.iter().map(|(k, v)| (*k, *v)).collect(),
+        docs: std::mem::take(&mut c.docs),
         queues: BTreeMap::new(),
         authority: BTreeMap::new(),
         package_rules: None,
@@ -382,7 +389,16 @@ impl<'a> Checker<'a> {
                 DeclarationKind::Queue(q) => (&q.name, Kind::Queue),
                 DeclarationKind::Agent(a) => (&a.name, Kind::Agent),
                 DeclarationKind::Skill(s) => (&s.name, Kind::Skill),
-                DeclarationKind::May(_) | DeclarationKind::Authority(_) | DeclarationKind::Lifetime(_) => continue,
+                DeclarationKind::May(_) | DeclarationKind::Authority(_) | DeclarationKind::Lifetime(_) => {
+                    if !d.docs.is_empty() {
+                        self.diags.push(
+                            Diagnostic::warning(codes::CHECK_DOC_DROPPED, "this doc comment is not kept")
+                                .at(Span { end: d.span.start + 3, ..d.span }, "`///` documents a named declaration")
+                                .help("doc comments travel into the table with tools, agents, skills, people, roles, queues and entities; write `//` here"),
+                        );
+                    }
+                    continue;
+                }
             };
             if let Some((first_kind, first)) = self.names.get(ident.name.as_str()) {
                 self.diags.push(
@@ -394,6 +410,9 @@ impl<'a> Checker<'a> {
                 continue;
             }
             self.names.insert(&ident.name, (kind, ident.span));
+            if let Some(doc) = d.doc_text() {
+                self.docs.insert(&ident.name, doc);
+            }
             if let DeclarationKind::Entity(e) = &d.kind {
                 self.entities.insert(&e.name.name, e);
                 self.warn_repeats(&e.fields, "field");

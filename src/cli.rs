@@ -127,7 +127,7 @@ fn diagnostic_json(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
         let (line, column) = src.line_col(l.span.start);
         let (end_line, end_column) = src.line_col(l.span.end);
         serde_json::json!({
-            "file": src.name, "line": line, "column": column, "end_line": end_line, "end_column": end_column,
+            "file": sources.display_name(l.span.file), "line": line, "column": column, "end_line": end_line, "end_column": end_column,
             "message": l.message, "primary": primary,
         })
     };
@@ -296,9 +296,14 @@ fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) ->
         Ok(l) => l,
         Err(e) => return io_error(&e, format),
     };
-    let (analysis, mut diags) = compile::analyze(&loaded.package, &loaded.sources);
     let mut all = loaded.diagnostics.clone();
-    all.append(&mut diags);
+    let analysis = if all.iter().any(Diagnostic::is_error) {
+        None
+    } else {
+        let (analysis, mut diags) = compile::analyze(&loaded.package, &loaded.sources);
+        all.append(&mut diags);
+        analysis
+    };
     if all.iter().any(Diagnostic::is_error) {
         eprint!("{}", render(&all, &loaded.sources, colour()));
         eprintln!("`{}` does not compile; fix the errors to explain a decision", path.display());

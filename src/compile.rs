@@ -14,7 +14,7 @@ use crate::effects::{self, EffectSet, Effects, Hop, RESERVED_SLOT};
 use crate::syntax::{self, Loaded, Sources, Span};
 use crate::table::{
     self, AgentInfo, Authority, EffectClass, EffectInfo, Entry, Header, Hop as TableHop, HopKind, Layer, Level, NamedRow,
-    PackageSettings, ParamInfo, PersonInfo, QueueInfo, Reason, ReasonKind, Route, Row, SkillInfo, SourceRef, Table,
+    EntityInfo, PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Reason, ReasonKind, Route, Row, SkillInfo, SourceRef, Table,
     ToolInfo, VersionInfo, canonical_json, sha256_hex,
 };
 
@@ -98,7 +98,12 @@ pub fn compile_path(path: &Path) -> Result<Table, String> {
 /// Runs check, effects and levels on a loaded package and builds the table when nothing is an error.
 pub fn compile_loaded(loaded: Loaded) -> Output {
     let Loaded { sources, package, mut diagnostics } = loaded;
-    let table = {
+    // A file that does not parse fails the package; analysing the rest would only add errors caused by
+    // the missing file (an unknown name defined there, zero decisions).
+    let unparsed = package.files.len() < sources.len();
+    let table = if unparsed {
+        None
+    } else {
         let (analysis, mut diags) = analyze(&package, &sources);
         diagnostics.append(&mut diags);
         let errors = diagnostics.iter().any(Diagnostic::is_error);
@@ -110,8 +115,8 @@ pub fn compile_loaded(loaded: Loaded) -> Output {
     Output { sources, table, diagnostics }
 }
 
-/// Check, infer and decide. Returns the analysis (when the package parsed) and the diagnostics of these
-/// stages. A package with syntax errors is still analysed for what parsed, so one run shows more.
+/// Check, infer and decide. Returns the analysis and the diagnostics of these stages. Call it only on a
+/// package whose every file parsed ([`compile_loaded`] does so).
 pub fn analyze<'a>(package: &'a syntax::ast::Package, sources: &'a Sources) -> (Option<Analysis<'a>>, Vec<Diagnostic>) {
     let (model, mut diagnostics) = check::check(package);
     let (effects, mut d) = effects::infer(&model, sources);
@@ -540,6 +545,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
             },
         );
     }
+    let doc = |name: &str| model.docs.get(name).cloned();
     let holders = |k| model.authority.get(&k).cloned().unwrap_or_default();
     let mut table = Table {
         header: Header { format: table::FORMAT, compiler: COMPILER.to_string(), source_digest: a.sources.digest(), table_digest: String::new() },
@@ -550,9 +556,18 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
         tools,
         agents,
         skills,
-        persons: model.persons.iter().map(|(n, roles)| (n.to_string(), PersonInfo { roles: roles.iter().map(|r| r.to_string()).collect() })).collect(),
-        roles: model.roles.keys().map(|r| r.to_string()).collect(),
-        queues: model.queues.iter().map(|(n, h)| (n.to_string(), QueueInfo { decided_by: h.clone() })).collect(),
+        persons: model
+            .persons
+            .iter()
+            .map(|(n, roles)| (n.to_string(), PersonInfo { doc: doc(n), roles: roles.iter().map(|r| r.to_string()).collect() }))
+            .collect(),
+        roles: model.roles.keys().map(|r| (r.to_string(), RoleInfo { doc: doc(r) })).collect(),
+        queues: model.queues.iter().map(|(n, h)| (n.to_string(), QueueInfo { doc: doc(n), decided_by: h.clone() })).collect(),
+        entities: model
+            .entities
+            .iter()
+            .map(|(n, e)| (n.to_string(), EntityInfo { doc: doc(n), fields: e.fields.iter().map(|f| f.name.clone()).collect() }))
+            .collect(),
         authority: Authority {
             supervises: holders(crate::syntax::ast::AuthorityKind::Supervises),
             decides_proposals: holders(crate::syntax::ast::AuthorityKind::DecidesProposals),

@@ -119,7 +119,7 @@ impl Diagnostic {
         let related = others
             .into_iter()
             .map(|(file, labels)| Related {
-                message: format!("continued in `{}`", sources.name(file)),
+                message: format!("continued in `{}`", sources.display_name(file)),
                 source: named_source(sources, file),
                 labels: labels.into_iter().map(|l| labeled(l, false)).collect(),
             })
@@ -143,7 +143,7 @@ fn labeled(label: &Label, primary: bool) -> LabeledSpan {
 }
 
 fn named_source(sources: &Sources, file: FileId) -> NamedSource<Arc<str>> {
-    NamedSource::new(sources.name(file), sources.text_arc(file)).with_language("permits")
+    NamedSource::new(sources.display_name(file), sources.text_arc(file)).with_language("permits")
 }
 
 /// A diagnostic ready for miette (see [`Diagnostic::to_report`]).

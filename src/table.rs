@@ -118,8 +118,10 @@ pub struct Table {
     pub skills: BTreeMap<String, SkillInfo>,
     /// Every person, by name.
     pub persons: BTreeMap<String, PersonInfo>,
-    /// Every role, sorted.
-    pub roles: Vec<String>,
+    /// Every role, by name.
+    pub roles: BTreeMap<String, RoleInfo>,
+    /// Every entity, by name (for hosts that show what a proposal is about).
+    pub entities: BTreeMap<String, EntityInfo>,
     /// Every queue, by name.
     pub queues: BTreeMap<String, QueueInfo>,
     /// The package-wide authority statements.
@@ -305,10 +307,30 @@ pub struct SkillInfo {
     pub rules_digest: String,
 }
 
+/// A role.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleInfo {
+    /// The doc comment.
+    pub doc: Option<String>,
+}
+
+/// An entity: a kind of thing the host's tools work on.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EntityInfo {
+    /// The doc comment.
+    pub doc: Option<String>,
+    /// Its fields, in declared order.
+    pub fields: Vec<String>,
+}
+
 /// A person.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct PersonInfo {
+    /// The doc comment.
+    pub doc: Option<String>,
     /// The roles they hold, sorted.
     pub roles: Vec<String>,
 }
@@ -317,6 +339,8 @@ pub struct PersonInfo {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QueueInfo {
+    /// The doc comment.
+    pub doc: Option<String>,
     /// Who decides what is routed to it, in declared order.
     pub decided_by: Vec<Holder>,
 }

@@ -52,6 +52,8 @@ pub const CHECK_QUEUE_UNDECIDABLE: &str = "permits::check::queue_undecidable";
 pub const CHECK_NO_SPONSOR: &str = "permits::check::no_sponsor";
 /// A construct the language will have but this compiler does not yet support.
 pub const CHECK_UNSUPPORTED: &str = "permits::check::unsupported";
+/// A doc comment above a declaration that does not keep one (a `may` block, an authority statement).
+pub const CHECK_DOC_DROPPED: &str = "permits::check::doc_dropped";
 /// A name listed twice in one list (warning).
 pub const CHECK_LISTED_TWICE: &str = "permits::check::listed_twice";
 

@@ -79,6 +79,20 @@ impl Sources {
         &self.get(id).name
     }
 
+    /// The name to show a person: the path as given on the command line joined with the file's relative
+    /// path (`policies/workshop/tools.permits`), so places in several packages are told apart.
+    pub fn display_name(&self, id: FileId) -> String {
+        let name = self.name(id);
+        if self.root.as_os_str().is_empty() {
+            name.to_string()
+        } else if self.root.is_dir() {
+            let root = self.root.to_string_lossy();
+            format!("{}/{name}", root.trim_end_matches('/'))
+        } else {
+            self.root.to_string_lossy().into_owned()
+        }
+    }
+
     /// The text of a file, shared.
     pub fn text_arc(&self, id: FileId) -> Arc<str> {
         self.get(id).text.clone()

@@ -136,6 +136,24 @@ fn defining_ident(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Ident {
     ident
 }
 
+/// A parameter's name: local to its tool, so keywords are allowed (`role: string`), except the words a
+/// condition is made of and the level and class names.
+fn param_ident(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Ident {
+    const NOT_FOR_PARAMS: &[&str] = &[
+        "when", "and", "or", "not", "in", "matches", "alone", "propose", "propose_every_time", "never", "reads",
+        "changes", "sends", "spends", "reaches_out", "permits",
+    ];
+    let ident = ident_from_pair(pair, ctx);
+    if NOT_FOR_PARAMS.contains(&ident.name.as_str()) {
+        ctx.diags.push(
+            Diagnostic::error(codes::SYNTAX_RESERVED, format!("`{}` is a reserved word", ident.name))
+                .at(ident.span, "cannot be used as a parameter name")
+                .help("choose another name; levels, effect classes, `permits` and the words of conditions are reserved"),
+        );
+    }
+    ident
+}
+
 /// string = @{ "\"" ~ ("\\" ~ ANY | !("\"" | "\\") ~ ANY)* ~ "\"" }
 fn string_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> StringLit {
     let span = ctx.span(&pair);
@@ -266,7 +284,7 @@ fn params_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Vec<Param> {
             let span = ctx.span(&p);
             let mut it = inner(p);
             let (Some(name), Some(ty)) = (it.next(), it.next()) else { unreachable!("param: a name and a type") };
-            Param { name: defining_ident(name, ctx), ty: ident_from_pair(ty, ctx), span }
+            Param { name: param_ident(name, ctx), ty: ident_from_pair(ty, ctx), span }
         })
         .collect()
 }
@@ -574,7 +592,8 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
     let span = Span { file, start: to_u32(start), end: to_u32(end.max(start)) };
     let expected = match &e.variant {
         ErrorVariant::ParsingError { positives, .. } => {
-            let mut names: Vec<&str> = positives.iter().map(rule_name).collect();
+            let mut names: Vec<&str> =
+                positives.iter().filter(|r| !matches!(r, Rule::COMMENT | Rule::WHITESPACE)).map(rule_name).collect();
             names.sort_unstable();
             names.dedup();
             names
@@ -596,9 +615,12 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
             format!("expected {} or {}", rest.join(", "), last)
         }
     };
-    Diagnostic::error(codes::SYNTAX_PARSE, format!("unexpected {found}"))
-        .at(span, label)
-        .help("see the grammar in `grammar/permits.pest` and the language tour in the README")
+    let help = if rest.starts_with("///") {
+        "doc comments go only above top-level declarations; inside a block write an ordinary `//` comment"
+    } else {
+        "see the grammar in `grammar/permits.pest` and the language tour in the README"
+    };
+    Diagnostic::error(codes::SYNTAX_PARSE, format!("unexpected {found}")).at(span, label).help(help)
 }
 
 /// How a rule reads in a message.
@@ -662,7 +684,7 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::kw_dynamic => "`dynamic`",
         Rule::entity_decl | Rule::tool_decl | Rule::extern_tool_decl | Rule::fn_decl | Rule::role_decl
         | Rule::person_decl | Rule::queue_decl | Rule::agent_decl | Rule::skill_decl => "a declaration",
-        _ => "something else",
+        _ => "another token",
     }
 }
 
