@@ -355,7 +355,7 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
         let src = a.sources.get(span.file);
         let (line, _) = src.line_col(span.start);
         let text = src.text.lines().nth(line as usize - 1).unwrap_or("").trim().to_string();
-        (format!("{}:{}", src.name, line), text)
+        (format!("{}:{}", a.sources.display_name(span.file), line), text)
     };
     // Witness paths of each effect (and of the reserved subject).
     let mut witnesses = Vec::new();

@@ -363,8 +363,11 @@ fn check_claims(model: &Model<'_>, effects: &Effects, _sources: &Sources) -> Vec
             d = d.help(format!("add {names} to the claim, or remove what proves it; a claim is an upper bound the checker must prove"));
             out.push(d);
         }
-        let unproven: Vec<EffectClass> = claim.classes().filter(|c| !proven.contains(*c)).collect();
-        if !unproven.is_empty() {
+        // Claiming `reads` adds no caution (reads is always alone), so it is never "too wide"; and a claim
+        // already reported as too narrow is not also reported as too wide.
+        let unproven: Vec<EffectClass> =
+            claim.classes().filter(|c| *c != EffectClass::Reads && !proven.contains(*c)).collect();
+        if !unproven.is_empty() && missing.is_empty() {
             out.push(
                 Diagnostic::warning(
                     codes::EFFECTS_OVERSTATED,
