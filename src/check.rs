@@ -153,10 +153,12 @@ pub struct Rules<'a> {
 }
 
 /// A list entry naming a tool.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct NamedRule {
     /// The list's level.
     pub level: Level,
+    /// The entry's condition, lowered and type-checked (`None`: unconditional).
+    pub condition: Option<crate::table::Condition>,
     /// The entry.
     pub span: Span,
     /// The whole list.
@@ -762,8 +764,32 @@ impl<'a> Checker<'a> {
                             continue;
                         }
                         let Some(&id) = node_of.get(entry.tool.name.as_str()) else { continue };
+                        let condition = match &entry.condition {
+                            None => None,
+                            Some(written) => {
+                                let lowered = crate::conditions::lower(written, nodes[id].name, &nodes[id].params, &mut self.diags);
+                                match lowered.as_ref().and_then(crate::conditions::constant) {
+                                    Some(crate::conditions::Constant::Never) => self.diags.push(
+                                        Diagnostic::warning(codes::CHECK_CONDITION_NEVER, "this condition never holds")
+                                            .at(written.span, "no arguments satisfy it")
+                                            .help(format!("the entry for `{}` never applies; fix the bounds or remove the entry", nodes[id].name)),
+                                    ),
+                                    Some(crate::conditions::Constant::Always) => self.diags.push(
+                                        Diagnostic::warning(codes::CHECK_CONDITION_ALWAYS, "this condition always holds")
+                                            .at(written.span, "every argument satisfies it")
+                                            .help(format!("write `{} [{}]` without the condition", list.level, nodes[id].name)),
+                                    ),
+                                    None => {}
+                                }
+                                if lowered.is_none() {
+                                    continue;
+                                }
+                                lowered
+                            }
+                        };
                         let existing = rules.named.entry(id).or_default();
-                        if let Some(other) = existing.iter().find(|r| r.level != list.level) {
+                        let conditional = condition.is_some();
+                        if let Some(other) = existing.iter().find(|r| r.level != list.level && !conditional && r.condition.is_none()) {
                             let wins = other.level.max(list.level);
                             self.diags.push(
                                 Diagnostic::warning(codes::LEVELS_TWO_LISTS, format!("`{}` is in two lists of one layer", nodes[id].name))
@@ -772,9 +798,21 @@ impl<'a> Checker<'a> {
                                     .help(format!("the strictest wins, so it is `{wins}`; keep it in one list")),
                             );
                         }
-                        existing.push(NamedRule { level: list.level, span: entry.span, list_span: list.span });
+                        existing.push(NamedRule { level: list.level, condition, span: entry.span, list_span: list.span });
                     }
                 }
+            }
+        }
+        // A conditional entry never decides when an unconditional entry of the same layer is as strict.
+        for (id, named) in &rules.named {
+            let Some(strongest) = named.iter().filter(|r| r.condition.is_none()).max_by_key(|r| r.level) else { continue };
+            for r in named.iter().filter(|r| r.condition.is_some() && r.level <= strongest.level) {
+                self.diags.push(
+                    Diagnostic::warning(codes::LEVELS_SHADOWED, format!("this entry for `{}` never decides", nodes[*id].name))
+                        .at(r.span, format!("`{}` when its condition holds", r.level))
+                        .with(strongest.span, format!("but `{}` always applies here", strongest.level))
+                        .help("the strictest applicable entry wins, so the condition changes nothing; remove one of them"),
+                );
             }
         }
         rules

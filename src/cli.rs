@@ -402,15 +402,23 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
             format!(
                 "{}\n",
                 serde_json::to_string_pretty(&serde_json::json!({
-                    "agent": agent, "skill": skill, "tool": tool, "level": d.level, "offered": true,
+                    "agent": agent, "skill": skill, "tool": tool, "level": d.level, "possible": d.possible, "offered": true,
                     "route": d.route, "reasons": reasons, "witnesses": w, "rows": d.rows,
                 }))
                 .unwrap_or_default()
             )
         }
         Format::Human => {
-            let mut out = format!("{triple}: {}\n", d.level);
-            let routed = matches!(d.level, Level::Propose | Level::ProposeEveryTime);
+            let shown = match d.level {
+                Some(l) => l.to_string(),
+                None => format!(
+                    "depends on the arguments: {}",
+                    d.possible.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(" or ")
+                ),
+            };
+            let mut out = format!("{triple}: {shown}\n");
+            let routed = d.possible.iter().any(|l| matches!(l, Level::Propose | Level::ProposeEveryTime));
+            let strictest = d.possible.iter().max().copied().unwrap_or(Level::Never);
             out.push_str(&format!(
                 "  route: {}{}\n",
                 route_text(&d.route, a, agent),
@@ -419,7 +427,7 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
             out.push_str("  because:\n");
             for (r, span) in &d.because {
                 let layer = r.layer.map(|l| format!("{l} layer")).unwrap_or_else(|| "reserved subject".to_string());
-                let decisive = if r.level == d.level { "*" } else { " " };
+                let decisive = if d.level.is_none_or(|l| l == r.level) || r.level == strictest { "*" } else { " " };
                 match span {
                     Some(s) => {
                         let (place, text) = line_text(*s);
@@ -441,7 +449,11 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
                 out.push_str(&format!("  claim: {} (levels use the claim)\n", claim.describe()));
             }
             let _ = EffectClass::Reads;
-            out.push_str("  (* marks the rules that decide the level)\n");
+            if d.level.is_some() {
+                out.push_str("  (* marks the rules that decide the level)\n");
+            } else {
+                out.push_str("  (the strictest entry whose condition holds decides; the class level when none holds)\n");
+            }
             out
         }
     }

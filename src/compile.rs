@@ -43,8 +43,10 @@ pub struct Decision<'a> {
     pub skill: &'a str,
     /// The tool.
     pub tool: NodeId,
-    /// The level.
-    pub level: Level,
+    /// The level, when it does not depend on the arguments.
+    pub level: Option<Level>,
+    /// Every level the triple can take, least strict first (one element when `level` is set).
+    pub possible: Vec<Level>,
     /// Per layer, what it says.
     pub rows: Vec<Row>,
     /// Why, each reason with the span of its rule (none for a synthetic default).
@@ -179,10 +181,20 @@ fn reach_sets(model: &Model<'_>, effects: &Effects) -> Vec<Vec<NodeId>> {
 
 struct LayerEval {
     row: Option<Row>,
-    level: Option<Level>,
+    /// Every level the layer can give, whatever the arguments.
+    possible: BTreeSet<Option<Level>>,
     because: Vec<(Reason, Option<Span>)>,
     /// The callee that sets the inherited floor, with its rule's span.
     inherited_from: Option<(NodeId, Span)>,
+}
+
+impl LayerEval {
+    fn max(&self) -> Option<Level> {
+        self.possible.iter().max().copied().flatten()
+    }
+    fn min(&self) -> Option<Level> {
+        self.possible.iter().min().copied().flatten()
+    }
 }
 
 fn source_ref(sources: &Sources, span: Span) -> SourceRef {
@@ -199,15 +211,18 @@ fn eval_layer(
 ) -> LayerEval {
     let model = &a.model;
     let layer = rules.layer;
+    let tool_name = model.nodes[tool].name;
     let reason = |kind, level, rule: String, via: Option<String>, span: Option<Span>| {
         (Reason { layer: Some(layer), kind, level, rule, via, at: span.map(|s| source_ref(a.sources, s)) }, span)
     };
-    let named: Vec<NamedRow> = rules.named.get(&tool).map(|v| v.iter().map(|r| NamedRow { level: r.level }).collect()).unwrap_or_default();
+    let named_rules: &[crate::check::NamedRule] = rules.named.get(&tool).map(Vec::as_slice).unwrap_or(&[]);
+    let named: Vec<NamedRow> = named_rules.iter().map(|r| NamedRow { level: r.level, when: r.condition.clone() }).collect();
     // Class level over the tool's classes; an empty set counts as `reads` (alone in the agent layer).
     let classes: Vec<EffectClass> = if level_set.is_empty() { vec![EffectClass::Reads] } else { level_set.classes().collect() };
     let per_class: Vec<(EffectClass, Level, ClassSource)> =
         classes.iter().filter_map(|c| rules.class_level(*c).map(|(l, src)| (*c, l, src))).collect();
     let class = per_class.iter().map(|(_, l, _)| *l).max();
+    // A caller inherits a callee's restrictive entry whatever its condition.
     let mut inherited: Option<(Level, NodeId, Span)> = None;
     for c in reach {
         if let Some(r) = rules.named_level(*c) {
@@ -216,43 +231,53 @@ fn eval_layer(
             }
         }
     }
-    let row = Row { layer, named: named.clone(), class, inherited: inherited.map(|(l, _, _)| l) };
-    let level = row.level();
+    let row = Row { layer, named, class, inherited: inherited.map(|(l, _, _)| l) };
+    let possible = row.possible_levels();
+    let max = possible.iter().max().copied().flatten();
     let mut because = Vec::new();
-    let named_best = rules.named_level(tool);
-    if let Some(n) = named_best {
-        because.push(reason(ReasonKind::Named, n.level, format!("{} [{}]", n.level, model.nodes[tool].name), None, Some(n.span)));
-    } else if let Some(cl) = class {
-        for (c, l, src) in per_class.iter().filter(|(_, l, _)| *l == cl) {
-            let shown = if level_set.is_empty() { "no effects".to_string() } else { c.to_string() };
-            match src {
-                ClassSource::Setting(span) => because.push(reason(ReasonKind::Class, *l, format!("{c}: {l}"), Some(c.to_string()), Some(*span))),
-                ClassSource::Preset(span) => {
-                    let preset = a.sources.slice(*span).trim().to_string();
-                    because.push(reason(ReasonKind::Class, *l, format!("{preset}: {c} -> {l}"), Some(c.to_string()), Some(*span)));
+    let conditional = named_rules.iter().any(|r| r.condition.is_some());
+    let entry_rule = |r: &crate::check::NamedRule| match &r.condition {
+        Some(c) => format!("{} [{tool_name} when {c}]", r.level),
+        None => format!("{} [{tool_name}]", r.level),
+    };
+    if conditional {
+        for r in named_rules {
+            because.push(reason(ReasonKind::Named, r.level, entry_rule(r), None, Some(r.span)));
+        }
+    } else if let Some(r) = rules.named_level(tool) {
+        because.push(reason(ReasonKind::Named, r.level, entry_rule(r), None, Some(r.span)));
+    }
+    // The class level decides when no named entry applies.
+    if named_rules.iter().all(|r| r.condition.is_some()) {
+        if let Some(cl) = class {
+            for (c, l, src) in per_class.iter().filter(|(_, l, _)| *l == cl) {
+                let shown = if level_set.is_empty() { "no effects".to_string() } else { c.to_string() };
+                match src {
+                    ClassSource::Setting(span) => {
+                        because.push(reason(ReasonKind::Class, *l, format!("{c}: {l}"), Some(c.to_string()), Some(*span)))
+                    }
+                    ClassSource::Preset(span) => {
+                        let preset = a.sources.slice(*span).trim().to_string();
+                        because.push(reason(ReasonKind::Class, *l, format!("{preset}: {c} -> {l}"), Some(c.to_string()), Some(*span)));
+                    }
+                    ClassSource::Default => because.push(reason(
+                        ReasonKind::Default,
+                        *l,
+                        format!("default: {shown} -> {l} ({} {owner})", layer_noun(layer)),
+                        Some(c.to_string()),
+                        None,
+                    )),
                 }
-                ClassSource::Default => because.push(reason(
-                    ReasonKind::Default,
-                    *l,
-                    format!("default: {shown} -> {l} ({} {owner})", layer_noun(layer)),
-                    Some(c.to_string()),
-                    None,
-                )),
             }
         }
     }
     if let Some((l, callee, span)) = inherited {
-        if level == Some(l) {
+        if max == Some(l) {
             because.push(reason(ReasonKind::Inherited, l, format!("{l} [{}]", model.nodes[callee].name), Some(model.nodes[callee].name.to_string()), Some(span)));
         }
     }
     let says_something = !row.named.is_empty() || row.class.is_some() || row.inherited.is_some();
-    LayerEval {
-        row: says_something.then_some(row),
-        level,
-        because,
-        inherited_from: inherited.map(|(_, c, s)| (c, s)),
-    }
+    LayerEval { row: says_something.then_some(row), possible, because, inherited_from: inherited.map(|(_, c, s)| (c, s)) }
 }
 
 fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
@@ -274,16 +299,22 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                     layers.push(eval_layer(a, r, "", tool, level_set, reach_t));
                 }
                 let agent_eval = eval_layer(a, &agent.rules, agent_name, tool, level_set, reach_t);
-                let agent_level = agent_eval.level;
+                // The least the agent layer gives: a skill entry below it can never take effect.
+                let agent_level = agent_eval.min();
                 layers.push(agent_eval);
                 if let Some(r) = &skill.rules {
                     layers.push(eval_layer(a, r, skill_name, tool, level_set, reach_t));
                 }
                 let reserved = a.effects.sets[tool].is_reserved();
-                let mut level = layers.iter().filter_map(|l| l.level).max().unwrap_or(Level::Alone);
+                // Every level the triple can take: the strictest layer, over every combination.
+                let mut possible: BTreeSet<Option<Level>> = BTreeSet::from([None]);
+                for l in &layers {
+                    possible = possible.iter().flat_map(|x| l.possible.iter().map(move |y| (*x).max(*y))).collect();
+                }
+                let mut possible: BTreeSet<Level> = possible.into_iter().map(|l| l.unwrap_or(Level::Alone)).collect();
                 let mut because: Vec<(Reason, Option<Span>)> = layers.iter().flat_map(|l| l.because.iter().cloned()).collect();
                 if reserved {
-                    level = Level::Never;
+                    possible = BTreeSet::from([Level::Never]);
                     let path = a.effects.witness_path(tool, RESERVED_SLOT);
                     let (via, span) = match path.last() {
                         Some((at, Hop::Operation(i))) => (a.model.nodes[*at].name.to_string(), Some(a.model.nodes[*at].operations[*i].span)),
@@ -317,12 +348,12 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                     a.model.package_rules.iter().chain(std::iter::once(&agent.rules)).chain(skill.rules.iter()),
                 ) {
                     if let (Some(n), Some((callee, span))) = (rules.named_level(tool), l.inherited_from) {
-                        if n.level == Level::Alone && l.level > Some(Level::Alone) && alone_inherit_warned.insert(n.span) {
+                        if n.level == Level::Alone && l.max() > Some(Level::Alone) && alone_inherit_warned.insert(n.span) {
                             let callee_name = a.model.nodes[callee].name;
                             diags.push(
                                 Diagnostic::warning(codes::LEVELS_ALONE_INHERITS, format!("`{}` is named `alone` but calls `{callee_name}`", a.model.nodes[tool].name))
                                     .at(n.span, "named alone here")
-                                    .with(span, format!("`{callee_name}` is named `{}` here, and that wins", l.level.unwrap_or(Level::Alone)))
+                                    .with(span, format!("`{callee_name}` is named `{}` here, and that wins", l.max().unwrap_or(Level::Alone)))
                                     .help("a wrapper cannot launder a tool it calls; name the wrapper at the callee's level, or stop calling it"),
                             );
                         }
@@ -372,7 +403,9 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                     Some((r, span)) => (r.clone(), Some(*span)),
                     None => (Route::Requester, None),
                 };
-                let proposes = matches!(level, Level::Propose | Level::ProposeEveryTime);
+                let proposes = possible.iter().any(|l| matches!(l, Level::Propose | Level::ProposeEveryTime));
+                let level = if possible.len() == 1 { possible.iter().next().copied() } else { None };
+                let shown = possible.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(" or ");
                 if let Some(span) = route_span {
                     if skill.routes.contains_key(&tool) {
                         if !proposes {
@@ -381,7 +414,7 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                                     codes::LEVELS_ROUTE_UNUSED,
                                     format!("the route of `{}` in `{skill_name}` can never be used for the agent `{agent_name}`", a.model.nodes[tool].name),
                                 )
-                                .at(span, format!("the triple is `{level}`, so nothing is proposed"))
+                                .at(span, format!("the triple is `{shown}`, so nothing is proposed"))
                                 .help("routes apply to `propose` and `propose_every_time`; remove the route or change the level"),
                             );
                         }
@@ -395,6 +428,7 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                     skill: skill_name,
                     tool,
                     level,
+                    possible: possible.into_iter().collect(),
                     rows: layers.into_iter().filter_map(|l| l.row).collect(),
                     because,
                     route,
@@ -536,7 +570,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
         entries.entry(d.agent.to_string()).or_default().entry(d.skill.to_string()).or_default().insert(
             tool_name.to_string(),
             Entry {
-                level: Some(d.level),
+                level: d.level,
                 rows: d.rows.clone(),
                 reserved: d.reserved,
                 route: d.route.clone(),

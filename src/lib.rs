@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`syntax`] | pest grammar → syntax tree, one package from a folder of `.permits` files (§1) |
 //! | [`check`] | name resolution and declaration checks (§1–§3) |
+//! | [`conditions`] | conditions on arguments: type checks, lowering, interval analysis (§3 item 5) |
 //! | [`effects`] | call graph, effect inference over strongly connected components, witnesses, claims (§2) |
 //! | [`compile`] | levels of every offered triple → the decision table (§3–§4) |
 //! | [`table`] | the serialized decision table, canonical JSON and digests (§4) |
@@ -28,6 +29,8 @@ pub mod syntax;
 pub mod diagnostics;
 #[cfg(feature = "compiler")]
 pub mod check;
+#[cfg(feature = "compiler")]
+pub mod conditions;
 #[cfg(feature = "compiler")]
 pub mod effects;
 #[cfg(feature = "compiler")]

@@ -418,7 +418,8 @@ impl fmt::Display for Layer {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Entry {
-    /// The level, stated when it does not depend on arguments (always, until conditions exist).
+    /// The level, stated when it does not depend on the arguments; `None` when a condition decides
+    /// (use [`Entry::level_for`]).
     pub level: Option<Level>,
     /// What each layer says, for the runtime to compute the level: package, agent, skill, in that order;
     /// a layer that says nothing is absent.
@@ -434,13 +435,30 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// The level from the rows (and the reserved flag): per layer, the strictest named entry, else the
-    /// class level, raised to the inherited floor; then the strictest layer. `Alone` if nothing speaks.
-    pub fn level_from_rows(&self) -> Level {
+    /// The level for a call's arguments: per layer, the strictest named entry whose condition holds,
+    /// else the class level, raised to the inherited floor; then the strictest layer; `never` when the
+    /// tool writes the reserved entity. `Alone` if nothing speaks (never the case for a compiled entry:
+    /// the agent layer always speaks).
+    ///
+    /// Errors: [`ConditionError`] when any condition of the entry cannot be evaluated on `args`; the
+    /// caller decides `never`.
+    pub fn level_for(&self, args: &serde_json::Map<String, serde_json::Value>) -> Result<Level, ConditionError> {
         if self.reserved {
-            return Level::Never;
+            return Ok(Level::Never);
         }
-        self.rows.iter().filter_map(Row::level).max().unwrap_or(Level::Alone)
+        let mut level = Level::Alone;
+        for row in &self.rows {
+            if let Some(l) = row.level_for(args)? {
+                level = level.max(l);
+            }
+        }
+        Ok(level)
+    }
+
+    /// The level without arguments: [`Entry::level_for`] on no arguments, and `never` when a condition
+    /// needs one (fail closed).
+    pub fn level_from_rows(&self) -> Level {
+        self.level_for(&serde_json::Map::new()).unwrap_or(Level::Never)
     }
 }
 
@@ -450,20 +468,54 @@ impl Entry {
 pub struct Row {
     /// Which layer.
     pub layer: Layer,
-    /// The lists of the layer that name the tool.
+    /// The list entries of the layer that name the tool, each with its condition if it has one.
     pub named: Vec<NamedRow>,
-    /// The layer's class level over the tool's effect set, the fallback when no list names it.
+    /// The layer's class level over the tool's effect set: the fallback when no named entry applies.
     pub class: Option<Level>,
-    /// The strictest restrictive level the layer gives a tool this tool calls (a floor).
+    /// The strictest level the layer names a tool this tool calls (a floor; conditions of the callee's
+    /// entry do not matter: a caller inherits it unconditionally).
     pub inherited: Option<Level>,
 }
 
 impl Row {
-    /// The layer's level: the strictest named entry, else the class level; at least the inherited floor.
-    pub fn level(&self) -> Option<Level> {
-        let named = self.named.iter().map(|n| n.level).max();
-        let base = named.or(self.class);
-        match (base, self.inherited) {
+    /// The layer's level for a call's arguments: the strictest named entry that applies, else the class
+    /// level; at least the inherited floor. `None` when the layer says nothing.
+    ///
+    /// Errors: [`ConditionError`] when a condition cannot be evaluated.
+    pub fn level_for(&self, args: &serde_json::Map<String, serde_json::Value>) -> Result<Option<Level>, ConditionError> {
+        let mut named: Option<Level> = None;
+        for n in &self.named {
+            let applies = match &n.when {
+                Some(c) => c.eval(args)?,
+                None => true,
+            };
+            if applies {
+                named = named.max(Some(n.level));
+            }
+        }
+        Ok(Self::combine(named.or(self.class), self.inherited))
+    }
+
+    /// Every level the layer can give, whatever the arguments (conditions taken as independent).
+    pub fn possible_levels(&self) -> std::collections::BTreeSet<Option<Level>> {
+        let unconditional = self.named.iter().filter(|n| n.when.is_none()).map(|n| n.level).max();
+        let mut out = std::collections::BTreeSet::new();
+        // No conditional entry applies.
+        out.insert(Self::combine(unconditional.or(self.class), self.inherited));
+        // Some conditional entry applies (the strictest applying one decides).
+        for n in self.named.iter().filter(|n| n.when.is_some()) {
+            out.insert(Self::combine(Some(unconditional.map_or(n.level, |u| u.max(n.level))), self.inherited));
+        }
+        out
+    }
+
+    /// Whether any named entry has a condition.
+    pub fn is_conditional(&self) -> bool {
+        self.named.iter().any(|n| n.when.is_some())
+    }
+
+    fn combine(base: Option<Level>, floor: Option<Level>) -> Option<Level> {
+        match (base, floor) {
             (Some(a), Some(b)) => Some(a.max(b)),
             (a, b) => a.or(b),
         }
@@ -476,6 +528,8 @@ impl Row {
 pub struct NamedRow {
     /// The list's level.
     pub level: Level,
+    /// The entry's condition; the entry applies only when it holds.
+    pub when: Option<Condition>,
 }
 
 /// One reason behind a decision (spec §3 "Every decision carries its reasons").
@@ -696,4 +750,256 @@ fn write_canonical(value: &serde_json::Value, out: &mut String, indent: Option<u
         }
         other => out.push_str(&other.to_string()),
     }
+}
+
+/// A condition on a tool's arguments, as the runtime evaluates it (spec §3 item 5). A small typed tree:
+/// the compiler has checked every parameter and type against the tool, so evaluation needs no parser.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Condition {
+    /// Every part holds.
+    All(Vec<Condition>),
+    /// At least one part holds.
+    Any(Vec<Condition>),
+    /// The part does not hold.
+    Not(Box<Condition>),
+    /// `param OP value`.
+    Compare {
+        /// The parameter.
+        param: String,
+        /// The comparison.
+        op: CompareOp,
+        /// The value compared with.
+        value: Literal,
+    },
+    /// `param in [..]`: the string argument is one of the values.
+    In {
+        /// The parameter (a string or an entity id).
+        param: String,
+        /// The values.
+        values: Vec<String>,
+    },
+    /// `param matches "glob"`: `*` matches any run of characters, `?` any one character; case-sensitive.
+    Matches {
+        /// The parameter (a string or an entity id).
+        param: String,
+        /// The pattern.
+        glob: String,
+    },
+}
+
+/// A comparison operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CompareOp {
+    /// `<`
+    #[serde(rename = "<")]
+    Lt,
+    /// `<=`
+    #[serde(rename = "<=")]
+    Le,
+    /// `==`
+    #[serde(rename = "==")]
+    Eq,
+    /// `!=`
+    #[serde(rename = "!=")]
+    Ne,
+    /// `>=`
+    #[serde(rename = ">=")]
+    Ge,
+    /// `>`
+    #[serde(rename = ">")]
+    Gt,
+}
+
+impl CompareOp {
+    /// The operator as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompareOp::Lt => "<",
+            CompareOp::Le => "<=",
+            CompareOp::Eq => "==",
+            CompareOp::Ne => "!=",
+            CompareOp::Ge => ">=",
+            CompareOp::Gt => ">",
+        }
+    }
+
+    /// Parses an operator; `None` for anything else.
+    pub fn from_str_op(op: &str) -> Option<CompareOp> {
+        [CompareOp::Lt, CompareOp::Le, CompareOp::Eq, CompareOp::Ne, CompareOp::Ge, CompareOp::Gt]
+            .into_iter()
+            .find(|o| o.as_str() == op)
+    }
+
+    fn holds(self, ordering: std::cmp::Ordering) -> bool {
+        use std::cmp::Ordering::*;
+        match self {
+            CompareOp::Lt => ordering == Less,
+            CompareOp::Le => ordering != Greater,
+            CompareOp::Eq => ordering == Equal,
+            CompareOp::Ne => ordering != Equal,
+            CompareOp::Ge => ordering != Less,
+            CompareOp::Gt => ordering == Greater,
+        }
+    }
+}
+
+/// A value in a condition.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Literal {
+    /// A whole number (for `int` and `money` parameters; money in minor units).
+    Int(i64),
+    /// A string (for `string` and entity parameters).
+    String(String),
+    /// `true` or `false`.
+    Bool(bool),
+}
+
+impl fmt::Display for Literal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Literal::Int(n) => write!(f, "{n}"),
+            Literal::String(s) => write!(f, "{}", serde_json::Value::String(s.clone())),
+            Literal::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+/// Why a condition cannot be evaluated. The decision is then `never` (fail closed, spec §3 item 5).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConditionError {
+    /// The argument the condition reads is missing.
+    #[error("the argument `{0}` is missing, so the condition cannot be evaluated")]
+    Missing(String),
+    /// The argument has the wrong type for the comparison.
+    #[error("the argument `{param}` is not {expected}, so the condition cannot be evaluated")]
+    Mistyped {
+        /// The parameter.
+        param: String,
+        /// What was expected: "a whole number", "a string", "true or false".
+        expected: &'static str,
+    },
+}
+
+impl Condition {
+    /// Evaluates the condition on a call's arguments (a JSON object's map). Numbers must be JSON
+    /// integers, strings JSON strings, booleans JSON booleans.
+    ///
+    /// Errors: [`ConditionError`] when an argument the condition reads is missing or of the wrong type;
+    /// the caller decides `never`.
+    pub fn eval(&self, args: &serde_json::Map<String, serde_json::Value>) -> Result<bool, ConditionError> {
+        match self {
+            Condition::All(parts) => {
+                // Evaluate every part, so a missing argument anywhere fails closed, not only when reached.
+                let mut all = true;
+                for p in parts {
+                    all &= p.eval(args)?;
+                }
+                Ok(all)
+            }
+            Condition::Any(parts) => {
+                let mut any = false;
+                for p in parts {
+                    any |= p.eval(args)?;
+                }
+                Ok(any)
+            }
+            Condition::Not(p) => Ok(!p.eval(args)?),
+            Condition::Compare { param, op, value } => {
+                let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
+                let ordering = match value {
+                    Literal::Int(n) => {
+                        let a = arg.as_i64().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a whole number" })?;
+                        a.cmp(n)
+                    }
+                    Literal::String(s) => {
+                        let a = arg.as_str().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                        a.cmp(s.as_str())
+                    }
+                    Literal::Bool(b) => {
+                        let a = arg.as_bool().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "true or false" })?;
+                        a.cmp(b)
+                    }
+                };
+                Ok(op.holds(ordering))
+            }
+            Condition::In { param, values } => {
+                let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
+                let a = arg.as_str().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                Ok(values.iter().any(|v| v == a))
+            }
+            Condition::Matches { param, glob } => {
+                let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
+                let a = arg.as_str().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                Ok(glob_matches(glob, a))
+            }
+        }
+    }
+
+    fn fmt_prec(&self, f: &mut fmt::Formatter<'_>, outer: u8) -> fmt::Result {
+        // Precedence: or 1, and 2, not 3, comparison 4.
+        let (prec, parts, word) = match self {
+            Condition::Any(p) => (1, p, " or "),
+            Condition::All(p) => (2, p, " and "),
+            Condition::Not(inner) => {
+                f.write_str("not ")?;
+                return inner.fmt_prec(f, 3);
+            }
+            Condition::Compare { param, op, value } => return write!(f, "{param} {} {value}", op.as_str()),
+            Condition::In { param, values } => {
+                let vs: Vec<String> = values.iter().map(|v| Literal::String(v.clone()).to_string()).collect();
+                return write!(f, "{param} in [{}]", vs.join(", "));
+            }
+            Condition::Matches { param, glob } => return write!(f, "{param} matches {}", Literal::String(glob.clone())),
+        };
+        if prec < outer {
+            f.write_str("(")?;
+        }
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                f.write_str(word)?;
+            }
+            p.fmt_prec(f, prec + 1)?;
+        }
+        if prec < outer {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+/// The canonical text of a condition, as written in sources (`amount <= 10000 and not to matches "*@x"`).
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_prec(f, 0)
+    }
+}
+
+/// Whether `text` matches `glob`: `*` is any run of characters (also none), `?` exactly one character,
+/// everything else itself. Iterative, linear in practice (one backtrack point).
+pub fn glob_matches(glob: &str, text: &str) -> bool {
+    let g: Vec<char> = glob.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut gi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if gi < g.len() && (g[gi] == '?' || (g[gi] != '*' && g[gi] == t[ti])) {
+            gi += 1;
+            ti += 1;
+        } else if gi < g.len() && g[gi] == '*' {
+            star = Some((gi, ti));
+            gi += 1;
+        } else if let Some((sg, st)) = star {
+            gi = sg + 1;
+            ti = st + 1;
+            star = Some((sg, st + 1));
+        } else {
+            return false;
+        }
+    }
+    while gi < g.len() && g[gi] == '*' {
+        gi += 1;
+    }
+    gi == g.len()
 }

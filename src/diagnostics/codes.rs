@@ -17,6 +17,8 @@ pub const SYNTAX_NON_ASCII: &str = "permits::syntax::non_ascii";
 pub const SYNTAX_RESERVED: &str = "permits::syntax::reserved";
 /// A bad escape in a string.
 pub const SYNTAX_ESCAPE: &str = "permits::syntax::escape";
+/// Parentheses nested deeper than the bound (checked before parsing).
+pub const SYNTAX_TOO_DEEP: &str = "permits::syntax::too_deep";
 /// A duration or number out of range.
 pub const SYNTAX_NUMBER: &str = "permits::syntax::number";
 
@@ -52,6 +54,14 @@ pub const CHECK_QUEUE_UNDECIDABLE: &str = "permits::check::queue_undecidable";
 pub const CHECK_NO_SPONSOR: &str = "permits::check::no_sponsor";
 /// A construct the language will have but this compiler does not yet support.
 pub const CHECK_UNSUPPORTED: &str = "permits::check::unsupported";
+/// A condition names a parameter the tool does not have.
+pub const CHECK_CONDITION_PARAM: &str = "permits::check::condition_param";
+/// A condition compares a parameter with a value or operator of the wrong type.
+pub const CHECK_CONDITION_TYPE: &str = "permits::check::condition_type";
+/// A condition that can never hold (warning): its entry never applies.
+pub const CHECK_CONDITION_NEVER: &str = "permits::check::condition_never";
+/// A condition that always holds (warning): write the entry without it.
+pub const CHECK_CONDITION_ALWAYS: &str = "permits::check::condition_always";
 /// A doc comment above a declaration that does not keep one (a `may` block, an authority statement).
 pub const CHECK_DOC_DROPPED: &str = "permits::check::doc_dropped";
 /// A name listed twice in one list (warning).
@@ -68,6 +78,8 @@ pub const EFFECTS_RESERVED: &str = "permits::effects::reserved";
 
 /// A tool in two lists of one layer (warning; the strictest wins).
 pub const LEVELS_TWO_LISTS: &str = "permits::levels::two_lists";
+/// A conditional entry shadowed by an unconditional entry as strict or stricter in its layer (warning).
+pub const LEVELS_SHADOWED: &str = "permits::levels::shadowed";
 /// A class set to `alone` in the package-wide or a skill layer, which only tighten (warning).
 pub const LEVELS_ALONE_IGNORED: &str = "permits::levels::alone_ignored";
 /// A skill's entry or setting that would loosen its agent and cannot take effect (warning).

@@ -5,7 +5,7 @@
 //! comments, so the formatter can print it back. It is deliberately not `Serialize`: the decision
 //! table (`crate::table`) is the only serialized format.
 
-use crate::table::{EffectClass, Level};
+use crate::table::{CompareOp, EffectClass, Level};
 
 /// Which source file of a package a span points into: an index into [`super::Sources`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -389,7 +389,61 @@ pub struct ToolList {
 pub struct ListEntry {
     /// The tool.
     pub tool: Ident,
+    /// `when …`: the entry applies only when the condition holds.
+    pub condition: Option<Condition>,
     /// The whole entry.
+    pub span: Span,
+}
+
+/// A condition on a tool's parameters, as written (spec §3 item 5).
+#[derive(Clone, Debug)]
+pub struct Condition {
+    /// What it says.
+    pub kind: ConditionKind,
+    /// Where it is written.
+    pub span: Span,
+}
+
+/// The shapes of a condition.
+#[derive(Clone, Debug)]
+pub enum ConditionKind {
+    /// `a or b`
+    Or(Vec<Condition>),
+    /// `a and b`
+    And(Vec<Condition>),
+    /// `not a` (a run of `not`s is folded to its parity, so this never nests in itself)
+    Not(Box<Condition>),
+    /// `param OP value`
+    Compare {
+        /// The parameter.
+        param: Ident,
+        /// The operator.
+        op: CompareOp,
+        /// The value.
+        value: Literal,
+    },
+    /// `param in [..]`
+    In {
+        /// The parameter.
+        param: Ident,
+        /// The values.
+        values: Vec<Literal>,
+    },
+    /// `param matches "glob"`
+    Matches {
+        /// The parameter.
+        param: Ident,
+        /// The pattern.
+        glob: StringLit,
+    },
+}
+
+/// A value in a condition, with where it is written.
+#[derive(Clone, Debug)]
+pub struct Literal {
+    /// The value.
+    pub value: crate::table::Literal,
+    /// Where.
     pub span: Span,
 }
 

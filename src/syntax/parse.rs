@@ -9,7 +9,7 @@ use pest::iterators::Pair;
 
 use super::ast::*;
 use crate::diagnostics::{Diagnostic, codes};
-use crate::table::{EffectClass, Level};
+use crate::table::{CompareOp, EffectClass, Level};
 
 #[derive(pest_derive::Parser)]
 #[grammar = "../grammar/permits.pest"]
@@ -26,6 +26,41 @@ pub const RESERVED: &[&str] = &[
     "reach", "call", "version", "subject", "everything", "changes_alone", "when", "and", "or", "not", "in",
     "matches", "budget", "test", "expect", "is",
 ];
+
+/// The deepest nesting of parentheses a file may have (conditions are the only place they nest).
+pub const MAX_NESTING: usize = 32;
+
+/// The byte offset of the first `(` deeper than [`MAX_NESTING`], outside strings and comments.
+fn too_deep(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'(' => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Some(i);
+                }
+            }
+            b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
 
 struct Ctx {
     file: FileId,
@@ -51,6 +86,16 @@ fn inner<'i>(pair: Pair<'i, Rule>) -> impl Iterator<Item = Pair<'i, Rule>> {
 /// Parses one file. `None` when the file does not follow the grammar (the diagnostics say where).
 pub(super) fn parse_file(file: FileId, text: &str) -> (Option<File>, Vec<Diagnostic>) {
     let mut ctx = Ctx { file, diags: Vec::new() };
+    // pest's generated parser recurses once per nested parenthesis: refuse deep nesting before parsing.
+    if let Some(at) = too_deep(text) {
+        let at = to_u32(at);
+        ctx.diags.push(
+            Diagnostic::error(codes::SYNTAX_TOO_DEEP, format!("parentheses nest more than {MAX_NESTING} deep"))
+                .at(Span { file, start: at, end: at.saturating_add(1) }, "too deep here")
+                .help("split the condition, or write it with fewer parentheses (`and` binds tighter than `or`)"),
+        );
+        return (None, ctx.diags);
+    }
     let pair = match PermitsParser::parse(Rule::file, text) {
         Ok(mut pairs) => match pairs.next() {
             Some(p) => p,
@@ -478,19 +523,125 @@ fn may_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> MayBlock {
             Rule::tool_list => {
                 let mut it = inner(p);
                 let l = it.next().unwrap_or_else(|| unreachable!("tool_list: a level"));
-                let entries = it
-                    .map(|e| {
-                        let span = ctx.span(&e);
-                        let tool = inner(e).next().unwrap_or_else(|| unreachable!("list_entry: a name"));
-                        ListEntry { tool: ident_from_pair(tool, ctx), span }
-                    })
-                    .collect();
+                let entries = it.map(|e| list_entry_from_pair(e, ctx)).collect();
                 statements.push(MayStatement::List(ToolList { level: level(&l), entries, span: pspan }));
             }
             _ => unreachable!("may_stmt: no other statements"),
         }
     }
     MayBlock { statements, span }
+}
+
+/// list_entry = { ident ~ (kw_when ~ condition)? }
+fn list_entry_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ListEntry {
+    let span = ctx.span(&pair);
+    let mut tool = None;
+    let mut condition = None;
+    for p in inner(pair) {
+        match p.as_rule() {
+            Rule::ident => tool = Some(ident_from_pair(p, ctx)),
+            Rule::condition => condition = Some(condition_from_pair(p, ctx)),
+            _ => {}
+        }
+    }
+    ListEntry { tool: tool.unwrap_or_else(|| unreachable!("list_entry: a name")), condition, span }
+}
+
+/// condition = { or_expr }
+fn condition_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+    let p = inner(pair).next().unwrap_or_else(|| unreachable!("condition: an or_expr"));
+    or_from_pair(p, ctx)
+}
+
+/// or_expr = { and_expr ~ (kw_or ~ and_expr)* }
+fn or_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+    let span = ctx.span(&pair);
+    let mut parts: Vec<Condition> = inner(pair).filter(|p| p.as_rule() == Rule::and_expr).map(|p| and_from_pair(p, ctx)).collect();
+    if parts.len() == 1 {
+        return parts.remove(0);
+    }
+    Condition { kind: ConditionKind::Or(parts), span }
+}
+
+/// and_expr = { not_expr ~ (kw_and ~ not_expr)* }
+fn and_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+    let span = ctx.span(&pair);
+    let mut parts: Vec<Condition> = inner(pair).filter(|p| p.as_rule() == Rule::not_expr).map(|p| not_from_pair(p, ctx)).collect();
+    if parts.len() == 1 {
+        return parts.remove(0);
+    }
+    Condition { kind: ConditionKind::And(parts), span }
+}
+
+/// not_expr = { kw_not* ~ primary }
+fn not_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+    let span = ctx.span(&pair);
+    let mut nots = 0usize;
+    let mut primary = None;
+    for p in inner(pair) {
+        match p.as_rule() {
+            Rule::kw_not => nots += 1,
+            _ => primary = Some(primary_from_pair(p, ctx)),
+        }
+    }
+    let primary = primary.unwrap_or_else(|| unreachable!("not_expr: a primary"));
+    // `not not a` is `a`: fold the run to its parity, so the tree never nests `not`s.
+    if nots % 2 == 1 { Condition { kind: ConditionKind::Not(Box::new(primary)), span } } else { primary }
+}
+
+/// primary = { "(" ~ or_expr ~ ")" | comparison }
+fn primary_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+    let p = inner(pair).next().unwrap_or_else(|| unreachable!("primary: an or_expr or a comparison"));
+    match p.as_rule() {
+        Rule::or_expr => or_from_pair(p, ctx),
+        _ => comparison_from_pair(p, ctx),
+    }
+}
+
+/// comparison = { ident ~ (in_list | matches_glob | compare_op ~ literal) }
+fn comparison_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+    let span = ctx.span(&pair);
+    let mut it = inner(pair);
+    let param = ident_from_pair(it.next().unwrap_or_else(|| unreachable!("comparison: a parameter")), ctx);
+    let next = it.next().unwrap_or_else(|| unreachable!("comparison: an operator"));
+    let kind = match next.as_rule() {
+        Rule::in_list => {
+            let values = inner(next).filter(|p| p.as_rule() == Rule::literal).map(|p| literal_from_pair(p, ctx)).collect();
+            ConditionKind::In { param, values }
+        }
+        Rule::matches_glob => {
+            let glob = inner(next).find(|p| p.as_rule() == Rule::string).map(|p| string_from_pair(p, ctx));
+            ConditionKind::Matches { param, glob: glob.unwrap_or_else(|| unreachable!("matches_glob: a string")) }
+        }
+        _ => {
+            let op = CompareOp::from_str_op(next.as_str()).unwrap_or_else(|| unreachable!("compare_op: six operators"));
+            let value = literal_from_pair(it.next().unwrap_or_else(|| unreachable!("comparison: a value")), ctx);
+            ConditionKind::Compare { param, op, value }
+        }
+    };
+    Condition { kind, span }
+}
+
+/// literal = { number | string | boolean }
+fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Literal {
+    let span = ctx.span(&pair);
+    let p = inner(pair).next().unwrap_or_else(|| unreachable!("literal: a number, string or boolean"));
+    let value = match p.as_rule() {
+        Rule::string => crate::table::Literal::String(string_from_pair(p, ctx).value),
+        Rule::boolean => crate::table::Literal::Bool(p.as_str() == "true"),
+        _ => match p.as_str().parse::<i64>() {
+            Ok(n) => crate::table::Literal::Int(n),
+            Err(_) => {
+                ctx.diags.push(
+                    Diagnostic::error(codes::SYNTAX_NUMBER, format!("the number `{}` is out of range", p.as_str()))
+                        .at(span, "does not fit in 64 bits")
+                        .help("numbers in conditions are signed 64-bit integers (money in minor units, like cents)"),
+                );
+                crate::table::Literal::Int(0)
+            }
+        },
+    };
+    Literal { value, span }
 }
 
 /// agent_decl = { kw_agent ~ ident ~ string? ~ "{" ~ agent_stmt* ~ "}" }
@@ -630,7 +781,17 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::ident | Rule::list_entry | Rule::entity_ref => "a name",
         Rule::string => "a string",
         Rule::duration => "a duration like `7d`",
-        Rule::integer => "a number",
+        Rule::number => "a number",
+        Rule::boolean => "`true` or `false`",
+        Rule::literal => "a value (a number, a string, `true` or `false`)",
+        Rule::compare_op => "a comparison (`<`, `<=`, `==`, `!=`, `>=`, `>`)",
+        Rule::in_list | Rule::kw_in => "`in`",
+        Rule::matches_glob | Rule::kw_matches => "`matches`",
+        Rule::kw_when => "`when`",
+        Rule::kw_and => "`and`",
+        Rule::kw_or => "`or`",
+        Rule::kw_not => "`not`",
+        Rule::condition | Rule::or_expr | Rule::and_expr | Rule::not_expr | Rule::primary | Rule::comparison => "a condition",
         Rule::level => "a level (`alone`, `propose`, `propose_every_time`, `never`)",
         Rule::effect_class => "an effect class",
         Rule::declaration | Rule::doc_comment => "a declaration",

@@ -1,0 +1,365 @@
+//! Conditions: type-checking a written condition against a tool's parameters, lowering it to the table's
+//! typed tree, and the interval analysis that finds conditions that never or always hold (spec §3 item 5).
+//!
+//! Lowering happens in `check` (each list entry's condition against the named tool); the analysis runs
+//! on the lowered tree, so it sees exactly what the runtime will evaluate.
+
+use std::collections::BTreeSet;
+
+use crate::diagnostics::{Diagnostic, closest, codes};
+use crate::syntax::ast::{Condition as Written, ConditionKind, Literal};
+use crate::table::{CompareOp, Condition, Literal as Value, ParamType};
+
+/// Type-checks `written` against the parameters of `tool` and lowers it. Every error is pushed to
+/// `diags`; `None` when there was any.
+pub fn lower(written: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mut Vec<Diagnostic>) -> Option<Condition> {
+    let before = diags.len();
+    let lowered = lower_inner(written, tool, params, diags);
+    if diags.len() > before { None } else { lowered }
+}
+
+fn type_name(ty: &ParamType) -> String {
+    match ty {
+        ParamType::String => "string".into(),
+        ParamType::Int => "int".into(),
+        ParamType::Bool => "bool".into(),
+        ParamType::Money => "money".into(),
+        ParamType::Entity(e) => e.clone(),
+    }
+}
+
+fn value_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Int(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Bool(_) => "`true` or `false`",
+    }
+}
+
+/// Whether a value fits a parameter type: numbers for `int` and `money`, strings for `string` and
+/// entities (ids), booleans for `bool`.
+fn fits(ty: &ParamType, v: &Value) -> bool {
+    matches!(
+        (ty, v),
+        (ParamType::Int | ParamType::Money, Value::Int(_))
+            | (ParamType::String | ParamType::Entity(_), Value::String(_))
+            | (ParamType::Bool, Value::Bool(_))
+    )
+}
+
+fn lower_inner(w: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mut Vec<Diagnostic>) -> Option<Condition> {
+    let param_type = |param: &crate::syntax::ast::Ident, diags: &mut Vec<Diagnostic>| -> Option<ParamType> {
+        match params.iter().find(|(n, _)| *n == param.name) {
+            Some((_, ty)) => Some(ty.clone()),
+            None => {
+                let mut d = Diagnostic::error(codes::CHECK_CONDITION_PARAM, format!("the tool `{tool}` has no parameter `{}`", param.name))
+                    .at(param.span, "not a parameter of the tool");
+                d = match closest(&param.name, params.iter().map(|(n, _)| *n)) {
+                    Some(near) => d.help(format!("did you mean `{near}`?")),
+                    None => d.help(format!(
+                        "a condition reads the tool's own parameters: {}",
+                        if params.is_empty() { "this tool has none".to_string() } else { params.iter().map(|(n, _)| format!("`{n}`")).collect::<Vec<_>>().join(", ") }
+                    )),
+                };
+                diags.push(d);
+                None
+            }
+        }
+    };
+    match &w.kind {
+        ConditionKind::Or(parts) => {
+            let lowered: Vec<Option<Condition>> = parts.iter().map(|p| lower_inner(p, tool, params, diags)).collect();
+            lowered.into_iter().collect::<Option<Vec<_>>>().map(Condition::Any)
+        }
+        ConditionKind::And(parts) => {
+            let lowered: Vec<Option<Condition>> = parts.iter().map(|p| lower_inner(p, tool, params, diags)).collect();
+            lowered.into_iter().collect::<Option<Vec<_>>>().map(Condition::All)
+        }
+        ConditionKind::Not(inner) => lower_inner(inner, tool, params, diags).map(|c| Condition::Not(Box::new(c))),
+        ConditionKind::Compare { param, op, value } => {
+            let ty = param_type(param, diags)?;
+            if !fits(&ty, &value.value) {
+                diags.push(mismatch(param, &ty, value));
+                return None;
+            }
+            let ordering = !matches!(op, CompareOp::Eq | CompareOp::Ne);
+            if ordering && !matches!(ty, ParamType::Int | ParamType::Money) {
+                diags.push(
+                    Diagnostic::error(codes::CHECK_CONDITION_TYPE, format!("`{}` orders numbers, but `{}` is `{}`", op.as_str(), param.name, type_name(&ty)))
+                        .at(w.span, "not a number")
+                        .help("`<`, `<=`, `>=`, `>` compare `int` and `money` parameters; strings take `==`, `!=`, `in [..]` and `matches`"),
+                );
+                return None;
+            }
+            Some(Condition::Compare { param: param.name.clone(), op: *op, value: value.value.clone() })
+        }
+        ConditionKind::In { param, values } => {
+            let ty = param_type(param, diags)?;
+            if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
+                diags.push(
+                    Diagnostic::error(codes::CHECK_CONDITION_TYPE, format!("`in` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)))
+                        .at(w.span, "not a string")
+                        .help("for numbers, compare with `==` or a range: `amount >= 1 and amount <= 5`"),
+                );
+                return None;
+            }
+            let mut out = Vec::new();
+            for v in values {
+                match &v.value {
+                    Value::String(s) => out.push(s.clone()),
+                    _ => {
+                        diags.push(mismatch(param, &ty, v));
+                        return None;
+                    }
+                }
+            }
+            Some(Condition::In { param: param.name.clone(), values: out })
+        }
+        ConditionKind::Matches { param, glob } => {
+            let ty = param_type(param, diags)?;
+            if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
+                diags.push(
+                    Diagnostic::error(codes::CHECK_CONDITION_TYPE, format!("`matches` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)))
+                        .at(w.span, "not a string")
+                        .help("`matches \"glob\"` tests strings; compare numbers with `<`, `<=`, `==`, `!=`, `>=`, `>`"),
+                );
+                return None;
+            }
+            Some(Condition::Matches { param: param.name.clone(), glob: glob.value.clone() })
+        }
+    }
+}
+
+fn mismatch(param: &crate::syntax::ast::Ident, ty: &ParamType, value: &Literal) -> Diagnostic {
+    let wanted = match ty {
+        ParamType::Int | ParamType::Money => "a number",
+        ParamType::String | ParamType::Entity(_) => "a string",
+        ParamType::Bool => "`true` or `false`",
+    };
+    Diagnostic::error(
+        codes::CHECK_CONDITION_TYPE,
+        format!("`{}` is `{}`, but it is compared with {}", param.name, type_name(ty), value_kind(&value.value)),
+    )
+    .at(value.span, format!("expected {wanted}"))
+    .with(param.span, format!("`{}` is `{}`", param.name, type_name(ty)))
+    .help(match ty {
+        ParamType::Money => "money is an integer in the budget's minor unit (cents): write `amount <= 10000`, not `100.00` or `\"100\"`",
+        ParamType::Int => "write a whole number",
+        ParamType::Bool => "write `true` or `false`",
+        _ => "write a quoted string",
+    })
+}
+
+/// What a condition's truth is, whatever the arguments, when interval reasoning on one parameter can tell.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Constant {
+    /// No arguments make it hold.
+    Never,
+    /// Every argument makes it hold.
+    Always,
+}
+
+/// Whether a condition over one parameter never or always holds. `None` when it may go either way, or
+/// when it mentions several parameters or a `matches` (which this analysis does not decide).
+pub fn constant(c: &Condition) -> Option<Constant> {
+    let mut param = None;
+    let set = set_of(c, &mut param)?;
+    if set.is_empty() {
+        Some(Constant::Never)
+    } else if set.is_full() {
+        Some(Constant::Always)
+    } else {
+        None
+    }
+}
+
+/// The arguments that satisfy a condition on one parameter: an interval set for numbers, a finite or
+/// cofinite set for strings and booleans.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Set {
+    /// Sorted, disjoint, inclusive intervals within the i64 range.
+    Ints(Vec<(i128, i128)>),
+    /// `false`: exactly these values; `true`: every value except these.
+    Strings(bool, BTreeSet<String>),
+    /// Which of false/true.
+    Bools([bool; 2]),
+}
+
+const MIN: i128 = i64::MIN as i128;
+const MAX: i128 = i64::MAX as i128;
+
+impl Set {
+    fn is_empty(&self) -> bool {
+        match self {
+            Set::Ints(v) => v.is_empty(),
+            Set::Strings(co, s) => !co && s.is_empty(),
+            Set::Bools(b) => !b[0] && !b[1],
+        }
+    }
+
+    fn is_full(&self) -> bool {
+        match self {
+            Set::Ints(v) => v.as_slice() == [(MIN, MAX)],
+            Set::Strings(co, s) => *co && s.is_empty(),
+            Set::Bools(b) => b[0] && b[1],
+        }
+    }
+
+    fn complement(self) -> Set {
+        match self {
+            Set::Ints(v) => {
+                let mut out = Vec::new();
+                let mut next = MIN;
+                for (lo, hi) in v {
+                    if lo > next {
+                        out.push((next, lo - 1));
+                    }
+                    next = hi + 1;
+                }
+                if next <= MAX {
+                    out.push((next, MAX));
+                }
+                Set::Ints(out)
+            }
+            Set::Strings(co, s) => Set::Strings(!co, s),
+            Set::Bools(b) => Set::Bools([!b[0], !b[1]]),
+        }
+    }
+
+    fn intersect(self, other: Set) -> Option<Set> {
+        Some(match (self, other) {
+            (Set::Ints(a), Set::Ints(b)) => {
+                let mut out = Vec::new();
+                let (mut i, mut j) = (0, 0);
+                while i < a.len() && j < b.len() {
+                    let lo = a[i].0.max(b[j].0);
+                    let hi = a[i].1.min(b[j].1);
+                    if lo <= hi {
+                        out.push((lo, hi));
+                    }
+                    if a[i].1 < b[j].1 { i += 1 } else { j += 1 }
+                }
+                Set::Ints(out)
+            }
+            (Set::Strings(ca, a), Set::Strings(cb, b)) => match (ca, cb) {
+                (false, false) => Set::Strings(false, a.intersection(&b).cloned().collect()),
+                (false, true) => Set::Strings(false, a.difference(&b).cloned().collect()),
+                (true, false) => Set::Strings(false, b.difference(&a).cloned().collect()),
+                (true, true) => Set::Strings(true, a.union(&b).cloned().collect()),
+            },
+            (Set::Bools(a), Set::Bools(b)) => Set::Bools([a[0] && b[0], a[1] && b[1]]),
+            _ => return None,
+        })
+    }
+
+    fn union(self, other: Set) -> Option<Set> {
+        // A ∪ B = ¬(¬A ∩ ¬B)
+        Some(self.complement().intersect(other.complement())?.complement())
+    }
+}
+
+fn set_of<'c>(c: &'c Condition, param: &mut Option<&'c str>) -> Option<Set> {
+    let mut same = |p: &'c str| match param {
+        Some(q) => *q == p,
+        None => {
+            *param = Some(p);
+            true
+        }
+    };
+    match c {
+        Condition::All(parts) => {
+            let mut acc: Option<Set> = None;
+            for p in parts {
+                let s = set_of(p, param)?;
+                acc = Some(match acc {
+                    None => s,
+                    Some(a) => a.intersect(s)?,
+                });
+            }
+            acc
+        }
+        Condition::Any(parts) => {
+            let mut acc: Option<Set> = None;
+            for p in parts {
+                let s = set_of(p, param)?;
+                acc = Some(match acc {
+                    None => s,
+                    Some(a) => a.union(s)?,
+                });
+            }
+            acc
+        }
+        Condition::Not(inner) => Some(set_of(inner, param)?.complement()),
+        Condition::Compare { param: p, op, value } => {
+            if !same(p) {
+                return None;
+            }
+            match value {
+                Value::Int(n) => {
+                    let n = i128::from(*n);
+                    let interval = |lo: i128, hi: i128| if lo <= hi { vec![(lo, hi)] } else { Vec::new() };
+                    Some(match op {
+                        CompareOp::Lt => Set::Ints(interval(MIN, n - 1)),
+                        CompareOp::Le => Set::Ints(interval(MIN, n)),
+                        CompareOp::Eq => Set::Ints(vec![(n, n)]),
+                        CompareOp::Ne => Set::Ints(vec![(n, n)]).complement(),
+                        CompareOp::Ge => Set::Ints(interval(n, MAX)),
+                        CompareOp::Gt => Set::Ints(interval(n + 1, MAX)),
+                    })
+                }
+                Value::String(s) => {
+                    let one = Set::Strings(false, BTreeSet::from([s.clone()]));
+                    Some(if *op == CompareOp::Ne { one.complement() } else { one })
+                }
+                Value::Bool(b) => {
+                    let mut set = [false, false];
+                    set[usize::from(*b)] = true;
+                    let one = Set::Bools(set);
+                    Some(if *op == CompareOp::Ne { one.complement() } else { one })
+                }
+            }
+        }
+        Condition::In { param: p, values } => {
+            if !same(p) {
+                return None;
+            }
+            Some(Set::Strings(false, values.iter().cloned().collect()))
+        }
+        Condition::Matches { .. } => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cmp(param: &str, op: CompareOp, n: i64) -> Condition {
+        Condition::Compare { param: param.into(), op, value: Value::Int(n) }
+    }
+
+    #[test]
+    fn intervals_find_never_and_always() {
+        let never = Condition::All(vec![cmp("amount", CompareOp::Lt, 0), cmp("amount", CompareOp::Gt, 10)]);
+        assert_eq!(constant(&never), Some(Constant::Never));
+        let always = Condition::Any(vec![cmp("amount", CompareOp::Lt, 100), cmp("amount", CompareOp::Ge, 100)]);
+        assert_eq!(constant(&always), Some(Constant::Always));
+        let sometimes = Condition::All(vec![cmp("amount", CompareOp::Ge, 0), cmp("amount", CompareOp::Le, 10)]);
+        assert_eq!(constant(&sometimes), None);
+        let two_params = Condition::All(vec![cmp("a", CompareOp::Lt, 0), cmp("b", CompareOp::Gt, 10)]);
+        assert_eq!(constant(&two_params), None);
+        assert_eq!(constant(&Condition::Not(Box::new(cmp("a", CompareOp::Le, i64::MAX)))), Some(Constant::Never));
+    }
+
+    #[test]
+    fn strings_and_booleans_are_decided_too() {
+        let s = |op, v: &str| Condition::Compare { param: "to".into(), op, value: Value::String(v.into()) };
+        let never = Condition::All(vec![s(CompareOp::Eq, "a"), s(CompareOp::Eq, "b")]);
+        assert_eq!(constant(&never), Some(Constant::Never));
+        let always = Condition::Any(vec![s(CompareOp::Eq, "a"), s(CompareOp::Ne, "a")]);
+        assert_eq!(constant(&always), Some(Constant::Always));
+        let matches = Condition::Matches { param: "to".into(), glob: "*".into() };
+        assert_eq!(constant(&matches), None);
+        let b = |v| Condition::Compare { param: "urgent".into(), op: CompareOp::Eq, value: Value::Bool(v) };
+        assert_eq!(constant(&Condition::Any(vec![b(true), b(false)])), Some(Constant::Always));
+    }
+}
