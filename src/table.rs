@@ -1003,3 +1003,115 @@ pub fn glob_matches(glob: &str, text: &str) -> bool {
     }
     gi == g.len()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn args(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
+        match v {
+            serde_json::Value::Object(m) => m,
+            _ => serde_json::Map::new(),
+        }
+    }
+
+    fn cmp(param: &str, op: CompareOp, value: Literal) -> Condition {
+        Condition::Compare { param: param.into(), op, value }
+    }
+
+    #[test]
+    fn each_comparison_operator_on_numbers() {
+        let a = args(json!({ "amount": 100 }));
+        let cases = [
+            (CompareOp::Lt, 101, true),
+            (CompareOp::Lt, 100, false),
+            (CompareOp::Le, 100, true),
+            (CompareOp::Le, 99, false),
+            (CompareOp::Eq, 100, true),
+            (CompareOp::Eq, 101, false),
+            (CompareOp::Ne, 101, true),
+            (CompareOp::Ne, 100, false),
+            (CompareOp::Ge, 100, true),
+            (CompareOp::Ge, 101, false),
+            (CompareOp::Gt, 99, true),
+            (CompareOp::Gt, 100, false),
+        ];
+        for (op, n, want) in cases {
+            assert_eq!(cmp("amount", op, Literal::Int(n)).eval(&a), Ok(want), "100 {} {n}", op.as_str());
+        }
+    }
+
+    #[test]
+    fn strings_booleans_in_matches_and_connectives() {
+        let a = args(json!({ "to": "ceo@rival.example", "urgent": true }));
+        assert_eq!(cmp("to", CompareOp::Eq, Literal::String("ceo@rival.example".into())).eval(&a), Ok(true));
+        assert_eq!(cmp("to", CompareOp::Ne, Literal::String("x".into())).eval(&a), Ok(true));
+        assert_eq!(cmp("urgent", CompareOp::Eq, Literal::Bool(true)).eval(&a), Ok(true));
+        assert_eq!(cmp("urgent", CompareOp::Ne, Literal::Bool(true)).eval(&a), Ok(false));
+        let inn = Condition::In { param: "to".into(), values: vec!["a".into(), "ceo@rival.example".into()] };
+        assert_eq!(inn.eval(&a), Ok(true));
+        let rival = Condition::Matches { param: "to".into(), glob: "*@rival.example".into() };
+        assert_eq!(rival.eval(&a), Ok(true));
+        assert_eq!(Condition::Not(Box::new(rival.clone())).eval(&a), Ok(false));
+        assert_eq!(Condition::All(vec![rival.clone(), inn.clone()]).eval(&a), Ok(true));
+        let nobody = Condition::Matches { param: "to".into(), glob: "?@*".into() };
+        assert_eq!(Condition::Any(vec![nobody.clone(), rival]).eval(&a), Ok(true));
+        assert_eq!(nobody.eval(&a), Ok(false));
+    }
+
+    #[test]
+    fn missing_and_mistyped_arguments_cannot_be_evaluated() {
+        let c = cmp("amount", CompareOp::Le, Literal::Int(100));
+        assert_eq!(c.eval(&args(json!({}))), Err(ConditionError::Missing("amount".into())));
+        assert!(matches!(c.eval(&args(json!({ "amount": "50" }))), Err(ConditionError::Mistyped { .. })));
+        assert!(matches!(c.eval(&args(json!({ "amount": 50.5 }))), Err(ConditionError::Mistyped { .. })));
+        // An `or` whose first part holds still fails closed on a missing argument in another part.
+        let either = Condition::Any(vec![cmp("a", CompareOp::Eq, Literal::Int(1)), cmp("b", CompareOp::Eq, Literal::Int(1))]);
+        assert_eq!(either.eval(&args(json!({ "a": 1 }))), Err(ConditionError::Missing("b".into())));
+    }
+
+    #[test]
+    fn globs() {
+        assert!(glob_matches("*", ""));
+        assert!(glob_matches("a*c", "abbbc"));
+        assert!(glob_matches("a?c", "abc"));
+        assert!(!glob_matches("a?c", "ac"));
+        assert!(glob_matches("*@x.example", "me@x.example"));
+        assert!(!glob_matches("*@x.example", "me@x.example.evil"));
+        assert!(glob_matches("**a**", "bab"));
+        assert!(glob_matches("é*", "été"));
+    }
+
+    #[test]
+    fn a_conditional_entry_decides_per_call_and_fails_closed() {
+        let entry = Entry {
+            level: None,
+            rows: vec![Row {
+                layer: Layer::Agent,
+                named: vec![NamedRow { level: Level::Alone, when: Some(cmp("amount", CompareOp::Lt, Literal::Int(100))) }],
+                class: Some(Level::Propose),
+                inherited: None,
+            }],
+            reserved: false,
+            route: Route::Requester,
+            because: Vec::new(),
+            entry_digest: String::new(),
+        };
+        assert_eq!(entry.level_for(&args(json!({ "amount": 50 }))), Ok(Level::Alone));
+        assert_eq!(entry.level_for(&args(json!({ "amount": 500 }))), Ok(Level::Propose));
+        assert_eq!(entry.level_from_rows(), Level::Never);
+        assert_eq!(entry.rows[0].possible_levels().len(), 2);
+    }
+
+    #[test]
+    fn conditions_print_canonically() {
+        let c = Condition::Any(vec![
+            Condition::All(vec![cmp("a", CompareOp::Ge, Literal::Int(1)), cmp("a", CompareOp::Le, Literal::Int(5))]),
+            Condition::Not(Box::new(Condition::In { param: "t".into(), values: vec!["x\"y".into()] })),
+        ]);
+        assert_eq!(c.to_string(), r#"a >= 1 and a <= 5 or not t in ["x\"y"]"#);
+        let nested = Condition::All(vec![Condition::Any(vec![cmp("a", CompareOp::Eq, Literal::Int(1)), cmp("b", CompareOp::Eq, Literal::Bool(false))])]);
+        assert_eq!(nested.to_string(), "(a == 1 or b == false)");
+    }
+}
