@@ -40,10 +40,40 @@ pub struct Model<'a> {
     pub authority: BTreeMap<AuthorityKind, Vec<Holder>>,
     /// The package-wide `may`, if any.
     pub package_rules: Option<Rules<'a>>,
+    /// The `test` blocks, resolved, in file and written order.
+    pub tests: Vec<TestModel<'a>>,
     /// `proposal_lifetime` in seconds, if written.
     pub proposal_lifetime: Option<u64>,
     /// `grant_lifetime` in seconds, if written.
     pub grant_lifetime: Option<u64>,
+}
+
+/// A `test` block, resolved.
+#[derive(Debug)]
+pub struct TestModel<'a> {
+    /// Its name.
+    pub name: &'a str,
+    /// Its expectations whose names resolved.
+    pub expects: Vec<ExpectModel<'a>>,
+}
+
+/// One `expect`, resolved: the triple, the arguments as a call's JSON object, the expected level.
+#[derive(Debug)]
+pub struct ExpectModel<'a> {
+    /// The agent.
+    pub agent: &'a str,
+    /// The skill.
+    pub skill: &'a str,
+    /// The tool.
+    pub tool: &'a str,
+    /// The arguments.
+    pub args: serde_json::Map<String, serde_json::Value>,
+    /// The expected level.
+    pub level: Level,
+    /// The whole statement.
+    pub span: Span,
+    /// Where the expected level is written.
+    pub level_span: Span,
 }
 
 /// A tool or a function: a node of the call graph.
@@ -279,6 +309,7 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
         queues: BTreeMap::new(),
         authority: BTreeMap::new(),
         package_rules: None,
+        tests: Vec::new(),
         proposal_lifetime: None,
         grant_lifetime: None,
     };
@@ -369,6 +400,12 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
             model.agents.insert(&a.name.name, agent);
         }
     }
+    for d in package.declarations() {
+        if let DeclarationKind::Test(t) = &d.kind {
+            let test = c.test(t, &model);
+            model.tests.push(test);
+        }
+    }
     (model, c.diags)
 }
 
@@ -391,6 +428,7 @@ impl<'a> Checker<'a> {
                 DeclarationKind::Queue(q) => (&q.name, Kind::Queue),
                 DeclarationKind::Agent(a) => (&a.name, Kind::Agent),
                 DeclarationKind::Skill(s) => (&s.name, Kind::Skill),
+                DeclarationKind::Test(_) => continue,
                 DeclarationKind::May(_) | DeclarationKind::Authority(_) | DeclarationKind::Lifetime(_) => {
                     if !d.docs.is_empty() {
                         self.diags.push(
@@ -886,6 +924,66 @@ impl<'a> Checker<'a> {
             }
         }
         out
+    }
+
+    fn test(&mut self, t: &'a TestBlock, model: &Model<'a>) -> TestModel<'a> {
+        let mut expects = Vec::new();
+        for e in &t.expects {
+            let agent = self.resolve(&e.agent, &[Kind::Agent]);
+            let skill = self.resolve(&e.skill, &[Kind::Skill]);
+            let tool = self.resolve(&e.tool, &[Kind::Tool]);
+            let Some(&node) = model.node_of.get(e.tool.name.as_str()).filter(|_| agent && skill && tool) else { continue };
+            let params = &model.nodes[node].params;
+            let mut args = serde_json::Map::new();
+            let mut ok = true;
+            for (name, value) in &e.args {
+                let Some((_, ty)) = params.iter().find(|(n, _)| *n == name.name) else {
+                    let mut d = Diagnostic::error(codes::CHECK_CONDITION_PARAM, format!("the tool `{}` has no parameter `{}`", e.tool.name, name.name))
+                        .at(name.span, "not a parameter of the tool");
+                    d = match closest(&name.name, params.iter().map(|(n, _)| *n)) {
+                        Some(near) => d.help(format!("did you mean `{near}`?")),
+                        None => d.help("name the tool's own parameters"),
+                    };
+                    self.diags.push(d);
+                    ok = false;
+                    continue;
+                };
+                let json = match (&value.value, ty) {
+                    (crate::table::Literal::Int(n), ParamType::Int | ParamType::Money) => serde_json::Value::from(*n),
+                    (crate::table::Literal::String(s), ParamType::String | ParamType::Entity(_)) => serde_json::Value::from(s.clone()),
+                    (crate::table::Literal::Bool(b), ParamType::Bool) => serde_json::Value::from(*b),
+                    _ => {
+                        self.diags.push(
+                            Diagnostic::error(codes::CHECK_CONDITION_TYPE, format!("the argument `{}` does not fit its parameter", name.name))
+                                .at(value.span, "wrong type for the parameter")
+                                .help("numbers for `int` and `money`, strings for `string` and entities, `true`/`false` for `bool`"),
+                        );
+                        ok = false;
+                        continue;
+                    }
+                };
+                if args.insert(name.name.clone(), json).is_some() {
+                    self.diags.push(
+                        Diagnostic::error(codes::CHECK_REPEATED, format!("the argument `{}` is given twice", name.name))
+                            .at(name.span, "given again here")
+                            .help("give each argument once"),
+                    );
+                    ok = false;
+                }
+            }
+            if ok {
+                expects.push(ExpectModel {
+                    agent: &e.agent.name,
+                    skill: &e.skill.name,
+                    tool: &e.tool.name,
+                    args,
+                    level: e.level,
+                    span: e.span,
+                    level_span: e.level_span,
+                });
+            }
+        }
+        TestModel { name: &t.name.value, expects }
     }
 
     fn agent(&mut self, decl: &'a Declaration, a: &'a Agent, model: &Model<'a>) -> AgentModel<'a> {

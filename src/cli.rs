@@ -70,6 +70,24 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Run the packages' `test` blocks: each expectation of a level for a triple.
+    Test {
+        /// The packages.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Print the call graph, each node with its effect set, as Graphviz DOT (one `digraph` per package).
+    Graph {
+        /// The packages.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Only what this agent is offered, and what it calls, with the level in each skill.
+        #[arg(long)]
+        agent: Option<String>,
+    },
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -78,6 +96,23 @@ enum Format {
     Human,
     /// One JSON document on stdout.
     Json,
+}
+
+/// `println!` that ignores a closed pipe (`permitc check | head` must not panic).
+macro_rules! outln {
+    ($($t:tt)*) => {{ let _ = writeln!(std::io::stdout(), $($t)*); }};
+}
+/// `print!` that ignores a closed pipe.
+macro_rules! out {
+    ($($t:tt)*) => {{ let _ = write!(std::io::stdout(), $($t)*); }};
+}
+/// `eprintln!` that ignores a closed stderr.
+macro_rules! errln {
+    ($($t:tt)*) => {{ let _ = writeln!(std::io::stderr(), $($t)*); }};
+}
+/// `eprint!` that ignores a closed stderr.
+macro_rules! err {
+    ($($t:tt)*) => {{ let _ = write!(std::io::stderr(), $($t)*); }};
 }
 
 /// Runs `permitc` with the process's arguments and returns its exit code.
@@ -93,6 +128,8 @@ pub fn main() -> ExitCode {
         Command::Check { paths, format, deny_warnings } => check(&paths, format, deny_warnings),
         Command::Compile { path, output, format, deny_warnings } => compile_cmd(&path, &output, format, deny_warnings),
         Command::Explain { agent, skill, tool, path, format } => explain(&path, &agent, &skill, &tool, format),
+        Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
+        Command::Test { paths, format } => test(&paths, format),
     };
     ExitCode::from(code)
 }
@@ -167,15 +204,18 @@ fn summary(path: &Path, out: &Output) -> String {
                 if problems.is_empty() { "no problems".to_string() } else { problems.join(", ") }
             )
         }
+        Some(_) if out.diagnostics.iter().filter(|d| d.is_error()).all(|d| d.code == crate::diagnostics::codes::TEST_FAILED) => {
+            format!("`{}` compiles, but its tests fail: {}", path.display(), problems.join(", "))
+        }
         _ => format!("`{}` does not compile: {}", path.display(), problems.join(", ")),
     }
 }
 
 fn io_error(e: &syntax::LoadError, format: Format) -> u8 {
     if format == Format::Human {
-        eprintln!("error: {e}");
+        errln!("error: {e}");
     } else {
-        println!("{}", serde_json::json!({ "error": e.to_string() }));
+        outln!("{}", serde_json::json!({ "error": e.to_string() }));
     }
     2
 }
@@ -189,7 +229,7 @@ fn check(paths: &[PathBuf], format: Format, deny_warnings: bool) -> u8 {
             Ok(out) => out,
             Err(e) => {
                 if format == Format::Human {
-                    eprintln!("error: {e}");
+                    errln!("error: {e}");
                 } else {
                     json.push(serde_json::json!({ "path": path.display().to_string(), "error": e.to_string() }));
                 }
@@ -203,8 +243,8 @@ fn check(paths: &[PathBuf], format: Format, deny_warnings: bool) -> u8 {
         }
         match format {
             Format::Human => {
-                eprint!("{}", render(&out.diagnostics, &out.sources, colour));
-                eprintln!("{}", summary(path, &out));
+                err!("{}", render(&out.diagnostics, &out.sources, colour));
+                errln!("{}", summary(path, &out));
             }
             Format::Json => {
                 let decisions: usize =
@@ -221,7 +261,7 @@ fn check(paths: &[PathBuf], format: Format, deny_warnings: bool) -> u8 {
         }
     }
     if format == Format::Json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "packages": json })).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "packages": json })).unwrap_or_default());
     }
     worst
 }
@@ -233,8 +273,8 @@ fn compile_cmd(path: &Path, output: &Path, format: Format, deny_warnings: bool) 
     };
     let (errors, warnings) = count(&out);
     match format {
-        Format::Human => eprint!("{}", render(&out.diagnostics, &out.sources, colour())),
-        Format::Json => println!(
+        Format::Human => err!("{}", render(&out.diagnostics, &out.sources, colour())),
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "path": path.display().to_string(), "errors": errors, "warnings": warnings,
@@ -247,25 +287,25 @@ fn compile_cmd(path: &Path, output: &Path, format: Format, deny_warnings: bool) 
         Some(t) if errors == 0 && !(deny_warnings && warnings > 0) => t,
         _ => {
             if format == Format::Human {
-                eprintln!("{}; no table written", summary(path, &Output { table: None, ..out }));
+                errln!("{}; no table written", summary(path, &Output { table: None, ..out }));
             }
             return 1;
         }
     };
     let bytes = table.to_pretty_json();
     if output == Path::new("-") {
-        print!("{bytes}");
+        out!("{bytes}");
         return 0;
     }
     match write_atomically(output, bytes.as_bytes()) {
         Ok(()) => {
             if format == Format::Human {
-                eprintln!("wrote `{}` (table digest {})", output.display(), &table.header.table_digest);
+                errln!("wrote `{}` (table digest {})", output.display(), &table.header.table_digest);
             }
             0
         }
         Err(e) => {
-            eprintln!("error: cannot write `{}`: {e}", output.display());
+            errln!("error: cannot write `{}`: {e}", output.display());
             2
         }
     }
@@ -291,28 +331,117 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     result
 }
 
-fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) -> u8 {
+/// Loads and analyses a package for a command that needs a clean analysis; prints the diagnostics and
+/// returns the exit code when there are errors.
+fn with_analysis<T>(path: &Path, format: Format, f: impl FnOnce(&Analysis<'_>) -> T) -> Result<T, u8> {
     let loaded = match syntax::load_package(path) {
         Ok(l) => l,
-        Err(e) => return io_error(&e, format),
+        Err(e) => return Err(io_error(&e, format)),
     };
     let mut all = loaded.diagnostics.clone();
-    let analysis = if all.iter().any(Diagnostic::is_error) {
-        None
-    } else {
+    if !all.iter().any(Diagnostic::is_error) {
         let (analysis, mut diags) = compile::analyze(&loaded.package, &loaded.sources);
         all.append(&mut diags);
-        analysis
-    };
-    if all.iter().any(Diagnostic::is_error) {
-        eprint!("{}", render(&all, &loaded.sources, colour()));
-        eprintln!("`{}` does not compile; fix the errors to explain a decision", path.display());
-        return 1;
+        if let Some(a) = analysis.filter(|_| !all.iter().any(Diagnostic::is_error)) {
+            return Ok(f(&a));
+        }
     }
-    let Some(a) = analysis else { return 1 };
-    let text = explain_text(&a, agent, skill, tool, format);
-    print!("{text}");
-    0
+    err!("{}", render(&all, &loaded.sources, colour()));
+    errln!("`{}` does not compile; fix the errors first", path.display());
+    Err(1)
+}
+
+fn test(paths: &[PathBuf], format: Format) -> u8 {
+    let (mut passed, mut failed, mut worst) = (0usize, 0usize, 0u8);
+    let mut json = Vec::new();
+    for path in paths {
+        let out = match compile::compile_package(path) {
+            Ok(out) => out,
+            Err(e) => {
+                worst = worst.max(io_error(&e, format));
+                continue;
+            }
+        };
+        let other_errors: Vec<Diagnostic> =
+            out.diagnostics.iter().filter(|d| d.is_error() && d.code != crate::diagnostics::codes::TEST_FAILED).cloned().collect();
+        if !other_errors.is_empty() {
+            if format == Format::Human {
+                err!("{}", render(&other_errors, &out.sources, colour()));
+                errln!("`{}` does not compile: its tests did not run", path.display());
+            } else {
+                json.push(serde_json::json!({ "path": path.display().to_string(), "compiled": false }));
+            }
+            worst = worst.max(1);
+            continue;
+        }
+        for t in &out.tests {
+            if t.failures.is_empty() {
+                passed += 1;
+            } else {
+                failed += 1;
+                worst = worst.max(1);
+            }
+            if format == Format::Human {
+                outln!("test {} :: {} ... {}", path.display(), t.name, if t.failures.is_empty() { "ok" } else { "FAILED" });
+                for f in &t.failures {
+                    outln!("    {} is `{}`, expected `{}`: decided by {}", f.triple, f.actual, f.expected, f.why);
+                }
+            }
+        }
+        if format == Format::Json {
+            json.push(serde_json::json!({
+                "path": path.display().to_string(),
+                "compiled": true,
+                "tests": out.tests.iter().map(|t| serde_json::json!({
+                    "name": t.name, "expectations": t.expectations, "passed": t.failures.is_empty(),
+                    "failures": t.failures.iter().map(|f| serde_json::json!({
+                        "triple": f.triple, "expected": f.expected, "actual": f.actual, "why": f.why,
+                    })).collect::<Vec<_>>(),
+                })).collect::<Vec<_>>(),
+            }));
+        }
+    }
+    match format {
+        Format::Human => outln!("{passed} passed, {failed} failed"),
+        Format::Json => outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "packages": json, "passed": passed, "failed": failed })).unwrap_or_default()
+        ),
+    }
+    worst
+}
+
+fn graph(paths: &[PathBuf], agent: Option<&str>) -> u8 {
+    let mut worst = 0;
+    for path in paths {
+        let name = path.display().to_string();
+        match with_analysis(path, Format::Human, |a| {
+            if let Some(agent) = agent {
+                if !a.model.agents.contains_key(agent) {
+                    return Err(format!("unknown agent `{agent}` in `{name}`"));
+                }
+            }
+            Ok(crate::graph::dot(a, &name, agent))
+        }) {
+            Ok(Ok(dot)) => out!("{dot}"),
+            Ok(Err(msg)) => {
+                errln!("error: {msg}");
+                worst = worst.max(1);
+            }
+            Err(code) => worst = worst.max(code),
+        }
+    }
+    worst
+}
+
+fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) -> u8 {
+    match with_analysis(path, format, |a| explain_text(a, agent, skill, tool, format)) {
+        Ok(text) => {
+            out!("{text}");
+            0
+        }
+        Err(code) => code,
+    }
 }
 
 /// Why a triple is not offered, in the runtime's words (spec §3 step 1).

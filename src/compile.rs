@@ -59,6 +59,30 @@ pub struct Decision<'a> {
     pub reserved: bool,
 }
 
+/// The outcome of one `test` block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestOutcome {
+    /// The test's name.
+    pub name: String,
+    /// How many expectations it holds.
+    pub expectations: usize,
+    /// Each expectation that failed: the triple, expected and actual level, and why.
+    pub failures: Vec<TestFailure>,
+}
+
+/// One failed expectation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TestFailure {
+    /// `(agent, skill, tool)`.
+    pub triple: String,
+    /// The level written in the test.
+    pub expected: Level,
+    /// The level the table gives.
+    pub actual: Level,
+    /// Why the table gives it (the deciding rules, or why the triple is not offered).
+    pub why: String,
+}
+
 /// The result of compiling one package.
 #[derive(Debug)]
 pub struct Output {
@@ -66,6 +90,9 @@ pub struct Output {
     pub sources: Sources,
     /// The table, when there are no errors.
     pub table: Option<Table>,
+    /// The outcome of every `test` block (run when the package compiles; a failure is also an error
+    /// diagnostic).
+    pub tests: Vec<TestOutcome>,
     /// Every diagnostic of every stage, errors and warnings, in stage order.
     pub diagnostics: Vec<Diagnostic>,
 }
@@ -103,6 +130,7 @@ pub fn compile_loaded(loaded: Loaded) -> Output {
     // A file that does not parse fails the package; analysing the rest would only add errors caused by
     // the missing file (an unknown name defined there, zero decisions).
     let unparsed = package.files.len() < sources.len();
+    let mut tests = Vec::new();
     let table = if unparsed {
         None
     } else {
@@ -110,11 +138,17 @@ pub fn compile_loaded(loaded: Loaded) -> Output {
         diagnostics.append(&mut diags);
         let errors = diagnostics.iter().any(Diagnostic::is_error);
         match analysis {
-            Some(a) if !errors => Some(build_table(&a)),
+            Some(a) if !errors => {
+                let table = build_table(&a);
+                let (outcomes, mut failed) = run_tests(&a, &table);
+                tests = outcomes;
+                diagnostics.append(&mut failed);
+                Some(table)
+            }
             _ => None,
         }
     };
-    Output { sources, table, diagnostics }
+    Output { sources, table, tests, diagnostics }
 }
 
 /// Check, infer and decide. Returns the analysis and the diagnostics of these stages. Call it only on a
@@ -611,4 +645,60 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
     };
     table.seal();
     table
+}
+
+/// The level the table gives a call, as the runtime would: `never` when not offered or when a condition
+/// cannot be evaluated, with why.
+pub fn table_level(table: &Table, agent: &str, skill: &str, tool: &str, args: &serde_json::Map<String, serde_json::Value>) -> (Level, String) {
+    let why_not = if !table.agents.contains_key(agent) {
+        "unknown agent"
+    } else if !table.skills.contains_key(skill) {
+        "unknown skill"
+    } else if !table.agents[agent].skills.iter().any(|s| s == skill) {
+        "not one of the agent's skills"
+    } else if !table.tools.contains_key(tool) {
+        "unknown tool"
+    } else {
+        "not one of the skill's tools"
+    };
+    let Some(entry) = table.entry(agent, skill, tool) else { return (Level::Never, why_not.to_string()) };
+    match entry.level_for(args) {
+        Err(e) => (Level::Never, e.to_string()),
+        Ok(level) => {
+            let rules: Vec<String> = entry
+                .because
+                .iter()
+                .filter(|r| r.level == level)
+                .map(|r| match &r.at {
+                    Some(at) => format!("`{}` ({at})", r.rule),
+                    None => format!("`{}`", r.rule),
+                })
+                .collect();
+            (level, if rules.is_empty() { "the rows of the entry".to_string() } else { rules.join(", ") })
+        }
+    }
+}
+
+/// Runs the package's `test` blocks against its table.
+fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnostic>) {
+    let mut outcomes = Vec::new();
+    let mut diags = Vec::new();
+    for t in &a.model.tests {
+        let mut failures = Vec::new();
+        for e in &t.expects {
+            let (actual, why) = table_level(table, e.agent, e.skill, e.tool, &e.args);
+            if actual != e.level {
+                let triple = format!("({}, {}, {})", e.agent, e.skill, e.tool);
+                diags.push(
+                    Diagnostic::error(codes::TEST_FAILED, format!("test `{}`: {triple} is `{actual}`, not `{}`", t.name, e.level))
+                        .at(e.level_span, format!("expected `{}`", e.level))
+                        .with(e.span, format!("the table says `{actual}`"))
+                        .help(format!("decided by {why}; change the policy or the expectation")),
+                );
+                failures.push(TestFailure { triple, expected: e.level, actual, why });
+            }
+        }
+        outcomes.push(TestOutcome { name: t.name.to_string(), expectations: t.expects.len(), failures });
+    }
+    (outcomes, diags)
 }

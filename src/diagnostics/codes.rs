@@ -90,3 +90,6 @@ pub const LEVELS_ALONE_INHERITS: &str = "permits::levels::alone_inherits";
 pub const LEVELS_ROUTE_UNUSED: &str = "permits::levels::route_unused";
 /// A package that has files but compiles to zero decisions.
 pub const LEVELS_NO_DECISIONS: &str = "permits::levels::no_decisions";
+
+/// An expectation of a `test` block that the compiled table does not meet.
+pub const TEST_FAILED: &str = "permits::test::failed";

@@ -149,10 +149,8 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
     let Some(entry) = table.entry(&call.agent, &call.skill, &call.tool) else {
         return refuse(d, "not one of the skill's tools".into());
     };
-    let level = entry_level(entry, tool);
     d.offered = true;
-    d.table_level = Some(level);
-    d.level = level;
+    d.table_level = entry.level;
     d.reasons = entry.because.clone();
     d.entry_digest = Some(entry.entry_digest.clone());
     d.decider = Some(resolve_decider(table, &entry.route, call.requester.as_deref(), &agent.sponsor));
@@ -164,6 +162,12 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
     if let Err(why) = check_arguments(&call.tool, tool, &call.arguments) {
         return refuse(d, why);
     }
+    let level = match level_for_call(entry, tool, &call.arguments) {
+        Ok(level) => level,
+        Err(why) => return refuse(d, why),
+    };
+    d.table_level = Some(level);
+    d.level = level;
     if level == Level::Propose {
         if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, tool, entry)) {
             d.level = Level::Alone;
@@ -173,8 +177,24 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
     d
 }
 
-/// The level an entry gives (spec §3): `never` for the reserved subject; else the stated level, or the
-/// level folded from the rows.
+/// The level an entry gives a call's arguments (spec §3): `never` for the reserved subject; else the
+/// stated level, or the rows evaluated on the arguments, their conditions included.
+///
+/// Errors: a condition that cannot be evaluated (the caller decides `never`, spec §3 item 5).
+fn level_for_call(entry: &Entry, tool: &ToolInfo, arguments: &Value) -> Result<Level, String> {
+    if entry.reserved || tool.reserved.is_some() {
+        return Ok(Level::Never);
+    }
+    if let Some(level) = entry.level {
+        return Ok(level);
+    }
+    let empty = Map::new();
+    let args = arguments.as_object().unwrap_or(&empty);
+    entry.level_for(args).map_err(|e| e.to_string())
+}
+
+/// The level an entry gives without arguments (spec §3): `never` for the reserved subject; else the
+/// stated level, or the rows folded without arguments (`never` when a condition needs one).
 pub(crate) fn entry_level(entry: &Entry, tool: &ToolInfo) -> Level {
     if entry.reserved || tool.reserved.is_some() {
         return Level::Never;

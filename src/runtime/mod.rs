@@ -15,6 +15,31 @@
 //! Host callbacks ([`Authority`], [`Naming`], [`Versions`]) are called while the runtime holds a store
 //! transaction: they must not call back into the runtime. The closure that runs a tool is called outside
 //! any transaction.
+//!
+//! ```no_run
+//! use permits::runtime::{AdmitAll, ApproveMode, Call, Handled, ProposalRequest, RunOutcome, Runtime};
+//! use permits::table::Table;
+//! use serde_json::json;
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let table = Table::load_path("workshop.table.json".as_ref())?; // written by `permitc compile`
+//! let rt = Runtime::new(table, AdmitAll); // the host's own permissions go here
+//! let call = Call::new("Estimator", "EstimateRepair", "NoteRepair")
+//!     .with_arguments(json!({"repair": "T-7", "note": "Pads and a cable."}))
+//!     .for_person("Mia");
+//! match rt.call(&ProposalRequest::new(call, "request-1", "note the parts"), |ctx| {
+//!     // Run the tool in the host's app, as `ctx.runs_as`; the receipt is any JSON.
+//!     RunOutcome::Done(json!("noted"))
+//! })? {
+//!     Handled::Ran(ran) => println!("ran for {}", ran.runs_as),
+//!     Handled::Proposed(p) => {
+//!         // Show p.label, p.shown, p.why, p.evidence to p.decider; then, when a person says yes:
+//!         rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Done(json!("ok")))?;
+//!     }
+//! }
+//! # Ok(())
+//! # }
+//! ```
 
 mod audit;
 mod clock;
@@ -144,7 +169,7 @@ pub struct Ran {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Handled {
     /// The call was `alone` and ran.
-    Ran(Ran),
+    Ran(Box<Ran>),
     /// The call became a proposal (or a retry returned the existing one).
     Proposed(Box<Proposal>),
 }
@@ -194,8 +219,9 @@ pub struct OfferedTool {
     pub doc: Option<String>,
     /// Its parameters, in declared order.
     pub params: Vec<ParamInfo>,
-    /// The table's level for the triple (`alone`, `propose` or `propose_every_time`).
-    pub level: Level,
+    /// The table's level for the triple (`alone`, `propose` or `propose_every_time`); `None` when a
+    /// condition on the arguments decides it.
+    pub level: Option<Level>,
 }
 
 /// The embedded runtime (spec §5). Cheap to share between threads (`&Runtime` is enough for every
@@ -274,35 +300,49 @@ impl Runtime {
         *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
     }
 
-    /// The table's level of each tool of `skill` for `agent`, in the skill's declared order; empty when
-    /// the agent or skill is unknown or the skill is not the agent's (spec §3).
+    /// The table's level of each tool of `skill` for `agent`, in the skill's declared order (spec §3); empty
+    /// when the skill is unknown. A tool the agent is not offered there is `never`; an entry whose level
+    /// depends on arguments (a condition) shows its level without arguments, `never` when a condition needs
+    /// one (see [`Runtime::decide`] for a real call).
     pub fn levels(&self, agent: &str, skill: &str) -> Vec<(String, Level)> {
         let table = self.table();
+        let offered = table.agents.get(agent).is_some_and(|a| a.skills.iter().any(|s| s == skill));
         let Some(s) = table.skills.get(skill) else { return Vec::new() };
         s.tools
             .iter()
             .map(|t| {
-                let level = decide_table(&table, &Call::new(agent, skill, t)).table_level.unwrap_or(Level::Never);
+                let level = match (offered, table.entry(agent, skill, t), table.tools.get(t)) {
+                    (true, Some(entry), Some(tool)) => entry_level(entry, tool),
+                    _ => Level::Never,
+                };
                 (t.clone(), level)
             })
             .collect()
     }
 
-    /// The tools to offer the model for `agent` in `skill`, in the skill's order: every tool whose level is
-    /// not `never` (a `never` tool is not offered at all).
+    /// The tools to offer the model for `agent` in `skill`, in the skill's order: every tool that is not
+    /// `never` for every call (a `never` tool is not offered at all; a tool whose level depends on a
+    /// condition is offered, and each call is decided on its arguments).
     pub fn offered_tools(&self, agent: &str, skill: &str) -> Vec<OfferedTool> {
         let table = self.table();
-        self.levels(agent, skill)
-            .into_iter()
-            .filter(|(_, level)| *level != Level::Never)
-            .filter_map(|(name, level)| {
-                let tool = table.tools.get(&name)?;
+        if !table.agents.get(agent).is_some_and(|a| a.skills.iter().any(|s| s == skill)) {
+            return Vec::new();
+        }
+        let Some(s) = table.skills.get(skill) else { return Vec::new() };
+        s.tools
+            .iter()
+            .filter_map(|name| {
+                let tool = table.tools.get(name)?;
+                let entry = table.entry(agent, skill, name)?;
+                if entry.reserved || tool.reserved.is_some() || entry.level == Some(Level::Never) {
+                    return None;
+                }
                 Some(OfferedTool {
+                    name: name.clone(),
                     label: tool.label.clone(),
                     doc: tool.doc.clone(),
                     params: tool.params.clone(),
-                    level,
-                    name,
+                    level: entry.level,
                 })
             })
             .collect()
@@ -333,7 +373,7 @@ impl Runtime {
     ) -> Result<Handled, RuntimeError> {
         let decision = self.decide(&request.call)?;
         match decision.level {
-            Level::Alone => self.run_alone(&request.call, run).map(Handled::Ran),
+            Level::Alone => self.run_alone(&request.call, run).map(|r| Handled::Ran(Box::new(r))),
             Level::Never => Err(RuntimeError::refused(Refusal::Never, refusal_message(&decision))),
             Level::Propose | Level::ProposeEveryTime => self.propose(request).map(|p| Handled::Proposed(Box::new(p))),
         }
@@ -379,7 +419,7 @@ impl Runtime {
                 }
             }
             let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
-            e.outcome = "running".into();
+            e.outcome = "admitted".into();
             events.push(e);
             Ok((decision, runs_as))
         })?;
@@ -1113,7 +1153,14 @@ impl Runtime {
                 }
                 continue;
             };
-            match entry_level(entry, tool) {
+            // A conditional entry is covered: at each call the rule applies only when the computed level
+            // is exactly `propose`.
+            let level = if entry.level.is_none() && !entry.reserved && tool.reserved.is_none() {
+                Level::Propose
+            } else {
+                entry_level(entry, tool)
+            };
+            match level {
                 Level::Never => {
                     return Err(refuse(
                         events,
@@ -1270,6 +1317,30 @@ impl Runtime {
             reason: None,
         }
     }
+}
+
+/// What `permitc decide --table T --agent A --skill S --tool T [--args JSON] [--requester P]` does (spec
+/// §7): decides one call against `table` alone (no standing rules) and returns the decision, whose
+/// [`Decision::to_json`] is what the command prints. `arguments` is the JSON text of the arguments object
+/// (`None` means `{}`); `requester` is the person the work is for.
+///
+/// Errors: the arguments are not JSON (a usage error: "the arguments are not JSON: …"). Arguments that are
+/// JSON but do not match the tool's parameters are not an error: the decision is `never` with the reason.
+pub fn decide_command(
+    table: &Table,
+    agent: &str,
+    skill: &str,
+    tool: &str,
+    arguments: Option<&str>,
+    requester: Option<&str>,
+) -> Result<Decision, String> {
+    let arguments = match arguments {
+        Some(text) => serde_json::from_str(text).map_err(|e| format!("the arguments are not JSON: {e}"))?,
+        None => Value::Object(serde_json::Map::new()),
+    };
+    let mut call = Call::new(agent, skill, tool).with_arguments(arguments);
+    call.requester = requester.map(str::to_string);
+    Ok(decide_table(table, &call))
 }
 
 /// Checks a call's arguments against its tool's parameters in `table` (spec §5): `Err` with the reason for

@@ -694,3 +694,160 @@ fn a_tool_with_a_version_is_refused_when_the_host_cannot_say_it() -> R {
     assert!(rt.proposals()?.is_empty());
     Ok(())
 }
+
+#[test]
+fn a_condition_decides_on_the_arguments_and_fails_closed() -> R {
+    use crate::table::{CompareOp, Condition, Literal, NamedRow};
+    let mut table = workshop();
+    if let Some(e) = table.entries.get_mut("Estimator").and_then(|s| s.get_mut("EstimateRepair")).and_then(|t| t.get_mut("SetPrice")) {
+        e.level = None;
+        e.rows = vec![Row {
+            layer: Layer::Agent,
+            named: vec![NamedRow {
+                level: Level::Alone,
+                when: Some(Condition::Compare { param: "price".into(), op: CompareOp::Le, value: Literal::Int(50) }),
+            }],
+            class: Some(Level::Propose),
+            inherited: None,
+        }];
+    }
+    table.seal();
+    let rt = Runtime::new(table.clone(), AdmitAll);
+    assert_eq!(decide_table(&table, &set_price(45, "Mia", "EstimateRepair")).level, Level::Alone);
+    assert_eq!(decide_table(&table, &set_price(60, "Mia", "EstimateRepair")).level, Level::Propose);
+    let offered = rt.offered_tools("Estimator", "EstimateRepair");
+    let set = offered.iter().find(|t| t.name == "SetPrice").ok_or("not offered")?;
+    assert_eq!(set.level, None);
+    // A condition that cannot be evaluated is `never`; here the argument check refuses first.
+    let d = decide_table(&table, &Call::new("Estimator", "EstimateRepair", "SetPrice").with_arguments(json!({"repair": "T-7"})));
+    assert_eq!(d.level, Level::Never);
+    Ok(())
+}
+
+fn with_subject(mut table: Table) -> Table {
+    if let Some(t) = table.tools.get_mut("SetPrice") {
+        t.subject = Some("repair".into());
+    }
+    table.seal();
+    table
+}
+
+#[test]
+fn a_new_proposal_for_the_same_subject_supersedes_the_waiting_one() -> R {
+    let w = world();
+    w.rt.replace_table(with_subject(workshop()));
+    let first = propose(&w, 45, "Noor", "job-1")?;
+    w.rt.approve(&first.id, "Noor", &first.fingerprint, ApproveMode::Once)?;
+    let second = propose(&w, 50, "Noor", "job-1")?;
+    assert_eq!(w.rt.proposal(&first.id)?.status, Status::Superseded);
+    assert_eq!(w.rt.proposal(&first.id)?.reason, Some(format!("superseded by `{}`", second.id)));
+    // Proposing the old content again returns the superseded record; it does not come back to life.
+    let again = propose(&w, 45, "Noor", "job-1")?;
+    assert_eq!((again.id.as_str(), again.status), (first.id.as_str(), Status::Superseded));
+    // Another operation key is other work: no supersession.
+    let other = propose(&w, 45, "Noor", "job-2")?;
+    assert_eq!(w.rt.proposal(&second.id)?.status, Status::Waiting);
+    w.rt.approve_and_run(&other.id, "Noor", &other.fingerprint, ApproveMode::Once, |c| w.shop.run(c))?;
+    // Once one is done in a work item, a new proposal for the same subject there is refused.
+    let err = propose(&w, 60, "Noor", "job-2").err().ok_or("proposed")?;
+    assert_eq!(err.refusal(), Some(Refusal::Unresolved));
+    Ok(())
+}
+
+#[test]
+fn an_unconfirmed_outcome_is_unknown_and_never_runs_again() -> R {
+    let w = world();
+    let p = propose(&w, 45, "Noor", "job-1")?;
+    let ex = w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("timeout".into()))?;
+    assert_eq!((ex.proposal.status, ex.proposal.reason.as_deref()), (Status::Unknown, Some("timeout")));
+    assert_eq!(w.rt.execute(&p.id, None, |c| w.shop.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::Status));
+    assert_eq!(w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().and_then(|e| e.refusal()), Some(Refusal::Status));
+    assert_eq!(w.rt.revoke(&p.id, "Noor", "the other side may have acted")?.status, Status::Revoked);
+    let q = propose(&w, 46, "Noor", "job-2")?;
+    let ex = w.rt.approve_and_run(&q.id, "Noor", &q.fingerprint, ApproveMode::Once, |_| RunOutcome::Failed("refused by the app".into()))?;
+    assert_eq!(ex.proposal.status, Status::Failed);
+    assert_eq!(w.shop.get().writes, 0);
+    Ok(())
+}
+
+#[test]
+fn decide_command_reads_json_arguments() -> R {
+    let table = workshop();
+    let d = decide_command(&table, "Estimator", "PriceFleetRepair", "SetPrice", Some(r#"{"repair":"T-7","price":38}"#), Some("Mia"))?;
+    assert_eq!((d.level, d.decider.map(|x| x.persons)), (Level::Propose, Some(vec!["Noor".to_string()])));
+    let d = decide_command(&table, "Estimator", "EstimateRepair", "PartsFor", None, None)?;
+    assert_eq!(d.refusal.as_deref(), Some("argument `fault` of `PartsFor` is missing"));
+    assert!(decide_command(&table, "Estimator", "EstimateRepair", "PartsFor", Some("{fault"), None).is_err());
+    Ok(())
+}
+
+#[test]
+fn a_failing_sink_counts_its_failures() {
+    struct Broken;
+    impl std::io::Write for Broken {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::other("disk full"))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let sink = JsonLinesSink::new(Broken);
+    let rt = Runtime::new(workshop(), AdmitAll).with_audit(sink);
+    let _ = rt.decide(&Call::new("Estimator", "EstimateRepair", "PartsFor"));
+    let direct = JsonLinesSink::new(Broken);
+    direct.record(&AuditEvent {
+        at: 0,
+        kind: EventKind::Decision,
+        who: None,
+        agent: String::new(),
+        skill: String::new(),
+        tool: String::new(),
+        proposal: None,
+        fingerprint: None,
+        rule: None,
+        outcome: String::new(),
+        reason: None,
+    });
+    assert_eq!(direct.failures(), 1);
+}
+
+#[test]
+fn the_runtime_is_shared_between_threads() {
+    fn shareable<T: Send + Sync>() {}
+    shareable::<Runtime>();
+}
+
+#[test]
+fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
+    let mut table = workshop();
+    table.authority.decides_proposals.clear();
+    table.persons.insert("Ola".into(), PersonInfo { roles: vec!["Mechanic".into()], doc: None });
+    table.queues.insert(
+        "Finance".into(),
+        crate::table::QueueInfo { decided_by: vec![Holder::Role("Mechanic".into())], doc: None },
+    );
+    if let Some(e) = table.entries.get_mut("Estimator").and_then(|s| s.get_mut("PriceFleetRepair")).and_then(|t| t.get_mut("SetPrice")) {
+        e.route = Route::Queue("Finance".into());
+    }
+    if let Some(s) = table.skills.get_mut("PriceFleetRepair") {
+        s.routes.insert("SetPrice".into(), Route::Queue("Finance".into()));
+    }
+    table.seal();
+    let w = world();
+    w.rt.replace_table(table);
+    let p = w.rt.propose(&ProposalRequest::new(set_price(38, "Mia", "PriceFleetRepair"), "fleet-1", "fleet rate"))?;
+    assert_eq!(p.decider.persons, ["Mia", "Ola"]);
+    assert_eq!(p.decider.waiting_on(), "a decision from the Finance queue (Mia, Ola)");
+    let err = w.rt.approve(&p.id, "Mia", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
+    assert_eq!(
+        err.to_string(),
+        "the decision is a member of queue `Finance`'s because skill `PriceFleetRepair` routes `SetPrice` to queue `Finance`; the work is for `Mia`, but the decision is not `Mia`'s"
+    );
+    let err = w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
+    assert!(err.to_string().starts_with("`Noor` may not decide proposal `P-1`"), "{err}");
+    assert_eq!(w.rt.approve(&p.id, "Ola", &p.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+    // Noor supervises: she may revoke it even though she may not decide it.
+    assert_eq!(w.rt.revoke(&p.id, "Noor", "not this week")?.status, Status::Revoked);
+    Ok(())
+}

@@ -124,6 +124,36 @@ pub enum DeclarationKind {
     Authority(AuthorityStmt),
     /// `proposal_lifetime` / `grant_lifetime`
     Lifetime(LifetimeStmt),
+    /// `test "name" { .. }`
+    Test(TestBlock),
+}
+
+/// `test "name" { expect .. }`: expectations about compiled levels.
+#[derive(Clone, Debug)]
+pub struct TestBlock {
+    /// The test's name.
+    pub name: StringLit,
+    /// Its expectations, in written order.
+    pub expects: Vec<Expect>,
+}
+
+/// `expect Agent.Skill.Tool(args) is LEVEL`
+#[derive(Clone, Debug)]
+pub struct Expect {
+    /// The agent.
+    pub agent: Ident,
+    /// The skill.
+    pub skill: Ident,
+    /// The tool.
+    pub tool: Ident,
+    /// The call's arguments, in written order.
+    pub args: Vec<(Ident, Literal)>,
+    /// The expected level.
+    pub level: Level,
+    /// Where the level is written.
+    pub level_span: Span,
+    /// The whole statement.
+    pub span: Span,
 }
 
 /// `entity Repair { ticket, fault }`

@@ -145,6 +145,7 @@ fn declaration_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Declaration {
             Rule::skill_decl => kind = Some(DeclarationKind::Skill(skill_from_pair(p, ctx))),
             Rule::authority_stmt => kind = Some(DeclarationKind::Authority(authority_from_pair(p, ctx))),
             Rule::lifetime_stmt => kind = Some(DeclarationKind::Lifetime(lifetime_from_pair(p, ctx))),
+            Rule::test_decl => kind = Some(DeclarationKind::Test(test_from_pair(p, ctx))),
             _ => unreachable!("declaration: no other alternatives"),
         }
     }
@@ -532,6 +533,48 @@ fn may_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> MayBlock {
     MayBlock { statements, span }
 }
 
+/// test_decl = { kw_test ~ string ~ "{" ~ expect_stmt* ~ "}" }
+fn test_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> TestBlock {
+    let mut name = None;
+    let mut expects = Vec::new();
+    for p in inner(pair) {
+        match p.as_rule() {
+            Rule::string => name = Some(string_from_pair(p, ctx)),
+            Rule::expect_stmt => expects.push(expect_from_pair(p, ctx)),
+            _ => {}
+        }
+    }
+    TestBlock { name: name.unwrap_or_else(|| unreachable!("test_decl: a name")), expects }
+}
+
+/// expect_stmt = { kw_expect ~ ident ~ "." ~ ident ~ "." ~ ident ~ call_args? ~ kw_is ~ level }
+fn expect_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Expect {
+    let span = ctx.span(&pair);
+    let mut names = Vec::new();
+    let mut args = Vec::new();
+    let mut lvl = None;
+    for p in inner(pair) {
+        match p.as_rule() {
+            Rule::ident => names.push(ident_from_pair(p, ctx)),
+            // call_args = { "(" ~ (call_arg ~ ("," ~ call_arg)* ~ ","?)? ~ ")" }; call_arg = { ident ~ ":" ~ literal }
+            Rule::call_args => {
+                for a in inner(p) {
+                    let mut it = inner(a);
+                    let (Some(n), Some(v)) = (it.next(), it.next()) else { unreachable!("call_arg: a name and a value") };
+                    args.push((ident_from_pair(n, ctx), literal_from_pair(v, ctx)));
+                }
+            }
+            Rule::level => lvl = Some((level(&p), ctx.span(&p))),
+            _ => {}
+        }
+    }
+    let (Some(tool), Some(skill), Some(agent)) = (names.pop(), names.pop(), names.pop()) else {
+        unreachable!("expect_stmt: agent, skill and tool")
+    };
+    let (level, level_span) = lvl.unwrap_or_else(|| unreachable!("expect_stmt: a level"));
+    Expect { agent, skill, tool, args, level, level_span, span }
+}
+
 /// list_entry = { ident ~ (kw_when ~ condition)? }
 fn list_entry_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ListEntry {
     let span = ctx.span(&pair);
@@ -788,6 +831,11 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::in_list | Rule::kw_in => "`in`",
         Rule::matches_glob | Rule::kw_matches => "`matches`",
         Rule::kw_when => "`when`",
+        Rule::kw_test | Rule::test_decl => "`test`",
+        Rule::kw_expect | Rule::expect_stmt => "`expect`",
+        Rule::kw_is => "`is`",
+        Rule::call_args => "`(`",
+        Rule::call_arg => "an argument (`name: value`)",
         Rule::kw_and => "`and`",
         Rule::kw_or => "`or`",
         Rule::kw_not => "`not`",
