@@ -70,6 +70,20 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Every triple whose decision changed from OLD to NEW (each a package or a compiled table),
+    /// widenings marked.
+    Diff {
+        /// The old package (a folder or `.permits` file) or compiled table (`.json`).
+        old: PathBuf,
+        /// The new package or compiled table.
+        new: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// Exit 1 when anything widens.
+        #[arg(long)]
+        fail_on_widen: bool,
+    },
     /// Run the packages' `test` blocks: each expectation of a level for a triple.
     Test {
         /// The packages.
@@ -130,6 +144,7 @@ pub fn main() -> ExitCode {
         Command::Explain { agent, skill, tool, path, format } => explain(&path, &agent, &skill, &tool, format),
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
+        Command::Diff { old, new, format, fail_on_widen } => diff_cmd(&old, &new, format, fail_on_widen),
     };
     ExitCode::from(code)
 }
@@ -349,6 +364,52 @@ fn with_analysis<T>(path: &Path, format: Format, f: impl FnOnce(&Analysis<'_>) -
     err!("{}", render(&all, &loaded.sources, colour()));
     errln!("`{}` does not compile; fix the errors first", path.display());
     Err(1)
+}
+
+/// A table from a compiled `.json` file, or compiled from a package. Prints why not, and returns the exit
+/// code, when it cannot.
+fn table_from(path: &Path) -> Result<crate::table::Table, u8> {
+    if path.is_file() && path.extension().is_some_and(|e| e == "json") {
+        return crate::table::Table::load_path(path).map_err(|e| {
+            errln!("error: `{}`: {e}", path.display());
+            2
+        });
+    }
+    let out = compile::compile_package(path).map_err(|e| io_error(&e, Format::Human))?;
+    match out.table {
+        Some(t) if !out.has_errors() => Ok(t),
+        _ => {
+            err!("{}", render(&out.diagnostics, &out.sources, colour()));
+            errln!("{}", summary(path, &out));
+            Err(1)
+        }
+    }
+}
+
+fn diff_cmd(old: &Path, new: &Path, format: Format, fail_on_widen: bool) -> u8 {
+    let old_table = match table_from(old) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let new_table = match table_from(new) {
+        Ok(t) => t,
+        Err(code) => return code,
+    };
+    let changes = crate::diff::diff(&old_table, &new_table);
+    let widening = changes.iter().any(|c| c.direction == crate::diff::Direction::Widening);
+    match format {
+        Format::Human => out!("{}", crate::diff::render_human(&changes)),
+        Format::Json => outln!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "old": old.display().to_string(), "new": new.display().to_string(),
+                "widening": changes.iter().filter(|c| c.direction == crate::diff::Direction::Widening).count(),
+                "changes": changes,
+            }))
+            .unwrap_or_default()
+        ),
+    }
+    if fail_on_widen && widening { 1 } else { 0 }
 }
 
 fn test(paths: &[PathBuf], format: Format) -> u8 {

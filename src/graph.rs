@@ -12,7 +12,9 @@ use crate::effects::EffectSet;
 /// its skills) and everything they call; `None` for the whole package. `name` titles the graph.
 ///
 /// Node shapes: a tool is a box, an `extern tool` a dashed box, a function an ellipse. Each label holds
-/// the name, the effect set (`assumed` effects marked `?`), and for an agent, the level in each skill.
+/// the name, the effect set (`assumed` effects marked `?`), and for an agent, the level in each skill,
+/// the node filled by its strictest level (green alone, yellow propose, orange propose_every_time, red
+/// never).
 pub fn dot(a: &Analysis<'_>, name: &str, agent: Option<&str>) -> String {
     let model = &a.model;
     let n = model.nodes.len();
@@ -38,7 +40,17 @@ pub fn dot(a: &Analysis<'_>, name: &str, agent: Option<&str>) -> String {
         }
         let set = a.effects.sets[i];
         let mut label = format!("{}\n{}", node.name, effects_text(set, a.effects.real[i]));
+        let mut fill = "";
         if let Some(agent) = agent {
+            // Fill by the strictest level the agent meets the tool at.
+            let strictest = a.decisions.iter().filter(|d| d.agent == agent && d.tool == i).flat_map(|d| d.possible.iter()).max();
+            fill = match strictest {
+                Some(crate::table::Level::Alone) => ", fillcolor=\"#d9f2d9\"",
+                Some(crate::table::Level::Propose) => ", fillcolor=\"#fff2cc\"",
+                Some(crate::table::Level::ProposeEveryTime) => ", fillcolor=\"#ffe0b3\"",
+                Some(crate::table::Level::Never) => ", fillcolor=\"#f4cccc\"",
+                None => "",
+            };
             for d in a.decisions.iter().filter(|d| d.agent == agent && d.tool == i) {
                 let level = match d.level {
                     Some(l) => l.to_string(),
@@ -50,12 +62,12 @@ pub fn dot(a: &Analysis<'_>, name: &str, agent: Option<&str>) -> String {
         let (shape, style) = if !node.is_tool() {
             ("ellipse", "solid")
         } else if node.is_extern() {
-            ("box", "dashed")
+            ("box", if fill.is_empty() { "dashed" } else { "\"dashed,filled\"" })
         } else {
-            ("box", "solid")
+            ("box", if fill.is_empty() { "solid" } else { "filled" })
         };
         let colour = if set.is_reserved() { ", color=\"red\"" } else { "" };
-        let _ = writeln!(out, "  {} [shape={shape}, style={style}, label={}{colour}];", quote(node.name), quote(&label));
+        let _ = writeln!(out, "  {} [shape={shape}, style={style}, label={}{colour}{fill}];", quote(node.name), quote(&label));
     }
     let mut edges = BTreeSet::new();
     for (i, node) in model.nodes.iter().enumerate() {

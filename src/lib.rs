@@ -13,6 +13,7 @@
 //! | [`conditions`] | conditions on arguments: type checks, lowering, interval analysis (§3 item 5) |
 //! | [`effects`] | call graph, effect inference over strongly connected components, witnesses, claims (§2) |
 //! | [`compile`] | levels of every offered triple → the decision table (§3–§4) |
+//! | [`diff`] | what changed between two tables, widenings marked (§7) |
 //! | [`graph`] | the call graph with effect sets as Graphviz DOT (§7) |
 //! | [`table`] | the serialized decision table, canonical JSON and digests (§4) |
 //! | [`runtime`] | decisions, proposals, approvals, routes, standing rules (§5) |
@@ -38,7 +39,11 @@ pub mod effects;
 pub mod compile;
 #[cfg(feature = "compiler")]
 pub mod graph;
+#[cfg(feature = "compiler")]
+pub mod diff;
 pub mod table;
 pub mod runtime;
 #[cfg(feature = "compiler")]
 pub mod cli;
+#[cfg(feature = "compiler")]
+pub mod fmt;
