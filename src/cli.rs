@@ -32,9 +32,9 @@ enum Command {
         /// The packages.
         #[arg(required = true)]
         paths: Vec<PathBuf>,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Human)]
-        format: Format,
+        /// Output format: `sarif` is SARIF 2.1.0 for code-scanning tools.
+        #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+        format: CheckFormat,
         /// Fail (exit 1) on warnings too.
         #[arg(long)]
         deny_warnings: bool,
@@ -102,6 +102,16 @@ enum Command {
         #[arg(long)]
         agent: Option<String>,
     },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum CheckFormat {
+    /// Diagnostics for people.
+    Human,
+    /// One JSON document on stdout.
+    Json,
+    /// SARIF 2.1.0 on stdout.
+    Sarif,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -235,18 +245,20 @@ fn io_error(e: &syntax::LoadError, format: Format) -> u8 {
     2
 }
 
-fn check(paths: &[PathBuf], format: Format, deny_warnings: bool) -> u8 {
+fn check(paths: &[PathBuf], format: CheckFormat, deny_warnings: bool) -> u8 {
     let mut worst = 0u8;
     let mut json = Vec::new();
+    let mut sarif_results = Vec::new();
+    let mut sarif_failures = Vec::new();
     let colour = colour();
     for path in paths {
         let out = match compile::compile_package(path) {
             Ok(out) => out,
             Err(e) => {
-                if format == Format::Human {
-                    errln!("error: {e}");
-                } else {
-                    json.push(serde_json::json!({ "path": path.display().to_string(), "error": e.to_string() }));
+                match format {
+                    CheckFormat::Human => errln!("error: {e}"),
+                    CheckFormat::Json => json.push(serde_json::json!({ "path": path.display().to_string(), "error": e.to_string() })),
+                    CheckFormat::Sarif => sarif_failures.push(serde_json::json!({ "level": "error", "message": { "text": e.to_string() } })),
                 }
                 worst = 2;
                 continue;
@@ -257,11 +269,11 @@ fn check(paths: &[PathBuf], format: Format, deny_warnings: bool) -> u8 {
             worst = worst.max(1);
         }
         match format {
-            Format::Human => {
+            CheckFormat::Human => {
                 err!("{}", render(&out.diagnostics, &out.sources, colour));
                 errln!("{}", summary(path, &out));
             }
-            Format::Json => {
+            CheckFormat::Json => {
                 let decisions: usize =
                     out.table.as_ref().map(|t| t.entries.values().flat_map(|s| s.values()).map(|m| m.len()).sum()).unwrap_or(0);
                 json.push(serde_json::json!({
@@ -273,12 +285,104 @@ fn check(paths: &[PathBuf], format: Format, deny_warnings: bool) -> u8 {
                     "diagnostics": out.diagnostics.iter().map(|d| diagnostic_json(d, &out.sources)).collect::<Vec<_>>(),
                 }));
             }
+            CheckFormat::Sarif => sarif_results.extend(out.diagnostics.iter().map(|d| sarif_result(d, &out.sources))),
         }
     }
-    if format == Format::Json {
-        outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "packages": json })).unwrap_or_default());
+    match format {
+        CheckFormat::Human => {}
+        CheckFormat::Json => outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "packages": json })).unwrap_or_default()),
+        CheckFormat::Sarif => outln!("{}", serde_json::to_string_pretty(&sarif_log(sarif_results, sarif_failures)).unwrap_or_default()),
     }
     worst
+}
+
+/// A relative path as a URI reference (percent-encoding what a URI cannot hold), an absolute one as a
+/// `file://` URI.
+fn path_uri(path: &str) -> String {
+    let mut out = String::new();
+    if path.starts_with('/') {
+        out.push_str("file://");
+    }
+    for b in path.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b'/' => out.push(char::from(b)),
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+fn sarif_location(l: &crate::diagnostics::Label, sources: &Sources) -> serde_json::Value {
+    let src = sources.get(l.span.file);
+    let (line, column) = src.line_col_chars(l.span.start);
+    let (end_line, end_column) = src.line_col_chars(l.span.end);
+    serde_json::json!({
+        "physicalLocation": {
+            "artifactLocation": { "uri": path_uri(&sources.display_name(l.span.file)) },
+            "region": { "startLine": line, "startColumn": column, "endLine": end_line, "endColumn": end_column.max(1) },
+        },
+    })
+}
+
+fn sarif_result(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
+    let mut text = d.message.clone();
+    if let Some(help) = &d.help {
+        text.push_str(&format!(" (help: {help})"));
+    }
+    let mut result = serde_json::json!({
+        "ruleId": d.code,
+        "level": if d.is_error() { "error" } else { "warning" },
+        "message": { "text": text },
+    });
+    if let Some(p) = &d.primary {
+        let mut loc = sarif_location(p, sources);
+        if !p.message.is_empty() {
+            loc["message"] = serde_json::json!({ "text": p.message });
+        }
+        result["locations"] = serde_json::json!([loc]);
+    }
+    if !d.secondary.is_empty() {
+        let related: Vec<_> = d
+            .secondary
+            .iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let mut loc = sarif_location(l, sources);
+                loc["id"] = serde_json::json!(i + 1);
+                loc["message"] = serde_json::json!({ "text": if l.message.is_empty() { "related" } else { l.message.as_str() } });
+                loc
+            })
+            .collect();
+        result["relatedLocations"] = serde_json::json!(related);
+    }
+    result
+}
+
+fn sarif_log(results: Vec<serde_json::Value>, failures: Vec<serde_json::Value>) -> serde_json::Value {
+    let mut codes: Vec<&str> = results.iter().filter_map(|r| r["ruleId"].as_str()).collect();
+    codes.sort_unstable();
+    codes.dedup();
+    let rules: Vec<_> = codes
+        .iter()
+        .map(|c| {
+            let text = crate::diagnostics::codes::describe(c).unwrap_or("a permits diagnostic");
+            serde_json::json!({ "id": c, "shortDescription": { "text": text } })
+        })
+        .collect();
+    serde_json::json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": { "driver": {
+                "name": "permitc",
+                "version": env!("CARGO_PKG_VERSION"),
+                "rules": rules,
+            }},
+            "columnKind": "unicodeCodePoints",
+            "invocations": [{ "executionSuccessful": failures.is_empty(), "toolExecutionNotifications": failures }],
+            "results": results,
+        }],
+    })
 }
 
 fn compile_cmd(path: &Path, output: &Path, format: Format, deny_warnings: bool) -> u8 {

@@ -93,3 +93,57 @@ pub const LEVELS_NO_DECISIONS: &str = "permits::levels::no_decisions";
 
 /// An expectation of a `test` block that the compiled table does not meet.
 pub const TEST_FAILED: &str = "permits::test::failed";
+
+
+/// Every code with what it means, for tools (SARIF rules) and the README's table.
+pub const ALL: &[(&str, &str)] = &[
+    (LOAD_IO, "a path could not be read (missing, unreadable)"),
+    (LOAD_EMPTY, "a package folder holds no `.permits` files"),
+    (LOAD_UTF8, "a source file is not valid UTF-8"),
+    (SYNTAX_PARSE, "the text does not follow the grammar"),
+    (SYNTAX_NUL, "a NUL byte in a source file"),
+    (SYNTAX_NON_ASCII, "an identifier with a non-ASCII character (confusable names are an attack on reviewers)"),
+    (SYNTAX_RESERVED, "a reserved word used as a name"),
+    (SYNTAX_ESCAPE, "a bad escape in a string"),
+    (SYNTAX_TOO_DEEP, "parentheses nested deeper than the bound (checked before parsing)"),
+    (SYNTAX_NUMBER, "a duration or number out of range"),
+    (CHECK_DUPLICATE, "a name defined twice in one package"),
+    (CHECK_UNKNOWN, "a name that refers to nothing (with the nearest name suggested)"),
+    (CHECK_WRONG_KIND, "a name of the wrong kind (a function in a list, a skill where a tool belongs)"),
+    (CHECK_MISSING_LABEL, "a tool without its label"),
+    (CHECK_EXTERN_CLAIM, "an `extern tool` without a claim"),
+    (CHECK_EXTERN_BODY, "an operation or call in an `extern tool` (it has no body to prove)"),
+    (CHECK_REPEATED, "a statement that may appear once appears again (two `version`s, two sponsors, a class set twice)"),
+    (CHECK_TYPE, "a parameter type that is not `string`, `int`, `bool`, `money` or an entity"),
+    (CHECK_VERSION, "`version P.F` or `subject P` that does not fit the parameters"),
+    (CHECK_FIELD, "a field an entity does not declare"),
+    (CHECK_READS_SETTING, "`reads` set in a `may` block (reads is always alone)"),
+    (CHECK_PRESET, "a preset that is not the first statement of its `may` block"),
+    (CHECK_ROUTE_UNLISTED, "a `route` for a tool the skill (or none of the agent's skills) lists"),
+    (CHECK_QUEUE_UNDECIDABLE, "a queue that nobody can decide"),
+    (CHECK_NO_SPONSOR, "an agent without a sponsor"),
+    (CHECK_UNSUPPORTED, "a construct the language will have but this compiler does not yet support"),
+    (CHECK_CONDITION_PARAM, "a condition names a parameter the tool does not have"),
+    (CHECK_CONDITION_TYPE, "a condition compares a parameter with a value or operator of the wrong type"),
+    (CHECK_CONDITION_NEVER, "a condition that can never hold (warning): its entry never applies"),
+    (CHECK_CONDITION_ALWAYS, "a condition that always holds (warning): write the entry without it"),
+    (CHECK_DOC_DROPPED, "a doc comment above a declaration that does not keep one (a `may` block, an authority statement)"),
+    (CHECK_LISTED_TWICE, "a name listed twice in one list (warning)"),
+    (EFFECTS_UNDERSTATED, "a claim that is safer than what the body proves: the tool is claimed safer than it is"),
+    (EFFECTS_OVERSTATED, "a claim wider than what the body proves (warning; the level uses the claim)"),
+    (EFFECTS_DYNAMIC, "a `call dynamic`: every class and the reserved subject, so `never` (warning)"),
+    (EFFECTS_RESERVED, "a tool writes the reserved entity `permits`, so it is `never` for every agent (warning)"),
+    (LEVELS_TWO_LISTS, "a tool in two lists of one layer (warning; the strictest wins)"),
+    (LEVELS_SHADOWED, "a conditional entry shadowed by an unconditional entry as strict or stricter in its layer (warning)"),
+    (LEVELS_ALONE_IGNORED, "a class set to `alone` in the package-wide or a skill layer, which only tighten (warning)"),
+    (LEVELS_SKILL_LOOSENS, "a skill's entry or setting that would loosen its agent and cannot take effect (warning)"),
+    (LEVELS_ALONE_INHERITS, "a tool named `alone` that inherits a stricter level from a tool it calls (warning)"),
+    (LEVELS_ROUTE_UNUSED, "a route for a triple that is `alone` or `never`: it can never be used (warning)"),
+    (LEVELS_NO_DECISIONS, "a package that has files but compiles to zero decisions"),
+    (TEST_FAILED, "an expectation of a `test` block that the compiled table does not meet"),
+];
+
+/// What a code means; `None` for an unknown code.
+pub fn describe(code: &str) -> Option<&'static str> {
+    ALL.iter().find(|(c, _)| *c == code).map(|(_, d)| *d)
+}

@@ -925,6 +925,19 @@ impl Runtime {
         })
     }
 
+    /// The `waiting` proposals `person` may decide now (spec §5 "Who decides"), oldest first: a person's
+    /// queue of approvals.
+    ///
+    /// Errors: [`RuntimeError::Store`].
+    pub fn waiting_for(&self, person: &str) -> Result<Vec<Proposal>, RuntimeError> {
+        let table = self.table();
+        Ok(self
+            .proposals()?
+            .into_iter()
+            .filter(|p| p.status == Status::Waiting && may_decide(&table, p, person).is_ok())
+            .collect())
+    }
+
     /// Marks every `waiting` proposal past its expiry `expired` (spec §5 "Expiry": silence is never
     /// consent) and returns their ids.
     ///

@@ -1,12 +1,13 @@
-//! The records the runtime keeps: proposals with their grants, and standing rules (spec §5).
+//! The records the runtime keeps: proposals with their grants, and standing rules (spec §5). They
+//! serialize both ways, so a durable store can keep them as JSON.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::table::{Level, Route};
 
 /// The status of a proposal (spec §5). The last seven are final.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     /// Waiting for a decision.
@@ -78,7 +79,7 @@ impl std::fmt::Display for Status {
 }
 
 /// On what basis a grant was recorded (spec §6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Basis {
     /// A person approved it.
@@ -90,7 +91,7 @@ pub enum Basis {
 }
 
 /// An approval of one fingerprint (spec §5): consumed by exactly one execution.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Grant {
     /// The person who approved (`None` for an automatic grant).
     pub approver: Option<String>,
@@ -104,7 +105,7 @@ pub struct Grant {
 }
 
 /// A tool run before the proposal, and what it returned: evidence a person reads.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Evidence {
     /// The tool that ran.
     pub tool: String,
@@ -115,7 +116,7 @@ pub struct Evidence {
 }
 
 /// One argument as a person reads it.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ShownArgument {
     /// The parameter's name.
     pub name: String,
@@ -124,7 +125,7 @@ pub struct ShownArgument {
 }
 
 /// Who decides a proposal, resolved from its route (spec §3 "Routes", §5 "Who decides").
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decider {
     /// The route of the triple (`requester` by default).
     pub route: Route,
@@ -149,7 +150,7 @@ impl Decider {
 }
 
 /// A proposal: the exact call an agent wants to make, held for a person (spec §5 "Proposals").
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Proposal {
     /// The runtime's id (`P-1`).
     pub id: String,
@@ -225,7 +226,7 @@ impl Proposal {
 }
 
 /// For whose work a standing rule applies (spec §5 "Standing rules").
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkFor {
     /// Work done for this person.
@@ -235,7 +236,7 @@ pub enum WorkFor {
 }
 
 /// A standing rule: "from now on, alone" for one (agent, tool[, skill]) (spec §5).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StandingRule {
     /// The runtime's id (`R-1`).
     pub id: String,
@@ -263,7 +264,7 @@ pub struct StandingRule {
 }
 
 /// The revocation of a standing rule.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleRevocation {
     /// Who revoked it.
     pub by: String,

@@ -851,3 +851,28 @@ fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
     assert_eq!(w.rt.revoke(&p.id, "Noor", "not this week")?.status, Status::Revoked);
     Ok(())
 }
+
+#[test]
+fn a_person_sees_what_waits_for_them() -> R {
+    let w = world();
+    let mine = propose(&w, 45, "Mia", "job-1")?;
+    let fleet = w.rt.propose(&ProposalRequest::new(set_price(38, "Mia", "PriceFleetRepair"), "fleet-1", "fleet"))?;
+    let ids = |v: Vec<Proposal>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
+    assert_eq!(ids(w.rt.waiting_for("Mia")?), [mine.id.clone()]);
+    assert_eq!(ids(w.rt.waiting_for("Noor")?), [mine.id, fleet.id]);
+    assert!(w.rt.waiting_for("Estimator")?.is_empty());
+    Ok(())
+}
+
+#[test]
+fn records_round_trip_through_json_for_a_durable_store() -> R {
+    let w = world();
+    let p = propose(&w, 45, "Noor", "job-1")?;
+    let p = w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::AlwaysLikeThis)?;
+    let back: Proposal = serde_json::from_str(&serde_json::to_string(&p)?)?;
+    assert_eq!(back, p);
+    let rule = w.rt.rules()?.into_iter().next().ok_or("no rule")?;
+    let back: StandingRule = serde_json::from_str(&serde_json::to_string(&rule)?)?;
+    assert_eq!(back, rule);
+    Ok(())
+}

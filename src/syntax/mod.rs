@@ -43,6 +43,15 @@ impl Source {
         Source { name: name.into(), bytes, text, line_starts }
     }
 
+    /// The 1-based line and column (in characters, for SARIF's `unicodeCodePoints`) of a byte offset.
+    pub fn line_col_chars(&self, offset: u32) -> (u32, u32) {
+        let (line, _) = self.line_col(offset);
+        let start = self.line_starts[(line as usize).saturating_sub(1)] as usize;
+        let end = (offset as usize).min(self.text.len());
+        let chars = self.text.get(start..end).map(|s| s.chars().count()).unwrap_or(0);
+        (line, u32::try_from(chars + 1).unwrap_or(u32::MAX))
+    }
+
     /// The 1-based line and column (in bytes) of a byte offset.
     pub fn line_col(&self, offset: u32) -> (u32, u32) {
         let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
