@@ -256,6 +256,12 @@ enum Kind {
 }
 
 impl Kind {
+    /// The noun with its article: `an entity`, `a tool`.
+    fn with_article(self) -> String {
+        let noun = self.noun();
+        if noun.starts_with(['a', 'e', 'i', 'o', 'u']) { format!("an {noun}") } else { format!("a {noun}") }
+    }
+
     fn noun(self) -> &'static str {
         match self {
             Kind::Entity => "entity",
@@ -443,8 +449,8 @@ impl<'a> Checker<'a> {
             if let Some((first_kind, first)) = self.names.get(ident.name.as_str()) {
                 self.diags.push(
                     Diagnostic::error(codes::CHECK_DUPLICATE, format!("`{}` is defined twice", ident.name))
-                        .at(ident.span, format!("defined again here as a {}", kind.noun()))
-                        .with(*first, format!("first defined here as a {}", first_kind.noun()))
+                        .at(ident.span, format!("defined again here as {}", kind.with_article()))
+                        .with(*first, format!("first defined here as {}", first_kind.with_article()))
                         .help("names are global within a package and share one namespace: rename one of them"),
                 );
                 continue;
@@ -466,7 +472,7 @@ impl<'a> Checker<'a> {
         match self.names.get(ident.name.as_str()) {
             Some((kind, _)) if kinds.contains(kind) => true,
             Some((kind, span)) => {
-                let mut d = Diagnostic::error(codes::CHECK_WRONG_KIND, format!("`{}` is a {}, not a {wanted}", ident.name, kind.noun()))
+                let mut d = Diagnostic::error(codes::CHECK_WRONG_KIND, format!("`{}` is {}, not a {wanted}", ident.name, kind.with_article()))
                     .at(ident.span, format!("a {wanted} is expected here"))
                     .with(*span, format!("`{}` is defined here", ident.name));
                 d = if *kind == Kind::Function && kinds.contains(&Kind::Tool) {

@@ -93,6 +93,39 @@ enum Command {
         #[arg(long, value_enum, default_value_t = Format::Human)]
         format: Format,
     },
+    /// Decide one call against a compiled table, as the runtime would; the decision as JSON.
+    Decide {
+        /// The compiled table (`permitc compile`).
+        #[arg(long)]
+        table: PathBuf,
+        /// The agent.
+        #[arg(long)]
+        agent: String,
+        /// The skill.
+        #[arg(long)]
+        skill: String,
+        /// The tool.
+        #[arg(long)]
+        tool: String,
+        /// The call's arguments as a JSON object, e.g. `{"repair": "T-7", "price": 45}`.
+        #[arg(long)]
+        args: Option<String>,
+        /// The person the work is for (default: nobody, so the agent's sponsor).
+        #[arg(long)]
+        requester: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Json)]
+        format: Format,
+    },
+    /// Rewrite `.permits` files in the canonical layout (comments kept; decisions unchanged).
+    Fmt {
+        /// Files or package folders.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Write nothing; list the files that would change and exit 1 if any would.
+        #[arg(long)]
+        check: bool,
+    },
     /// Print the call graph, each node with its effect set, as Graphviz DOT (one `digraph` per package).
     Graph {
         /// The packages.
@@ -154,6 +187,10 @@ pub fn main() -> ExitCode {
         Command::Explain { agent, skill, tool, path, format } => explain(&path, &agent, &skill, &tool, format),
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
+        Command::Decide { table, agent, skill, tool, args, requester, format } => {
+            decide(&table, &agent, &skill, &tool, args.as_deref(), requester.as_deref(), format)
+        }
+        Command::Fmt { paths, check } => fmt(&paths, check),
         Command::Diff { old, new, format, fail_on_widen } => diff_cmd(&old, &new, format, fail_on_widen),
     };
     ExitCode::from(code)
@@ -516,6 +553,90 @@ fn diff_cmd(old: &Path, new: &Path, format: Format, fail_on_widen: bool) -> u8 {
     if fail_on_widen && widening { 1 } else { 0 }
 }
 
+fn decide(table: &Path, agent: &str, skill: &str, tool: &str, args: Option<&str>, requester: Option<&str>, format: Format) -> u8 {
+    let table = match crate::table::Table::load_path(table) {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("error: {e}");
+            return 2;
+        }
+    };
+    match crate::runtime::decide_command(&table, agent, skill, tool, args, requester) {
+        Ok(d) => {
+            match format {
+                Format::Json => outln!("{}", d.to_json()),
+                Format::Human => outln!("{}", d.summary()),
+            }
+            0
+        }
+        Err(e) => {
+            errln!("error: {e}");
+            2
+        }
+    }
+}
+
+fn fmt(paths: &[PathBuf], check: bool) -> u8 {
+    let mut worst = 0u8;
+    let mut changed = 0usize;
+    for path in paths {
+        let files = if path.is_dir() {
+            match syntax::package_files(path) {
+                Ok(files) => files.into_iter().map(|(_, p)| p).collect(),
+                Err(e) => {
+                    errln!("error: {e}");
+                    worst = 2;
+                    continue;
+                }
+            }
+        } else {
+            vec![path.clone()]
+        };
+        for file in files {
+            let bytes = match std::fs::read(&file) {
+                Ok(b) => b,
+                Err(e) => {
+                    errln!("error: cannot read `{}`: {e}", file.display());
+                    worst = 2;
+                    continue;
+                }
+            };
+            let name = file.display().to_string();
+            let Ok(text) = std::str::from_utf8(&bytes) else {
+                errln!("error: `{name}` is not valid UTF-8; not formatted");
+                worst = worst.max(1);
+                continue;
+            };
+            match crate::fmt::format_file(text) {
+                Err(diags) => {
+                    let mut sources = Sources::default();
+                    sources.add(crate::syntax::Source::new(name.clone(), bytes.clone()));
+                    err!("{}", render(&diags, &sources, colour()));
+                    errln!("`{name}` does not parse; not formatted");
+                    worst = worst.max(1);
+                }
+                Ok(formatted) if formatted.as_bytes() == bytes.as_slice() => {}
+                Ok(formatted) => {
+                    changed += 1;
+                    if check {
+                        outln!("{name}");
+                        worst = worst.max(1);
+                    } else if let Err(e) = write_atomically(&file, formatted.as_bytes()) {
+                        errln!("error: cannot write `{name}`: {e}");
+                        worst = 2;
+                    } else {
+                        outln!("formatted {name}");
+                    }
+                }
+            }
+        }
+    }
+    if check && changed > 0 {
+        errln!("{} would be reformatted; run `permitc fmt` on {}", plural(changed, "file"), if changed == 1 { "it" } else { "them" });
+    }
+    worst
+}
+
 fn test(paths: &[PathBuf], format: Format) -> u8 {
     let (mut passed, mut failed, mut worst) = (0usize, 0usize, 0u8);
     let mut json = Vec::new();
@@ -600,10 +721,33 @@ fn graph(paths: &[PathBuf], agent: Option<&str>) -> u8 {
 }
 
 fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) -> u8 {
-    match with_analysis(path, format, |a| explain_text(a, agent, skill, tool, format)) {
-        Ok(text) => {
+    let result = with_analysis(path, format, |a| {
+        // A misspelt name is most likely a typo, not a question: answer `never` as the runtime would, and
+        // say which name is unknown, with the nearest one.
+        let m = &a.model;
+        let unknown = [
+            ("agent", agent, m.agents.keys().copied().collect::<Vec<_>>()),
+            ("skill", skill, m.skills.keys().copied().collect()),
+            ("tool", tool, m.nodes.iter().filter(|n| n.is_tool()).map(|n| n.name).collect()),
+        ]
+        .into_iter()
+        .find(|(_, name, names)| !names.contains(name))
+        .map(|(what, name, names)| match crate::diagnostics::closest(name, names.iter().copied()) {
+            Some(near) => format!("unknown {what} `{name}`; did you mean `{near}`?"),
+            None => format!("unknown {what} `{name}`"),
+        });
+        (explain_text(a, agent, skill, tool, format), unknown)
+    });
+    match result {
+        Ok((text, unknown)) => {
             out!("{text}");
-            0
+            match unknown {
+                Some(msg) => {
+                    errln!("error: {msg}");
+                    1
+                }
+                None => 0,
+            }
         }
         Err(code) => code,
     }
@@ -686,7 +830,8 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
                 .iter()
                 .map(|(r, span)| {
                     let text = span.map(|s| line_text(s).1);
-                    serde_json::json!({ "layer": r.layer, "kind": r.kind, "level": r.level, "rule": r.rule, "via": r.via, "at": r.at.as_ref().map(|x| x.to_string()), "text": text })
+                    let at = span.map(|s| line_text(s).0);
+                    serde_json::json!({ "layer": r.layer, "kind": r.kind, "level": r.level, "rule": r.rule, "via": r.via, "at": at, "text": text })
                 })
                 .collect();
             let w: Vec<_> = witnesses
@@ -720,12 +865,20 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
             ));
             out.push_str("  because:\n");
             for (r, span) in &d.because {
-                let layer = r.layer.map(|l| format!("{l} layer")).unwrap_or_else(|| "reserved subject".to_string());
+                let layer = match r.layer {
+                    Some(crate::table::Layer::Package) => "package-wide layer".to_string(),
+                    Some(l) => format!("{l} layer"),
+                    None => "reserved subject".to_string(),
+                };
                 let decisive = if d.level.is_none_or(|l| l == r.level) || r.level == strictest { "*" } else { " " };
+                let inherited = match (r.kind, &r.via) {
+                    (crate::table::ReasonKind::Inherited, Some(callee)) => format!(" (inherited: `{tool}` calls `{callee}`)"),
+                    _ => String::new(),
+                };
                 match span {
                     Some(s) => {
                         let (place, text) = line_text(*s);
-                        out.push_str(&format!("  {decisive} {layer}: {} — {} at {place}: `{text}`\n", r.level, r.rule));
+                        out.push_str(&format!("  {decisive} {layer}: {} — {}{inherited} at {place}: `{text}`\n", r.level, r.rule));
                     }
                     None => out.push_str(&format!("  {decisive} {layer}: {} — {}\n", r.level, r.rule)),
                 }

@@ -174,10 +174,10 @@ impl<'s> Printer<'s> {
         let comments = file
             .comments
             .iter()
-            .map(|c| Cmt {
-                start: c.span.start,
-                end: c.span.end,
-                text: src.get(c.span.start as usize..c.span.end as usize).unwrap_or("").trim_end().to_string(),
+            .map(|c| {
+                // Trailing spaces are not part of the comment we print; its end is where its text ends.
+                let text = src.get(c.span.start as usize..c.span.end as usize).unwrap_or("").trim_end().to_string();
+                Cmt { start: c.span.start, end: c.span.start + text.len() as u32, text }
             })
             .collect();
         Printer { src, comments, next: 0, lines: Vec::new(), last_end: 0 }
@@ -211,9 +211,26 @@ impl<'s> Printer<'s> {
         if self.src.as_bytes().get(p as usize) == Some(&b',') { self.skip_trivia(p + 1) } else { p }
     }
 
+    /// `hi` moved back over whitespace and comments. A rule that ends in an optional or repeated part
+    /// (`read X`, `a or b`, `person P`) has a span that runs over the trivia after it, where pest looked
+    /// for the optional part.
+    fn tight(&self, lo: u32, mut hi: u32) -> u32 {
+        let bytes = self.src.as_bytes();
+        loop {
+            while hi > lo && bytes.get(hi as usize - 1).is_some_and(u8::is_ascii_whitespace) {
+                hi -= 1;
+            }
+            match self.comments.binary_search_by_key(&hi, |c| c.end) {
+                Ok(i) if self.comments[i].start >= lo && hi > lo => hi = self.comments[i].start,
+                _ => return hi,
+            }
+        }
+    }
+
     /// Whether a comment starts in `[lo, hi)`.
     fn has_comment(&self, lo: u32, hi: u32) -> bool {
-        self.comments.iter().any(|c| c.start >= lo && c.start < hi)
+        let first = self.comments.partition_point(|c| c.start < lo);
+        self.comments.get(first).is_some_and(|c| c.start < hi)
     }
 
     /// Whether the source between two positions holds an empty line.
@@ -264,6 +281,7 @@ impl<'s> Printer<'s> {
     /// A line printing the source `[lo, hi)`: comments before it go above, comments inside it go above
     /// too, and a comment right after it on the same source line goes at its end.
     fn line(&mut self, indent: usize, lo: u32, hi: u32, text: String, gap: Gap) {
+        let hi = self.tight(lo, hi);
         self.leading(indent, hi);
         if gap == Gap::Keep {
             self.gap_before(lo);
@@ -325,6 +343,7 @@ impl<'s> Printer<'s> {
 
     /// Prints `prefix` + a delimited list + `suffix`, on one line when it fits and holds no comment,
     /// else one item per line with a trailing comma. `lo..hi` is the whole construct in the source.
+    #[expect(clippy::too_many_arguments, reason = "a list's place, delimiters and surroundings, all needed")]
     fn list(&mut self, indent: usize, lo: u32, hi: u32, prefix: &str, items: &[Item], d: &Delims, suffix: &str, gap: Gap) {
         let flat = self.flat_list(prefix, items, d, suffix);
         if fits(indent, &flat) && !self.has_comment(d.open_pos, d.close_pos) {
@@ -374,7 +393,7 @@ impl<'s> Printer<'s> {
         names.iter().map(|n| Item::flat(n.span.start, n.span.end, n.name.clone())).collect()
     }
 
-    /// `keyword [A, B]` where the statement spans `span` and the keyword is `kw_len` bytes.
+    /// `keyword [A, B]`, the statement spanning `span`.
     fn name_list_stmt(&mut self, indent: usize, span: Span, kw: &str, names: &[Ident]) {
         let d = self.brackets(span.start + kw.len() as u32, names);
         self.list(indent, span.start, span.end, &format!("{kw} "), &Self::name_items(names), &d, "", Gap::Keep);
@@ -391,11 +410,25 @@ impl<'s> Printer<'s> {
             let same = match (&one_liners[i - 1], &one_liners[i]) {
                 (Some(a), Some(b)) => {
                     a.key == b.key
-                        && !self.blank_between(file.declarations[i - 1].span.end, file.declarations[i].span.start)
+                        && !self.blank_between(
+                            self.tight(file.declarations[i - 1].span.start, file.declarations[i - 1].span.end),
+                            file.declarations[i].span.start,
+                        )
                 }
                 _ => false,
             };
             group_of[i] = if same { group_of[i - 1] } else { i };
+        }
+        // Each group's padding: the widest padded head, or none when padding would make a line too long.
+        let mut pad_of = vec![0usize; file.declarations.len()];
+        let mut start = 0;
+        while start < file.declarations.len() {
+            let end = (start..file.declarations.len()).find(|&j| group_of[j] != start).unwrap_or(file.declarations.len());
+            let members: Vec<&OneLiner> = one_liners[start..end].iter().flatten().collect();
+            let pad = members.iter().filter(|m| !m.tail.is_empty()).map(|m| m.head.chars().count()).max().unwrap_or(0);
+            let widest = members.iter().filter(|m| !m.tail.is_empty()).map(|m| pad + m.tail.chars().count()).max().unwrap_or(0);
+            pad_of[start] = if widest <= MAX_WIDTH { pad } else { 0 };
+            start = end;
         }
         for (i, decl) in file.declarations.iter().enumerate() {
             if i > 0 && group_of[i] != group_of[i - 1] {
@@ -403,13 +436,8 @@ impl<'s> Printer<'s> {
             }
             match &one_liners[i] {
                 Some(one) => {
-                    let members: Vec<&OneLiner> =
-                        (0..file.declarations.len()).filter(|&j| group_of[j] == group_of[i]).filter_map(|j| one_liners[j].as_ref()).collect();
-                    let pad = members.iter().filter(|m| !m.tail.is_empty()).map(|m| m.head.chars().count()).max().unwrap_or(0);
-                    let padded = |m: &OneLiner| {
-                        if m.tail.is_empty() { m.head.clone() } else { format!("{:<pad$}{}", m.head, m.tail) }
-                    };
-                    let text = if members.iter().all(|m| fits(0, &padded(m))) { padded(one) } else { format!("{}{}", one.head, one.tail) };
+                    let pad = pad_of[group_of[i]];
+                    let text = if one.tail.is_empty() { one.head.clone() } else { format!("{:<pad$}{}", one.head, one.tail) };
                     let lo = self.header(decl);
                     self.line(0, lo, decl.span.end, text, Gap::Keep);
                 }
@@ -464,7 +492,7 @@ impl<'s> Printer<'s> {
                 if p.roles.is_empty() {
                     OneLiner { key: 1, head: format!("person {}", p.name.name), tail: String::new() }
                 } else {
-                    let (open, close) = self.person_brackets(p, "roles");
+                    let (open, close) = self.person_brackets(p);
                     if self.has_comment(open, close) {
                         return None;
                     }
@@ -493,7 +521,7 @@ impl<'s> Printer<'s> {
             }
             DeclarationKind::Authority(a) => {
                 let kw = authority_keyword(a.kind);
-                let kw_pos = self.skip_spaces_and_comments(decl.span.start);
+                let kw_pos = self.skip_trivia(decl.span.start);
                 let d = self.brackets(kw_pos + kw.len() as u32, &a.holders);
                 if self.has_comment(d.open_pos, d.close_pos) {
                     return None;
@@ -512,12 +540,8 @@ impl<'s> Printer<'s> {
         fits(0, &format!("{}{}", one.head, one.tail)).then_some(one)
     }
 
-    fn skip_spaces_and_comments(&self, pos: u32) -> u32 {
-        self.skip_trivia(pos)
-    }
-
     /// `[` and `]` of `person P { roles [..] }`.
-    fn person_brackets(&self, p: &Person, _kw: &str) -> (u32, u32) {
+    fn person_brackets(&self, p: &Person) -> (u32, u32) {
         let brace = self.skip_trivia(p.name.span.end);
         let kw = self.skip_trivia(brace + 1);
         let d = self.brackets(kw + "roles".len() as u32, &p.roles);
@@ -541,7 +565,7 @@ impl<'s> Printer<'s> {
                 if p.roles.is_empty() {
                     self.line(0, lo, end, format!("person {}", p.name.name), Gap::Keep);
                 } else {
-                    let (open_pos, close_pos) = self.person_brackets(p, "roles");
+                    let (open_pos, close_pos) = self.person_brackets(p);
                     let d = Delims { open: "[", close: "]", spaced: false, open_pos, close_pos };
                     let prefix = format!("person {} {{ roles ", p.name.name);
                     self.list(0, lo, end, &prefix, &Self::name_items(&p.roles), &d, " }", Gap::Keep);

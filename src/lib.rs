@@ -14,6 +14,7 @@
 //! | [`effects`] | call graph, effect inference over strongly connected components, witnesses, claims (§2) |
 //! | [`compile`] | levels of every offered triple → the decision table (§3–§4) |
 //! | [`diff`] | what changed between two tables, widenings marked (§7) |
+//! | [`generate`] | a seeded synthetic policy generator, for benchmarks and property tests |
 //! | [`graph`] | the call graph with effect sets as Graphviz DOT (§7) |
 //! | [`table`] | the serialized decision table, canonical JSON and digests (§4) |
 //! | [`runtime`] | decisions, proposals, approvals, routes, standing rules (§5) |
@@ -39,6 +40,8 @@ pub mod effects;
 pub mod compile;
 #[cfg(feature = "compiler")]
 pub mod graph;
+#[cfg(feature = "compiler")]
+pub mod generate;
 #[cfg(feature = "compiler")]
 pub mod diff;
 pub mod table;

@@ -1,9 +1,9 @@
-#![cfg(feature = "compiler")]
 //! The policies under `policies/` compile to the levels and routes that the scenarios in
 //! `shared/cases/` state, one test per package, and compile to the same bytes every time.
 //!
 //! Each expected value is written out here, not read back from the table: a test that derived its
 //! expectations from the compiler's output would pass whatever the compiler did.
+#![cfg(feature = "compiler")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -1,6 +1,6 @@
-#![cfg(feature = "compiler")]
 //! The pre-commit hook in `examples/ci/` refuses a commit that widens authority and lets a narrowing
 //! through. It runs the real hook with the real `permitc` on a throwaway git repository.
+#![cfg(feature = "compiler")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

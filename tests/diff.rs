@@ -1,6 +1,6 @@
-#![cfg(feature = "compiler")]
 //! `permitc diff OLD NEW`: each kind of widening, a pure narrowing, neutral changes, tables as input, and
 //! the exit codes of `--fail-on-widen`. Every pair is a small package written to a temp folder.
+#![cfg(feature = "compiler")]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

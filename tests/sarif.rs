@@ -1,6 +1,6 @@
-#![cfg(feature = "compiler")]
 //! `permitc check --format sarif` writes SARIF 2.1.0 that validates against the official schema
 //! (vendored in `tests/data/`), with one result per diagnostic and its related locations.
+#![cfg(feature = "compiler")]
 
 use std::path::Path;
 use std::process::Command;

@@ -858,7 +858,7 @@ fn a_person_sees_what_waits_for_them() -> R {
     let mine = propose(&w, 45, "Mia", "job-1")?;
     let fleet = w.rt.propose(&ProposalRequest::new(set_price(38, "Mia", "PriceFleetRepair"), "fleet-1", "fleet"))?;
     let ids = |v: Vec<Proposal>| v.into_iter().map(|p| p.id).collect::<Vec<_>>();
-    assert_eq!(ids(w.rt.waiting_for("Mia")?), [mine.id.clone()]);
+    assert_eq!(ids(w.rt.waiting_for("Mia")?), vec![mine.id.clone()]);
     assert_eq!(ids(w.rt.waiting_for("Noor")?), [mine.id, fleet.id]);
     assert!(w.rt.waiting_for("Estimator")?.is_empty());
     Ok(())

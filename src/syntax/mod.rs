@@ -171,8 +171,8 @@ pub enum LoadError {
     },
 }
 
-/// Reads a package: `path` is a folder (every `*.permits` file under it, recursively, skipping hidden
-/// entries, in sorted relative-path order, symlink loops visited once) or one file. Parses every file.
+/// Reads a package: `path` is a folder (every `*.permits` file under it, see [`package_files`]) or one
+/// file. Parses every file.
 ///
 /// Errors: [`LoadError::Io`] when the path or a folder in it cannot be read. Everything about the files'
 /// content (no `.permits` files, invalid UTF-8, NUL bytes, syntax) is a diagnostic in [`Loaded`].
@@ -181,8 +181,7 @@ pub fn load_package(path: &Path) -> Result<Loaded, LoadError> {
     let meta = std::fs::metadata(path).map_err(io)?;
     let mut found: Vec<(String, PathBuf)> = Vec::new();
     if meta.is_dir() {
-        collect(path, path, &mut found, &mut Vec::new())?;
-        found.sort();
+        found = package_files(path)?;
     } else {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
         found.push((name, path.to_path_buf()));
@@ -209,7 +208,7 @@ pub fn parse_sources(sources: Sources) -> Loaded {
         let body = source.bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&source.bytes);
         if let Err(e) = std::str::from_utf8(body) {
             diagnostics.push(
-                Diagnostic::error(codes::LOAD_UTF8, format!("`{}` is not valid UTF-8 (byte {})", source.name, e.valid_up_to()))
+                Diagnostic::error(codes::LOAD_UTF8, format!("`{}` is not valid UTF-8 (byte {})", sources.display_name(id), e.valid_up_to()))
                     .help("save the file as UTF-8"),
             );
             continue;
@@ -232,33 +231,39 @@ pub fn parse_sources(sources: Sources) -> Loaded {
     Loaded { sources, package, diagnostics }
 }
 
-/// Walks `dir`, pushing `(relative name, path)` for every `.permits` file. Iterative over folders would
-/// need the same stack; the depth here is the folder depth, bounded by the file system, and `seen`
-/// (canonical folder paths) stops symlink loops.
-fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>, seen: &mut Vec<PathBuf>) -> Result<(), LoadError> {
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
+/// Every `.permits` file of a package folder as `(relative name, path)`, sorted by relative name: read
+/// recursively, hidden entries skipped. A file reachable under several names (through symlinks) is read
+/// once, under its smallest relative name, so the result never depends on the file system's order; a
+/// symlink back to an enclosing folder is not followed (a loop).
+///
+/// Errors: [`LoadError::Io`] when a folder cannot be read.
+pub fn package_files(root: &Path) -> Result<Vec<(String, PathBuf)>, LoadError> {
+    let mut found: Vec<(String, PathBuf, PathBuf)> = Vec::new();
+    let mut stack: Vec<(PathBuf, Vec<PathBuf>)> = vec![(root.to_path_buf(), Vec::new())];
+    while let Some((dir, mut ancestors)) = stack.pop() {
         let canonical = std::fs::canonicalize(&dir).unwrap_or_else(|_| dir.clone());
-        if seen.contains(&canonical) {
-            continue;
+        if ancestors.contains(&canonical) {
+            continue; // a symlink back to an enclosing folder
         }
-        seen.push(canonical);
+        ancestors.push(canonical);
         let entries = std::fs::read_dir(&dir).map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
         for entry in entries {
             let entry = entry.map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
             let path = entry.path();
-            let name = entry.file_name();
-            if name.to_string_lossy().starts_with('.') {
+            if entry.file_name().to_string_lossy().starts_with('.') {
                 continue;
             }
             if path.is_dir() {
-                stack.push(path);
+                stack.push((path, ancestors.clone()));
             } else if path.extension().is_some_and(|e| e == "permits") {
                 let rel = path.strip_prefix(root).unwrap_or(&path);
                 let rel = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/");
-                out.push((rel, path));
+                let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+                found.push((rel, path, canonical));
             }
         }
     }
-    Ok(())
+    found.sort();
+    let mut seen = std::collections::HashSet::new();
+    Ok(found.into_iter().filter(|(_, _, c)| seen.insert(c.clone())).map(|(rel, path, _)| (rel, path)).collect())
 }

@@ -1,0 +1,67 @@
+//! Compiler benchmarks (BENCHMARKS.md): check + compile of generated packages of 1k, 10k and 100k tools
+//! (ten call edges per tool), and `diff` of two compiled 100k-tool tables.
+//!
+//! Run: `cargo bench --bench compiler`. Generating the text is not timed; parsing, checking, effect
+//! inference, levels, the table with its digests and the package's tests are.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use permits::compile::{Output, compile_loaded};
+use permits::generate::{Config, generate};
+use permits::syntax::{Source, Sources, parse_sources};
+use permits::table::Table;
+
+/// What `permitc check` does after reading the file: parse, check, infer, decide, build the table.
+fn check_compile(text: Vec<u8>) -> Output {
+    let mut sources = Sources::default();
+    sources.add(Source::new("gen.permits", text));
+    compile_loaded(parse_sources(sources))
+}
+
+fn compiled(text: &str) -> Table {
+    let out = check_compile(text.as_bytes().to_vec());
+    assert!(!out.has_errors(), "the generated package does not compile");
+    out.table.expect("a table")
+}
+
+fn check_and_compile(c: &mut Criterion) {
+    let mut g = c.benchmark_group("check_compile");
+    for tools in [1_000usize, 10_000, 100_000] {
+        let text = generate(&Config::sized(tools));
+        assert!(!check_compile(text.clone().into_bytes()).has_errors());
+        if tools >= 100_000 {
+            g.sample_size(10).measurement_time(Duration::from_secs(30)).warm_up_time(Duration::from_secs(1));
+        } else if tools >= 10_000 {
+            g.sample_size(10).measurement_time(Duration::from_secs(10)).warm_up_time(Duration::from_secs(1));
+        } else {
+            g.sample_size(20).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
+        }
+        g.bench_with_input(BenchmarkId::from_parameter(tools), &text, |b, text| {
+            b.iter_batched(|| text.clone().into_bytes(), check_compile, BatchSize::PerIteration)
+        });
+    }
+    g.finish();
+}
+
+fn diff_100k(c: &mut Criterion) {
+    let text = generate(&Config::sized(100_000));
+    let old = compiled(&text);
+    // A small edit: the first agent loses `changes_alone` (its triples that change become `propose`).
+    let edited = compiled(&text.replacen("        changes_alone\n", "", 1));
+    // Everything different: another seed.
+    let other = compiled(&generate(&Config { seed: 8, ..Config::sized(100_000) }));
+    let small = permits::diff::diff(&old, &edited).len();
+    let all = permits::diff::diff(&old, &other).len();
+    eprintln!("diff_100k: {small} changes after the small edit, {all} against another seed");
+    assert!(small > 0 && all > small);
+    let mut g = c.benchmark_group("diff_100k");
+    g.sample_size(10).measurement_time(Duration::from_secs(5)).warm_up_time(Duration::from_secs(1));
+    g.bench_function("small_edit", |b| b.iter(|| permits::diff::diff(black_box(&old), black_box(&edited))));
+    g.bench_function("other_seed", |b| b.iter(|| permits::diff::diff(black_box(&old), black_box(&other))));
+    g.finish();
+}
+
+criterion_group!(benches, check_and_compile, diff_100k);
+criterion_main!(benches);

@@ -1,0 +1,120 @@
+//! Runtime benchmarks (BENCHMARKS.md): one decision (an offered triple, a miss, a triple decided by a
+//! condition), a proposal fingerprint, and loading + verifying a ~10 MB table.
+//!
+//! Run: `cargo bench --bench runtime`. The tables are compiled from `permits::generate` packages before
+//! anything is timed.
+
+use std::hint::black_box;
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, Throughput, criterion_group, criterion_main};
+use permits::generate::{Config, generate};
+use permits::runtime::{AdmitAll, Call, Runtime, decide_table, fingerprint};
+use permits::table::{Level, Table};
+use serde_json::json;
+
+/// Compiles a generated package; panics on any error (the generator's packages always compile).
+fn compile(config: &Config) -> Table {
+    let mut sources = permits::syntax::Sources::default();
+    sources.add(permits::syntax::Source::new("gen.permits", generate(config).into_bytes()));
+    let out = permits::compile::compile_loaded(permits::syntax::parse_sources(sources));
+    assert!(!out.has_errors(), "the generated package does not compile");
+    out.table.expect("a table")
+}
+
+/// Arguments every generated tool takes: `(amount: money, to: string)`.
+fn args() -> serde_json::Value {
+    json!({ "amount": 500, "to": "ops@example.com" })
+}
+
+/// The calls to time, found in `table`: an offered unconditional triple, a tool the skill does not
+/// offer, and a triple whose level a condition decides.
+struct Calls {
+    hit: Call,
+    miss: Call,
+    conditional: Call,
+}
+
+fn find_calls(table: &Table) -> Calls {
+    let mut hit = None;
+    let mut conditional = None;
+    for (agent, skills) in &table.entries {
+        for (skill, tools) in skills {
+            for (tool, entry) in tools {
+                let call = || Call::new(agent, skill, tool).with_arguments(args());
+                if entry.level.is_some() && !entry.reserved && hit.is_none() {
+                    hit = Some(call());
+                }
+                if entry.level.is_none() && conditional.is_none() {
+                    conditional = Some(call());
+                }
+            }
+        }
+    }
+    let hit: Call = hit.expect("an unconditional entry");
+    let skill = &table.skills[&hit.skill];
+    let other = table.tools.keys().find(|t| !skill.tools.contains(t)).expect("a tool outside the skill");
+    let miss = Call::new(&hit.agent, &hit.skill, other).with_arguments(args());
+    Calls { hit, miss, conditional: conditional.expect("an entry decided by a condition") }
+}
+
+fn decide(c: &mut Criterion) {
+    // 10k tools: the table's maps are as deep as a large package's; entries are 20 × 5 × ≤ 20.
+    let table = compile(&Config::sized(10_000));
+    let calls = find_calls(&table);
+    let d = decide_table(&table, &calls.hit);
+    assert!(d.offered && d.refusal.is_none(), "{d:?}");
+    let d = decide_table(&table, &calls.miss);
+    assert!(!d.offered && d.level == Level::Never, "{d:?}");
+    let d = decide_table(&table, &calls.conditional);
+    assert!(d.offered && d.refusal.is_none(), "{d:?}");
+    assert!(table.entry(&calls.conditional.agent, &calls.conditional.skill, &calls.conditional.tool).is_some_and(|e| e.level.is_none()));
+
+    let mut g = c.benchmark_group("decide_table");
+    g.bench_function("hit", |b| b.iter(|| decide_table(black_box(&table), black_box(&calls.hit))));
+    g.bench_function("miss", |b| b.iter(|| decide_table(black_box(&table), black_box(&calls.miss))));
+    g.bench_function("condition", |b| b.iter(|| decide_table(black_box(&table), black_box(&calls.conditional))));
+    g.finish();
+
+    // The same hit through the embedded runtime: a store transaction for the standing rules and an
+    // audit event (to the default null sink).
+    let runtime = Runtime::new(table.clone(), AdmitAll);
+    let mut g = c.benchmark_group("runtime_decide");
+    g.bench_function("hit", |b| b.iter(|| runtime.decide(black_box(&calls.hit)).expect("decide")));
+    g.finish();
+}
+
+fn proposal_fingerprint(c: &mut Criterion) {
+    let table = compile(&Config::sized(1_000));
+    let calls = find_calls(&table);
+    let entry = table.entry(&calls.hit.agent, &calls.hit.skill, &calls.hit.tool).expect("entry");
+    c.bench_function("fingerprint", |b| {
+        b.iter(|| {
+            fingerprint(
+                black_box(&calls.hit),
+                black_box(&entry.entry_digest),
+                black_box(Some("v3")),
+                black_box(Some("https://supplier.example/orders")),
+            )
+        })
+    });
+}
+
+fn load_verify(c: &mut Criterion) {
+    // A generated package whose table is about 10 MB of pretty JSON (the size is printed).
+    let table = compile(&Config::sized(12_000));
+    let bytes = table.to_pretty_json().into_bytes();
+    eprintln!("load_verify: table of {} bytes ({:.1} MB)", bytes.len(), bytes.len() as f64 / 1e6);
+    assert!(Table::load(&bytes).is_ok());
+    let mut g = c.benchmark_group("table");
+    g.sample_size(20).measurement_time(Duration::from_secs(8)).throughput(Throughput::Bytes(bytes.len() as u64));
+    g.bench_function("load_verify", |b| b.iter(|| Table::load(black_box(&bytes)).expect("load")));
+    g.bench_function("digest", |b| b.iter(|| black_box(&table).compute_digest()));
+    g.bench_function("to_pretty_json", |b| {
+        b.iter_batched(|| (), |()| black_box(&table).to_pretty_json(), BatchSize::SmallInput)
+    });
+    g.finish();
+}
+
+criterion_group!(benches, decide, proposal_fingerprint, load_verify);
+criterion_main!(benches);

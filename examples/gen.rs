@@ -1,0 +1,15 @@
+//! Writes a synthetic policy package: `cargo run --release --example gen -- TOOLS [EDGES] > big.permits`.
+//! Seeded and deterministic (see `permits::generate`).
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let tools: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let mut config = permits::generate::Config::sized(tools);
+    if let Some(edges) = args.next().and_then(|a| a.parse().ok()) {
+        config.edges = edges;
+    }
+    if let Some(seed) = args.next().and_then(|a| a.parse().ok()) {
+        config.seed = seed;
+    }
+    print!("{}", permits::generate::generate(&config));
+}
