@@ -771,6 +771,17 @@ impl<'a> Checker<'a> {
                         );
                     } else {
                         rules.preset = Some((*preset, *span));
+                        if layer != Layer::Agent {
+                            let what = match preset {
+                                Preset::Everything => "the preset `everything`",
+                                Preset::ChangesAlone => "the `alone` part of `changes_alone`",
+                            };
+                            self.diags.push(
+                                Diagnostic::warning(codes::LEVELS_ALONE_IGNORED, format!("{what} says nothing in the {} layer", layer_noun(layer)))
+                                    .at(*span, "this layer only tightens")
+                                    .help("the agent's `may` decides what runs alone; set only the classes this layer tightens"),
+                            );
+                        }
                     }
                 }
                 MayStatement::Setting(s) => {

@@ -88,7 +88,8 @@ pub struct TestFailure {
 pub struct Output {
     /// The package's sources.
     pub sources: Sources,
-    /// The table, when there are no errors.
+    /// The table, when nothing but failed `test` expectations is an error (a package whose tests fail
+    /// still compiles, so `permitc test` can report them; `compile` writes no table then).
     pub table: Option<Table>,
     /// The outcome of every `test` block (run when the package compiles; a failure is also an error
     /// diagnostic).
@@ -258,7 +259,9 @@ fn eval_layer(
     let class = per_class.iter().map(|(_, l, _)| *l).max();
     // A caller inherits a callee's restrictive entry whatever its condition.
     let mut inherited: Option<(Level, NodeId, Span)> = None;
-    for c in reach {
+    // (A tool named in a list and sitting in a cycle reaches itself; its own entry is its named level,
+    // not an inherited one.)
+    for c in reach.iter().filter(|c| **c != tool) {
         if let Some(r) = rules.named_level(*c) {
             if r.level >= Level::Propose && inherited.is_none_or(|(l, _, _)| r.level > l) {
                 inherited = Some((r.level, *c, r.span));
@@ -307,7 +310,13 @@ fn eval_layer(
     }
     if let Some((l, callee, span)) = inherited {
         if max == Some(l) {
-            because.push(reason(ReasonKind::Inherited, l, format!("{l} [{}]", model.nodes[callee].name), Some(model.nodes[callee].name.to_string()), Some(span)));
+            // Quote the callee's rule as written, condition included: it is inherited unconditionally.
+            let callee_name = model.nodes[callee].name;
+            let text = match rules.named_level(callee).and_then(|r| r.condition.as_ref()) {
+                Some(c) => format!("{l} [{callee_name} when {c}]"),
+                None => format!("{l} [{callee_name}]"),
+            };
+            because.push(reason(ReasonKind::Inherited, l, text, Some(callee_name.to_string()), Some(span)));
         }
     }
     let says_something = !row.named.is_empty() || row.class.is_some() || row.inherited.is_some();
@@ -396,7 +405,11 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                 if let Some(skill_rules) = &skill.rules {
                     if let Some(n) = skill_rules.named_level(tool) {
                         if agent_level.is_some_and(|al| n.level < al) && loosen_warned.insert((n.span, agent_name)) {
-                            let agent_reason = layers.iter().find(|l| l.row.as_ref().is_some_and(|r| r.layer == Layer::Agent)).and_then(|l| l.because.first().cloned());
+                            // Name the agent rule that decides, not merely the first one.
+                            let agent_reason = layers
+                                .iter()
+                                .find(|l| l.row.as_ref().is_some_and(|r| r.layer == Layer::Agent))
+                                .and_then(|l| l.because.iter().rev().find(|(r, _)| Some(r.level) == l.max()).cloned());
                             let mut d = Diagnostic::warning(
                                 codes::LEVELS_SKILL_LOOSENS,
                                 format!(
