@@ -853,6 +853,13 @@ impl<'a> Checker<'a> {
                                     .help(format!("the strictest wins, so it is `{wins}`; keep it in one list")),
                             );
                         }
+                        if layer == Layer::Package && list.level == Level::Alone {
+                            self.diags.push(
+                                Diagnostic::warning(codes::LEVELS_ALONE_IGNORED, format!("`alone [{}]` says nothing in the package-wide layer", nodes[id].name))
+                                    .at(entry.span, "this layer only tightens")
+                                    .help("the agent's `may` decides what runs alone; name the tool `alone` there"),
+                            );
+                        }
                         existing.push(NamedRule { level: list.level, condition, span: entry.span, list_span: list.span });
                     }
                 }

@@ -517,8 +517,15 @@ fn table_from(path: &Path) -> Result<crate::table::Table, u8> {
         });
     }
     let out = compile::compile_package(path).map_err(|e| io_error(&e, Format::Human))?;
+    let only_tests_fail = out.diagnostics.iter().filter(|d| d.is_error()).all(|d| d.code == crate::diagnostics::codes::TEST_FAILED);
+    let has_errors = out.has_errors();
     match out.table {
-        Some(t) if !out.has_errors() => Ok(t),
+        Some(t) if only_tests_fail => {
+            if has_errors {
+                errln!("warning: `{}` compiles, but its tests fail (`permitc test {}`); diffing it anyway", path.display(), path.display());
+            }
+            Ok(t)
+        }
         _ => {
             err!("{}", render(&out.diagnostics, &out.sources, colour()));
             errln!("{}", summary(path, &out));
@@ -670,7 +677,7 @@ fn test(paths: &[PathBuf], format: Format) -> u8 {
             if format == Format::Human {
                 outln!("test {} :: {} ... {}", path.display(), t.name, if t.failures.is_empty() { "ok" } else { "FAILED" });
                 for f in &t.failures {
-                    outln!("    {} is `{}`, expected `{}`: decided by {}", f.triple, f.actual, f.expected, f.why);
+                    outln!("    {} is `{}`, expected `{}`: {}", f.triple, f.actual, f.expected, f.why);
                 }
             }
         }
@@ -753,6 +760,23 @@ fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) ->
     }
 }
 
+/// A line without its `//` comment (a `//` inside a string is not a comment).
+fn strip_comment(line: &str) -> &str {
+    let mut in_string = false;
+    let mut escaped = false;
+    let bytes = line.as_bytes();
+    for (i, b) in bytes.iter().enumerate() {
+        match b {
+            _ if escaped => escaped = false,
+            b'\\' if in_string => escaped = true,
+            b'"' => in_string = !in_string,
+            b'/' if !in_string && bytes.get(i + 1) == Some(&b'/') => return &line[..i],
+            _ => {}
+        }
+    }
+    line
+}
+
 /// Why a triple is not offered, in the runtime's words (spec §3 step 1).
 fn not_offered(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Option<&'static str> {
     let m = &a.model;
@@ -791,8 +815,15 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
     };
     let line_text = |span: crate::syntax::Span| {
         let src = a.sources.get(span.file);
-        let (line, _) = src.line_col(span.start);
-        let text = src.text.lines().nth(line as usize - 1).unwrap_or("").trim().to_string();
+        let (line, col) = src.line_col(span.start);
+        // The rule as written, from the start of its first line to its end, whitespace collapsed (a
+        // condition written over several lines is quoted whole).
+        let start = (span.start - (col - 1)) as usize;
+        let first_line_end = src.text[start..].find('\n').map_or(src.text.len(), |i| start + i);
+        let end = (span.end as usize).max(first_line_end).min(src.text.len());
+        let raw = src.text.get(start..end).unwrap_or("");
+        let raw = raw.lines().map(strip_comment).collect::<Vec<_>>().join(" ");
+        let text = raw.split_whitespace().collect::<Vec<_>>().join(" ");
         (format!("{}:{}", a.sources.display_name(span.file), line), text)
     };
     // Witness paths of each effect (and of the reserved subject).

@@ -676,7 +676,7 @@ pub fn table_level(table: &Table, agent: &str, skill: &str, tool: &str, args: &s
     };
     let Some(entry) = table.entry(agent, skill, tool) else { return (Level::Never, why_not.to_string()) };
     match entry.level_for(args) {
-        Err(e) => (Level::Never, e.to_string()),
+        Err(e) => (Level::Never, format!("fail-closed: {e}")),
         Ok(level) => {
             let rules: Vec<String> = entry
                 .because
@@ -687,7 +687,7 @@ pub fn table_level(table: &Table, agent: &str, skill: &str, tool: &str, args: &s
                     None => format!("`{}`", r.rule),
                 })
                 .collect();
-            (level, if rules.is_empty() { "the rows of the entry".to_string() } else { rules.join(", ") })
+            (level, if rules.is_empty() { "the rows of the entry".to_string() } else { format!("decided by {}", rules.join(", ")) })
         }
     }
 }
@@ -706,7 +706,7 @@ fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnost
                     Diagnostic::error(codes::TEST_FAILED, format!("test `{}`: {triple} is `{actual}`, not `{}`", t.name, e.level))
                         .at(e.level_span, format!("expected `{}`", e.level))
                         .with(e.span, format!("the table says `{actual}`"))
-                        .help(format!("decided by {why}; change the policy or the expectation")),
+                        .help(format!("why: {why}; change the policy or the expectation")),
                 );
                 failures.push(TestFailure { triple, expected: e.level, actual, why });
             }
