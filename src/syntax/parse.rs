@@ -149,9 +149,7 @@ fn declaration_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Declaration {
             _ => unreachable!("declaration: no other alternatives"),
         }
     }
-    // INVARIANT: the grammar requires exactly one alternative after the doc comments.
-    #[expect(clippy::expect_used, reason = "the grammar guarantees one declaration body")]
-    let kind = kind.expect("declaration has a body");
+    let Some(kind) = kind else { unreachable!("declaration: the grammar requires one alternative after the doc comments") };
     Declaration { docs, kind, span }
 }
 
