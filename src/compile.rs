@@ -663,18 +663,10 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
 /// The level the table gives a call, as the runtime would: `never` when not offered or when a condition
 /// cannot be evaluated, with why.
 pub fn table_level(table: &Table, agent: &str, skill: &str, tool: &str, args: &serde_json::Map<String, serde_json::Value>) -> (Level, String) {
-    let why_not = if !table.agents.contains_key(agent) {
-        "unknown agent"
-    } else if !table.skills.contains_key(skill) {
-        "unknown skill"
-    } else if !table.agents[agent].skills.iter().any(|s| s == skill) {
-        "not one of the agent's skills"
-    } else if !table.tools.contains_key(tool) {
-        "unknown tool"
-    } else {
-        "not one of the skill's tools"
+    let entry = match table.offered(agent, skill, tool) {
+        Ok(entry) => entry,
+        Err(why) => return (Level::Never, why.to_string()),
     };
-    let Some(entry) = table.entry(agent, skill, tool) else { return (Level::Never, why_not.to_string()) };
     match entry.level_for(args) {
         Err(e) => (Level::Never, format!("fail-closed: {e}")),
         Ok(level) => {

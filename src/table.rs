@@ -659,6 +659,26 @@ impl Table {
     pub fn entry(&self, agent: &str, skill: &str, tool: &str) -> Option<&Entry> {
         self.entries.get(agent)?.get(skill)?.get(tool)
     }
+
+    /// The entry for a triple, or why it is not offered, in the words of spec §3 step 1: "unknown agent",
+    /// "unknown skill", "not one of the agent's skills", "unknown tool", "not one of the skill's tools".
+    /// The one place these reasons are decided, for the runtime and the compiler alike.
+    ///
+    /// Errors: the reason, when the triple is not offered (the answer is then `never`).
+    pub fn offered(&self, agent: &str, skill: &str, tool: &str) -> Result<&Entry, &'static str> {
+        let Some(a) = self.agents.get(agent) else { return Err("unknown agent") };
+        let Some(s) = self.skills.get(skill) else { return Err("unknown skill") };
+        if !a.skills.iter().any(|x| x == skill) {
+            return Err("not one of the agent's skills");
+        }
+        if !self.tools.contains_key(tool) {
+            return Err("unknown tool");
+        }
+        if !s.tools.iter().any(|x| x == tool) {
+            return Err("not one of the skill's tools");
+        }
+        self.entry(agent, skill, tool).ok_or("not one of the skill's tools")
+    }
 }
 
 /// SHA-256 of `bytes` as 64 lowercase hex digits.

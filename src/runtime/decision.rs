@@ -137,17 +137,13 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
         d.refusal = Some(why);
         d
     };
-    let Some(agent) = table.agents.get(&call.agent) else { return refuse(d, "unknown agent".into()) };
-    let Some(skill) = table.skills.get(&call.skill) else { return refuse(d, "unknown skill".into()) };
-    if !agent.skills.contains(&call.skill) {
-        return refuse(d, "not one of the agent's skills".into());
-    }
-    let Some(tool) = table.tools.get(&call.tool) else { return refuse(d, "unknown tool".into()) };
-    if !skill.tools.contains(&call.tool) {
-        return refuse(d, "not one of the skill's tools".into());
-    }
-    let Some(entry) = table.entry(&call.agent, &call.skill, &call.tool) else {
-        return refuse(d, "not one of the skill's tools".into());
+    let entry = match table.offered(&call.agent, &call.skill, &call.tool) {
+        Ok(entry) => entry,
+        Err(why) => return refuse(d, why.into()),
+    };
+    // INVARIANT: `offered` succeeded, so the agent and the tool exist.
+    let (Some(agent), Some(tool)) = (table.agents.get(&call.agent), table.tools.get(&call.tool)) else {
+        return refuse(d, "unknown agent".into());
     };
     d.offered = true;
     d.table_level = entry.level;
