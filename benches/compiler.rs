@@ -2,7 +2,8 @@
 //! (ten call edges per tool), and `diff` of two compiled 100k-tool tables.
 //!
 //! Run: `cargo bench --bench compiler`. Generating the text is not timed; parsing, checking, effect
-//! inference, levels, the table with its digests and the package's tests are.
+//! inference, levels, the table with its digests and the package's tests are. `stages_10k` times the
+//! stages one by one, and the rendering of the warnings that `permitc check` adds.
 
 // `criterion_group!` generates undocumented functions; the crate denies `missing_docs`.
 #![allow(missing_docs)]
@@ -92,6 +93,12 @@ fn stages_10k(c: &mut Criterion) {
         b.iter(|| permits::compile::analyze(black_box(&loaded.package), black_box(&loaded.sources)))
     });
     g.bench_function("build_table", |b| b.iter(|| permits::compile::build_table(black_box(&analysis))));
+    // What `permitc check` adds after compiling: rendering the package's warnings (miette, no colour).
+    let out = check_compile(text.clone());
+    eprintln!("stages_10k: {} diagnostics to render", out.diagnostics.len());
+    g.bench_function("render_diagnostics", |b| {
+        b.iter(|| permits::cli::render_plain(black_box(&out.diagnostics), black_box(&out.sources)))
+    });
     g.finish();
 }
 

@@ -1,5 +1,7 @@
 //! Runtime benchmarks (BENCHMARKS.md): one decision (an offered triple, a miss, a triple decided by a
-//! condition), a proposal fingerprint, and loading + verifying a ~10 MB table.
+//! condition), as a level alone (`Table::decide_level`, the question an agent asks before every call) and
+//! as a whole owned `Decision` (`decide_table`: reasons, decider, digests); a proposal fingerprint; and
+//! loading + verifying a ~10 MB table.
 //!
 //! Run: `cargo bench --bench runtime`. The tables are compiled from `permits::generate` packages before
 //! anything is timed.
@@ -13,7 +15,7 @@ use std::time::Duration;
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use permits::generate::{Config, generate};
 use permits::runtime::{AdmitAll, Call, Runtime, decide_table, fingerprint};
-use permits::table::{Level, Table};
+use permits::table::{Level, LevelIndex, Table};
 use serde_json::json;
 
 /// An agent whose skill offers `T1` under a condition and `T2` without one, appended to every generated
@@ -90,21 +92,32 @@ fn decide(c: &mut Criterion) {
     assert!(d.offered && d.refusal.is_none(), "{d:?}");
     assert!(table.entry(&calls.conditional.agent, &calls.conditional.skill, &calls.conditional.tool).is_some_and(|e| e.level.is_none()));
 
+    // The level alone, borrowed from the table: the same checks as `decide_table` (offered, person,
+    // arguments against the parameters, conditions) and the same level, no allocation. Through the
+    // `LevelIndex` an embedding agent builds once per table; `table_hit` asks the table's `BTreeMap`s.
+    let index = LevelIndex::new(&table);
+    let level = |call: &Call| {
+        index.decide_level(&call.agent, &call.skill, &call.tool, &call.arguments, call.requester.as_deref()).map(|l| l.level)
+    };
+    let table_level = |call: &Call| {
+        table.decide_level(&call.agent, &call.skill, &call.tool, &call.arguments, call.requester.as_deref()).map(|l| l.level)
+    };
+    for call in [&calls.hit, &calls.miss, &calls.conditional] {
+        assert_eq!(level(call).unwrap_or(Level::Never), decide_table(&table, call).level);
+        assert_eq!(table_level(call), level(call));
+    }
+    let mut g = c.benchmark_group("decide_level");
+    g.bench_function("hit", |b| b.iter(|| level(black_box(&calls.hit))));
+    g.bench_function("miss", |b| b.iter(|| level(black_box(&calls.miss))));
+    g.bench_function("condition", |b| b.iter(|| level(black_box(&calls.conditional))));
+    g.bench_function("table_hit", |b| b.iter(|| table_level(black_box(&calls.hit))));
+    g.finish();
+
+    // The whole owned `Decision`: reasons, decider, digests, the refusal in words.
     let mut g = c.benchmark_group("decide_table");
     g.bench_function("hit", |b| b.iter(|| decide_table(black_box(&table), black_box(&calls.hit))));
     g.bench_function("miss", |b| b.iter(|| decide_table(black_box(&table), black_box(&calls.miss))));
     g.bench_function("condition", |b| b.iter(|| decide_table(black_box(&table), black_box(&calls.conditional))));
-    // The floor under `decide_table`: the entry lookup and its level alone (no owned `Decision`, no
-    // argument check, no decider), i.e. what a borrowed "level only" API would cost.
-    let args_of = |call: &Call| call.arguments.as_object().cloned().unwrap_or_default();
-    let (hit_args, cond_args) = (args_of(&calls.hit), args_of(&calls.conditional));
-    let level_only = |call: &Call, args: &serde_json::Map<String, serde_json::Value>| {
-        table.entry(&call.agent, &call.skill, &call.tool).map(|e| e.level.map_or_else(|| e.level_for(args), Ok))
-    };
-    g.bench_function("level_only_hit", |b| b.iter(|| level_only(black_box(&calls.hit), black_box(&hit_args))));
-    g.bench_function("level_only_condition", |b| {
-        b.iter(|| level_only(black_box(&calls.conditional), black_box(&cond_args)))
-    });
     g.finish();
 
     // The same hit through the embedded runtime: a store transaction for the standing rules and an

@@ -46,6 +46,34 @@ pub struct Model<'a> {
     pub proposal_lifetime: Option<u64>,
     /// `grant_lifetime` in seconds, if written.
     pub grant_lifetime: Option<u64>,
+    /// Every budget whose fields checked, by name (spec §6).
+    pub budgets: BTreeMap<&'a str, BudgetModel<'a>>,
+}
+
+/// A budget, checked (spec §6): figures are whole numbers in the minor unit (`unit`, e.g. cents).
+#[derive(Clone, Debug)]
+pub struct BudgetModel<'a> {
+    /// Where its name is written.
+    pub name_span: Span,
+    /// `currency` (`"USD"`).
+    pub currency: String,
+    /// `unit`: the minor unit amounts are counted in (`cents`).
+    pub unit: &'a str,
+    /// `ceiling`: the most that may be spent and reserved together, in the minor unit.
+    pub ceiling: u64,
+    /// `alone_up_to`: the largest amount a call may spend without a person (the automatic allowance).
+    pub alone_up_to: u64,
+}
+
+/// A `spend BUDGET by PARAM` operation, resolved: the budget and the `money` parameter of its node.
+#[derive(Clone, Copy, Debug)]
+pub struct SpendOp<'a> {
+    /// The budget.
+    pub budget: &'a str,
+    /// The `money` parameter that says how much.
+    pub param: &'a str,
+    /// The operation.
+    pub span: Span,
 }
 
 /// A `test` block, resolved.
@@ -99,6 +127,8 @@ pub struct Node<'a> {
     pub version: Option<(&'a str, &'a str)>,
     /// `subject P`.
     pub subject: Option<&'a str>,
+    /// Its own `spend` operation, resolved (at most one per tool or function).
+    pub spend: Option<SpendOp<'a>>,
 }
 
 impl Node<'_> {
@@ -253,6 +283,7 @@ enum Kind {
     Queue,
     Agent,
     Skill,
+    Budget,
 }
 
 impl Kind {
@@ -272,6 +303,7 @@ impl Kind {
             Kind::Queue => "queue",
             Kind::Agent => "agent",
             Kind::Skill => "skill",
+            Kind::Budget => "budget",
         }
     }
 }
@@ -280,13 +312,20 @@ struct Checker<'a> {
     names: HashMap<&'a str, (Kind, Span)>,
     docs: HashMap<&'a str, String>,
     entities: HashMap<&'a str, &'a Entity>,
+    budgets: HashMap<&'a str, &'a Budget>,
     diags: Vec<Diagnostic>,
 }
 
 /// Resolves and checks a package. Returns the model (built even when there are errors, from what
 /// resolved) and every diagnostic of this stage.
 pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
-    let mut c = Checker { names: HashMap::new(), docs: HashMap::new(), entities: HashMap::new(), diags: Vec::new() };
+    let mut c = Checker {
+        names: HashMap::new(),
+        docs: HashMap::new(),
+        entities: HashMap::new(),
+        budgets: HashMap::new(),
+        diags: Vec::new(),
+    };
     c.collect_names(package);
 
     // Nodes: tools and functions, sorted by name so node ids do not depend on file order.
@@ -318,6 +357,7 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
         tests: Vec::new(),
         proposal_lifetime: None,
         grant_lifetime: None,
+        budgets: BTreeMap::new(),
     };
     let mut package_may_span: Option<Span> = None;
     let mut lifetime_spans: HashMap<bool, Span> = HashMap::new();
@@ -344,6 +384,11 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
                     if !list.contains(&h) {
                         list.push(h);
                     }
+                }
+            }
+            DeclarationKind::Budget(b) => {
+                if let Some(budget) = c.budget(b) {
+                    model.budgets.entry(&b.name.name).or_insert(budget);
                 }
             }
             DeclarationKind::Lifetime(l) => {
@@ -434,6 +479,7 @@ impl<'a> Checker<'a> {
                 DeclarationKind::Queue(q) => (&q.name, Kind::Queue),
                 DeclarationKind::Agent(a) => (&a.name, Kind::Agent),
                 DeclarationKind::Skill(s) => (&s.name, Kind::Skill),
+                DeclarationKind::Budget(b) => (&b.name, Kind::Budget),
                 DeclarationKind::Test(_) => continue,
                 DeclarationKind::May(_) | DeclarationKind::Authority(_) | DeclarationKind::Lifetime(_) => {
                     if !d.docs.is_empty() {
@@ -463,15 +509,20 @@ impl<'a> Checker<'a> {
                 self.entities.insert(&e.name.name, e);
                 self.warn_repeats(&e.fields, "field");
             }
+            if let DeclarationKind::Budget(b) = &d.kind {
+                self.budgets.insert(&b.name.name, b);
+            }
         }
     }
 
     /// Checks that `ident` names something of one of `kinds`; reports it otherwise.
     fn resolve(&mut self, ident: &Ident, kinds: &[Kind]) -> bool {
-        let wanted = kinds.iter().map(|k| k.noun()).collect::<Vec<_>>().join(" or ");
+        // The words are built only for a diagnostic: this runs once per name use (every call edge).
+        let wanted = || kinds.iter().map(|k| k.noun()).collect::<Vec<_>>().join(" or ");
         match self.names.get(ident.name.as_str()) {
             Some((kind, _)) if kinds.contains(kind) => true,
             Some((kind, span)) => {
+                let wanted = wanted();
                 let mut d = Diagnostic::error(codes::CHECK_WRONG_KIND, format!("`{}` is {}, not a {wanted}", ident.name, kind.with_article()))
                     .at(ident.span, format!("a {wanted} is expected here"))
                     .with(*span, format!("`{}` is defined here", ident.name));
@@ -484,6 +535,7 @@ impl<'a> Checker<'a> {
                 false
             }
             None => {
+                let wanted = wanted();
                 let candidates = self.names.iter().filter(|(_, (k, _))| kinds.contains(k)).map(|(n, _)| *n);
                 let mut d = Diagnostic::error(codes::CHECK_UNKNOWN, format!("unknown {wanted} `{}`", ident.name))
                     .at(ident.span, format!("no {wanted} has this name"));
@@ -525,6 +577,107 @@ impl<'a> Checker<'a> {
             }
         }
         out
+    }
+
+    /// Checks a budget's fields (spec §6): `currency` (a string), `unit` (a name), `ceiling` and
+    /// `alone_up_to` (whole numbers ≥ 0 in the minor unit), each exactly once; every problem is reported.
+    fn budget(&mut self, b: &'a Budget) -> Option<BudgetModel<'a>> {
+        const FIELDS: [&str; 4] = ["currency", "unit", "ceiling", "alone_up_to"];
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        let (mut currency, mut unit, mut ceiling, mut alone_up_to) = (None, None, None, None);
+        for f in &b.fields {
+            let key = f.key.name.as_str();
+            if !FIELDS.contains(&key) {
+                let mut d = Diagnostic::error(codes::CHECK_BUDGET, format!("a budget has no field `{key}`"))
+                    .at(f.key.span, "unknown field");
+                d = match closest(key, FIELDS.iter().copied()) {
+                    Some(n) => d.help(format!("did you mean `{n}`? a budget has `currency`, `unit`, `ceiling` and `alone_up_to`")),
+                    None => d.help("a budget has `currency`, `unit`, `ceiling` and `alone_up_to`"),
+                };
+                self.diags.push(d);
+                continue;
+            }
+            if let Some(first) = seen.get(key) {
+                self.diags.push(repeated(&format!("the budget field `{key}`"), f.span, *first));
+                continue;
+            }
+            seen.insert(key, f.span);
+            let wrong = |what: &str| {
+                Diagnostic::error(codes::CHECK_BUDGET, format!("the budget field `{key}` must be {what}"))
+                    .at(f.value.span(), format!("not {what}"))
+            };
+            match (key, &f.value) {
+                ("currency", BudgetValue::String(s)) => currency = Some(s.value.clone()),
+                ("currency", _) => self.diags.push(wrong("a string").help("write the currency code in quotes: `currency: \"USD\"`")),
+                ("unit", BudgetValue::Name(n)) => unit = Some(n.name.as_str()),
+                ("unit", _) => self.diags.push(wrong("a name").help("name the minor unit amounts are counted in: `unit: cents`")),
+                (_, BudgetValue::Number(text, span)) => match text.parse::<u64>() {
+                    Ok(v) if v <= i64::MAX as u64 => {
+                        if key == "ceiling" {
+                            ceiling = Some(v);
+                        } else {
+                            alone_up_to = Some((v, *span));
+                        }
+                    }
+                    _ => self.diags.push(
+                        Diagnostic::error(codes::CHECK_BUDGET, format!("the budget field `{key}` must be a whole number from 0 to {}", i64::MAX))
+                            .at(*span, "out of range")
+                            .help("amounts are whole numbers in the budget's minor unit (cents), never negative"),
+                    ),
+                },
+                _ => self.diags.push(
+                    wrong("a whole number").help("amounts are whole numbers in the budget's minor unit: `ceiling: 2500` for $25.00"),
+                ),
+            }
+        }
+        let missing: Vec<&str> = FIELDS.iter().copied().filter(|k| !seen.contains_key(k)).collect();
+        if !missing.is_empty() {
+            let list = missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
+            self.diags.push(
+                Diagnostic::error(codes::CHECK_BUDGET, format!("the budget `{}` is missing {list}", b.name.name))
+                    .at(b.name.span, "declared here")
+                    .help(format!(
+                        "write every field: `budget {} {{ currency: \"USD\", unit: cents, ceiling: 2500, alone_up_to: 0 }}`",
+                        b.name.name
+                    )),
+            );
+        }
+        let (ceiling, (alone_up_to, alone_span)) = (ceiling?, alone_up_to?);
+        if alone_up_to > ceiling {
+            self.diags.push(
+                Diagnostic::warning(codes::CHECK_BUDGET_ALLOWANCE, format!("`alone_up_to` of budget `{}` is above its ceiling", b.name.name))
+                    .at(alone_span, format!("{alone_up_to} is more than the ceiling of {ceiling}"))
+                    .help("no call can spend more than the ceiling: lower `alone_up_to`, or raise `ceiling`"),
+            );
+        }
+        Some(BudgetModel { name_span: b.name.span, currency: currency?, unit: unit?, ceiling, alone_up_to })
+    }
+
+    /// Checks the parameter of `spend BUDGET by PARAM`: a parameter of the node, of type `money`.
+    fn spend_param(&mut self, node: &Ident, params: &[Param], by: &Ident) -> bool {
+        match params.iter().find(|p| p.name.name == by.name) {
+            Some(p) if p.ty.name == "money" => true,
+            Some(p) => {
+                self.diags.push(
+                    Diagnostic::error(codes::CHECK_SPEND, format!("`spend` by `{}`, which is not `money`", by.name))
+                        .at(by.span, format!("`{}` is `{}`", by.name, p.ty.name))
+                        .with(p.ty.span, "declared here")
+                        .help("an amount is a `money` parameter: a whole number in the budget's minor unit, computed by the host"),
+                );
+                false
+            }
+            None => {
+                let near = closest(&by.name, params.iter().map(|p| p.name.name.as_str()));
+                let mut d = Diagnostic::error(codes::CHECK_SPEND, format!("`{}` has no parameter `{}` to spend by", node.name, by.name))
+                    .at(by.span, "no parameter has this name");
+                d = match near {
+                    Some(n) => d.help(format!("did you mean `{n}`? name a `money` parameter of `{}`", node.name)),
+                    None => d.help(format!("add a parameter like `amount: money` to `{}` and spend by it", node.name)),
+                };
+                self.diags.push(d);
+                false
+            }
+        }
     }
 
     fn param_type(&mut self, ty: &Ident) -> Option<ParamType> {
@@ -630,8 +783,10 @@ impl<'a> Checker<'a> {
             claim,
             version: None,
             subject: None,
+            spend: None,
         };
         let mut version_span: Option<Span> = None;
+        let mut spend_span: Option<Span> = None;
         let mut subject_span: Option<Span> = None;
         let is_extern = node.is_extern();
         for s in body {
@@ -661,11 +816,23 @@ impl<'a> Checker<'a> {
                 }
                 StatementKind::Send(_) => node.operations.push(op(EffectSet::of(EffectClass::Sends))),
                 StatementKind::Reach(_) => node.operations.push(op(EffectSet::of(EffectClass::ReachesOut))),
-                StatementKind::Spend { .. } => self.diags.push(
-                    Diagnostic::error(codes::CHECK_UNSUPPORTED, "budgets are not supported yet")
-                        .at(s.span, "`spend` needs a budget")
-                        .help("until budgets land, declare the spending tool as an `extern tool` claiming `spends`"),
-                ),
+                StatementKind::Spend { budget, by } => {
+                    if let Some(first) = spend_span {
+                        self.diags.push(
+                            repeated("`spend`", s.span, first)
+                                .help("a tool spends from one budget, by one `money` parameter: the runtime checks that amount"),
+                        );
+                        continue;
+                    }
+                    spend_span = Some(s.span);
+                    let budget_ok = self.resolve(budget, &[Kind::Budget]);
+                    let param_ok = self.spend_param(name, params, by);
+                    // The effect is proven either way (a spend is a spend); the binding needs both names.
+                    node.operations.push(op(EffectSet::of(EffectClass::Spends)));
+                    if budget_ok && param_ok {
+                        node.spend = Some(SpendOp { budget: &budget.name, param: &by.name, span: s.span });
+                    }
+                }
                 StatementKind::Call(target) => {
                     if self.resolve(target, &[Kind::Tool, Kind::Function]) {
                         if let Some(&id) = node_of.get(target.name.as_str()) {
@@ -855,9 +1022,12 @@ impl<'a> Checker<'a> {
                         }
                         if layer == Layer::Package && list.level == Level::Alone {
                             self.diags.push(
-                                Diagnostic::warning(codes::LEVELS_ALONE_IGNORED, format!("`alone [{}]` says nothing in the package-wide layer", nodes[id].name))
-                                    .at(entry.span, "this layer only tightens")
-                                    .help("the agent's `may` decides what runs alone; name the tool `alone` there"),
+                                Diagnostic::warning(
+                                    codes::LEVELS_ALONE_IGNORED,
+                                    format!("`alone [{}]` cannot make anything alone in the package-wide layer", nodes[id].name),
+                                )
+                                .at(entry.span, "this layer only tightens: a named entry only takes the tool out of this layer's class settings")
+                                .help("the agent's `may` decides what runs alone; name the tool `alone` there, and here only what this layer tightens"),
                             );
                         }
                         existing.push(NamedRule { level: list.level, condition, span: entry.span, list_span: list.span });

@@ -854,6 +854,12 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
         let assumed = s < 5 && !a.effects.real[d.tool].has_slot(s);
         witnesses.push((class, hops.join(" → "), end, assumed));
     }
+    // The budget the tool spends from (spec §6), with its figures.
+    let budget = a.model.nodes[d.tool].spend.and_then(|sp| {
+        let b = a.model.budgets.get(sp.budget)?;
+        let (place, _) = line_text(b.name_span);
+        Some((sp, b, place))
+    });
     match format {
         Format::Json => {
             let reasons: Vec<_> = d
@@ -874,6 +880,10 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
                 serde_json::to_string_pretty(&serde_json::json!({
                     "agent": agent, "skill": skill, "tool": tool, "level": d.level, "possible": d.possible, "offered": true,
                     "route": d.route, "reasons": reasons, "witnesses": w, "rows": d.rows,
+                    "budget": budget.map(|(sp, b, at)| serde_json::json!({
+                        "name": sp.budget, "by": sp.param, "currency": b.currency, "unit": b.unit,
+                        "ceiling": b.ceiling, "alone_up_to": b.alone_up_to, "at": at,
+                    })),
                 }))
                 .unwrap_or_default()
             )
@@ -925,6 +935,16 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
             }
             if let Some((claim, _)) = a.model.nodes[d.tool].claim {
                 out.push_str(&format!("  claim: {} (levels use the claim)\n", claim.describe()));
+            }
+            if let Some((sp, b, at)) = &budget {
+                out.push_str(&format!(
+                    "  budget: spends from `{}` by `{}` ({} {}): ceiling {}, alone up to {} (declared at {at})\n",
+                    sp.budget, sp.param, b.currency, b.unit, b.ceiling, b.alone_up_to
+                ));
+                out.push_str(&format!(
+                    "    every execution reserves `{}` against the ceiling; a call over {} is at least propose, whatever the level\n",
+                    sp.param, b.alone_up_to
+                ));
             }
             let _ = EffectClass::Reads;
             if d.level.is_some() {

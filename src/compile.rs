@@ -15,7 +15,7 @@ use crate::syntax::{self, Loaded, Sources, Span};
 use crate::table::{
     self, AgentInfo, Authority, EffectClass, EffectInfo, Entry, Header, Hop as TableHop, HopKind, Layer, Level, NamedRow,
     EntityInfo, PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Reason, ReasonKind, Route, Row, SkillInfo, SourceRef, Table,
-    ToolInfo, VersionInfo, canonical_json, sha256_hex,
+    ToolInfo, VersionInfo, canonical_digest, sha256_hex, BudgetInfo, SpendInfo,
 };
 
 /// The compiler's name and version, as written in `header.compiler`.
@@ -158,6 +158,7 @@ pub fn analyze<'a>(package: &'a syntax::ast::Package, sources: &'a Sources) -> (
     let (model, mut diagnostics) = check::check(package);
     let (effects, mut d) = effects::infer(&model, sources);
     diagnostics.append(&mut d);
+    diagnostics.append(&mut check_spend_binding(&model, &effects));
     let mut analysis = Analysis { sources, model, effects, decisions: Vec::new() };
     let mut d = decide_all(&mut analysis);
     diagnostics.append(&mut d);
@@ -168,6 +169,67 @@ pub fn analyze<'a>(package: &'a syntax::ast::Package, sources: &'a Sources) -> (
         );
     }
     (Some(analysis), diagnostics)
+}
+
+/// Spec §6: every execution of a tool that spends from a budget is checked against it, so a tool that
+/// reaches a `spend` through what it calls must say how much itself, from the same budget. Budgets
+/// reached are propagated over the condensation (callees first), like effects. Reports
+/// `permits::check::spend_unbound` naming the budget and the call through which it is reached.
+fn check_spend_binding(model: &Model<'_>, effects: &Effects) -> Vec<Diagnostic> {
+    let mut reached: Vec<BTreeSet<&str>> = vec![BTreeSet::new(); effects.components.len()];
+    for (ci, members) in effects.components.iter().enumerate() {
+        let mut set: BTreeSet<&str> = BTreeSet::new();
+        for &m in members {
+            if let Some(sp) = model.nodes[m].spend {
+                set.insert(sp.budget);
+            }
+            for (callee, _) in &model.nodes[m].calls {
+                let cc = effects.component_of[*callee];
+                if cc != ci {
+                    set.extend(reached[cc].iter().copied());
+                }
+            }
+        }
+        reached[ci] = set;
+    }
+    let mut out = Vec::new();
+    for (id, node) in model.nodes.iter().enumerate() {
+        if !node.is_tool() || node.is_extern() {
+            continue;
+        }
+        let own = node.spend.map(|sp| sp.budget);
+        let ci = effects.component_of[id];
+        for budget in &reached[ci] {
+            if Some(*budget) == own {
+                continue;
+            }
+            // The call through which the budget is reached (the first one written).
+            let via = node.calls.iter().find(|(c, _)| {
+                let cc = effects.component_of[*c];
+                reached[cc].contains(budget) || model.nodes[*c].spend.is_some_and(|sp| sp.budget == *budget)
+            });
+            let mut d = Diagnostic::error(
+                codes::CHECK_SPEND_UNBOUND,
+                format!("`{}` spends from the budget `{budget}` but says no amount of its own", node.name),
+            )
+            .at(node.name_span, "every execution of a spending tool is checked against its budget");
+            if let Some((callee, span)) = via {
+                d = d.with(*span, format!("spends from `{budget}` through `{}`", model.nodes[*callee].name));
+            }
+            d = match own {
+                None => d.help(format!(
+                    "add `spend {budget} by PARAM` to `{}`, with a `money` parameter holding the amount the host computes",
+                    node.name
+                )),
+                Some(other) => d.help(format!(
+                    "`{}` spends from `{other}`; a tool spends from one budget: split it, or call a tool of the same budget",
+                    node.name
+                )),
+            };
+            out.push(d);
+        }
+    }
+    out
 }
 
 /// The restrictively named tools each component reaches through at least one call.
@@ -259,10 +321,16 @@ fn eval_layer(
     let class = per_class.iter().map(|(_, l, _)| *l).max();
     // A caller inherits a callee's restrictive entry whatever its condition.
     let mut inherited: Option<(Level, NodeId, Span)> = None;
-    // (A tool named in a list and sitting in a cycle reaches itself; its own entry is its named level,
-    // not an inherited one.)
-    for c in reach.iter().filter(|c| **c != tool) {
+    // A tool named in a list and sitting in a cycle calls itself, transitively: like any caller it
+    // inherits its own restrictive entry whatever the condition (a recursive call's arguments are not
+    // checked). When an unconditional entry at least as strict always applies, that copy would only
+    // repeat the named reason, so it is left out.
+    let covered = |level: Level| named_rules.iter().any(|u| u.condition.is_none() && u.level >= level);
+    for c in reach.iter() {
         if let Some(r) = rules.named_level(*c) {
+            if *c == tool && covered(r.level) {
+                continue;
+            }
             if r.level >= Level::Propose && inherited.is_none_or(|(l, _, _)| r.level > l) {
                 inherited = Some((r.level, *c, r.span));
             }
@@ -528,7 +596,7 @@ fn rules_form(a: &Analysis<'_>, rules: Option<&Rules<'_>>) -> serde_json::Value 
 }
 
 fn digest_of(value: &serde_json::Value) -> String {
-    sha256_hex(canonical_json(value).unwrap_or_default().as_bytes())
+    canonical_digest(value).unwrap_or_else(|_| sha256_hex(b""))
 }
 
 /// Builds the decision table from an analysis without errors.
@@ -556,6 +624,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
                 reserved: a.effects.witness[i][RESERVED_SLOT].map(|h| table_hop(a, i, h)),
                 version: node.version.map(|(p, f)| VersionInfo { param: p.to_string(), field: f.to_string() }),
                 subject: node.subject.map(str::to_string),
+                spends: node.spend.filter(|_| !node.is_extern()).map(|sp| SpendInfo { budget: sp.budget.to_string(), param: sp.param.to_string() }),
                 definition_digest: a.effects.definition_digest[i].clone(),
             },
         );
@@ -654,6 +723,20 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
             decides_proposals: holders(crate::syntax::ast::AuthorityKind::DecidesProposals),
             widens_autonomy: holders(crate::syntax::ast::AuthorityKind::WidensAutonomy),
         },
+        budgets: model
+            .budgets
+            .iter()
+            .map(|(n, b)| {
+                let info = BudgetInfo {
+                    currency: b.currency.clone(),
+                    unit: b.unit.to_string(),
+                    ceiling: b.ceiling,
+                    alone_up_to: b.alone_up_to,
+                    doc: doc(n),
+                };
+                (n.to_string(), info)
+            })
+            .collect(),
         entries,
     };
     table.seal();
@@ -669,6 +752,9 @@ pub fn table_level(table: &Table, agent: &str, skill: &str, tool: &str, args: &s
     };
     match entry.level_for(args) {
         Err(e) => (Level::Never, format!("fail-closed: {e}")),
+        Ok(Level::Alone) if over_allowance(table, tool, args).is_some() => {
+            (Level::Propose, over_allowance(table, tool, args).unwrap_or_default())
+        }
         Ok(level) => {
             let rules: Vec<String> = entry
                 .because
@@ -682,6 +768,22 @@ pub fn table_level(table: &Table, agent: &str, skill: &str, tool: &str, args: &s
             (level, if rules.is_empty() { "the rows of the entry".to_string() } else { format!("decided by {}", rules.join(", ")) })
         }
     }
+}
+
+/// Spec §6: an `alone` call whose amount is above its budget's `alone_up_to` is treated as `propose`, as
+/// the runtime does. `Some(why)` when the arguments' amount is over the allowance.
+fn over_allowance(table: &Table, tool: &str, args: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    let spends = table.tools.get(tool)?.spends.as_ref()?;
+    let budget = table.budgets.get(&spends.budget)?;
+    let amount = args.get(&spends.param)?.as_i64()?;
+    (amount > i64::try_from(budget.alone_up_to).unwrap_or(i64::MAX)).then(|| {
+        format!(
+            "budget `{}`: {amount} {unit} is over the automatic allowance of {} {unit}",
+            spends.budget,
+            budget.alone_up_to,
+            unit = budget.unit
+        )
+    })
 }
 
 /// Runs the package's `test` blocks against its table.

@@ -12,7 +12,7 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use crate::check::{Model, NodeId, NodeKind};
 use crate::diagnostics::{Diagnostic, codes};
 use crate::syntax::{Sources, Span};
-use crate::table::{EffectClass, canonical_json, sha256_hex};
+use crate::table::{EffectClass, canonical_digest, sha256_hex};
 
 /// A set of effect classes plus the reserved subject (writing the entity `permits`), as bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -261,8 +261,11 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
         }
         // Definition digests: the component is hashed as one unit over its members' canonical forms and
         // the digests of everything outside it that they call.
-        let mut forms: Vec<serde_json::Value> = members.iter().map(|&m| local_form(model, m)).collect();
-        forms.sort_by_key(|f| f.get("name").and_then(|v| v.as_str()).unwrap_or("").to_string());
+        // Sorted by name (each form's `name`) without a key string per comparison: a component can hold
+        // most of the package.
+        let mut named: Vec<(&str, serde_json::Value)> = members.iter().map(|&m| (model.nodes[m].name, local_form(model, m))).collect();
+        named.sort_by(|a, b| a.0.cmp(b.0));
+        let forms: Vec<serde_json::Value> = named.into_iter().map(|(_, form)| form).collect();
         let mut called: Vec<&str> = members
             .iter()
             .flat_map(|&m| model.nodes[m].calls.iter())
@@ -271,10 +274,13 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
             .collect();
         called.sort_unstable();
         called.dedup();
-        let unit = sha256_hex(canonical_json(&serde_json::json!({ "members": forms, "calls": called })).unwrap_or_default().as_bytes());
+        // The value `json!({ "members": forms, "calls": called })` builds, without `json!`'s copy of `forms`.
+        let unit_form: serde_json::Map<String, serde_json::Value> =
+            [("members".to_string(), serde_json::Value::Array(forms)), ("calls".to_string(), serde_json::Value::from(called))].into_iter().collect();
+        let unit = canonical_digest(&unit_form).unwrap_or_else(|_| sha256_hex(b""));
         for &m in members {
             definition_digest[m] =
-                sha256_hex(canonical_json(&serde_json::json!({ "name": model.nodes[m].name, "unit": unit })).unwrap_or_default().as_bytes());
+                canonical_digest(&serde_json::json!({ "name": model.nodes[m].name, "unit": unit })).unwrap_or_else(|_| sha256_hex(b""));
         }
     }
 

@@ -590,6 +590,20 @@ impl<'s> Printer<'s> {
                 let d = Delims { open: "{", close: "}", spaced: true, open_pos, close_pos: end - 1 };
                 self.list(0, lo, end, &format!("entity {} ", e.name.name), &Self::name_items(&e.fields), &d, "", Gap::Keep);
             }
+            DeclarationKind::Budget(b) => {
+                let open_pos = self.skip_trivia(b.name.span.end);
+                let d = Delims { open: "{", close: "}", spaced: true, open_pos, close_pos: end - 1 };
+                let items: Vec<Item> = b
+                    .fields
+                    .iter()
+                    .map(|f| {
+                        let value = f.value.span();
+                        let text = format!("{}: {}", f.key.name, self.slice(value.start, value.end));
+                        Item::flat(f.span.start, f.span.end, text)
+                    })
+                    .collect();
+                self.list(0, lo, end, &format!("budget {} ", b.name.name), &items, &d, "", Gap::Keep);
+            }
             DeclarationKind::Authority(a) => {
                 let span = Span { file: decl.span.file, start: lo, end };
                 self.name_list_stmt(0, span, authority_keyword(a.kind), &a.holders);

@@ -15,6 +15,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+mod canonical;
+
 /// The only table format this runtime reads (`header.format`).
 pub const FORMAT: u32 = 1;
 
@@ -126,6 +128,11 @@ pub struct Table {
     pub queues: BTreeMap<String, QueueInfo>,
     /// The package-wide authority statements.
     pub authority: Authority,
+    /// Every budget, by name (spec §6); absent from the JSON when the package declares none. Budget
+    /// figures are in no entry's digest: the runtime checks them against their current values at grant
+    /// and at execution.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub budgets: BTreeMap<String, BudgetInfo>,
     /// One entry per offered triple: `entries[agent][skill][tool]`.
     pub entries: BTreeMap<String, BTreeMap<String, BTreeMap<String, Entry>>>,
 }
@@ -183,8 +190,41 @@ pub struct ToolInfo {
     pub version: Option<VersionInfo>,
     /// `subject P`: the parameter that says what a proposal is about.
     pub subject: Option<String>,
+    /// `spend BUDGET by PARAM`: the budget every execution of the tool is checked against, and the `money`
+    /// parameter that says how much (spec §6). Absent from the JSON for a tool that spends from no budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spends: Option<SpendInfo>,
     /// SHA-256 (hex) of the tool's canonical definition and of everything it calls (spec §2).
     pub definition_digest: String,
+}
+
+/// A budget (spec §6): a spending account with an automatic allowance and a cumulative ceiling, in whole
+/// numbers of its minor unit.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetInfo {
+    /// The currency code (`USD`). Informational: amounts are never converted.
+    pub currency: String,
+    /// The minor unit amounts are counted in (`cents`).
+    pub unit: String,
+    /// The most that may be spent and reserved together, in the minor unit. The runtime checks against
+    /// the smaller of this and the ceiling it installed first: a new table never raises it silently.
+    pub ceiling: u64,
+    /// The largest amount one call may spend without a person, in the minor unit: the automatic allowance.
+    /// A call above it is at least `propose`.
+    pub alone_up_to: u64,
+    /// The budget's doc comment, lines joined by `\n`.
+    pub doc: Option<String>,
+}
+
+/// How a tool spends: `spend BUDGET by PARAM` (spec §6).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpendInfo {
+    /// The budget's name (a key of [`Table::budgets`]).
+    pub budget: String,
+    /// The tool's `money` parameter that holds the amount, in the budget's minor unit.
+    pub param: String,
 }
 
 /// A declared parameter.
@@ -566,6 +606,9 @@ pub enum ReasonKind {
     Inherited,
     /// The tool writes the reserved entity `permits`.
     Reserved,
+    /// The budget's automatic allowance (spec §6): an amount above `alone_up_to` is at least `propose`.
+    /// Added by the runtime to a decision; never written in a table.
+    Budget,
 }
 
 /// Errors of [`Table::load`] and [`Table::load_path`].
@@ -606,8 +649,24 @@ impl Table {
     ///
     /// Errors: [`LoadError::Malformed`], [`LoadError::UnknownFormat`], [`LoadError::DigestMismatch`].
     pub fn load(bytes: &[u8]) -> Result<Table, LoadError> {
-        // Look at the format first, so a table of another format is refused as such rather than as
-        // malformed.
+        // The common case, a well-formed table: straight from the bytes to the struct, no `Value` tree.
+        // Anything it refuses (or a table of another format) goes through the path below, which gives the
+        // errors their exact wording (`from_slice`'s would add a line and column) and refuses a table of
+        // another format as such rather than as malformed.
+        if let Ok(table) = serde_json::from_slice::<Table>(bytes) {
+            if table.header.format == FORMAT {
+                let computed = table.compute_digest();
+                if computed != table.header.table_digest {
+                    return Err(LoadError::DigestMismatch { stated: table.header.table_digest.clone(), computed });
+                }
+                return Ok(table);
+            }
+        }
+        Table::load_slow(bytes)
+    }
+
+    /// [`Table::load`] through a `serde_json::Value`: looks at the format first.
+    fn load_slow(bytes: &[u8]) -> Result<Table, LoadError> {
         let value: serde_json::Value =
             serde_json::from_slice(bytes).map_err(|e| LoadError::Malformed(e.to_string()))?;
         let format = value.get("header").and_then(|h| h.get("format"));
@@ -634,11 +693,9 @@ impl Table {
 
     /// SHA-256 (hex) of the canonical JSON of everything but the header.
     pub fn compute_digest(&self) -> String {
-        let mut value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
-        if let serde_json::Value::Object(map) = &mut value {
-            map.remove("header");
-        }
-        sha256_hex(canonical_value(&value).as_bytes())
+        // The canonical form is written straight from the struct (no `Value` tree), leaving out `header`.
+        let bytes = canonical::to_canonical_bytes(self, None, Some("header")).unwrap_or_else(|_| b"null".to_vec());
+        sha256_hex(&bytes)
     }
 
     /// Sets `header.table_digest` to the digest of the current content.
@@ -649,10 +706,10 @@ impl Table {
     /// The table as written by `permitc compile`: JSON with sorted keys, two-space indentation and a final
     /// newline. The same table always gives the same bytes.
     pub fn to_pretty_json(&self) -> String {
-        let value = serde_json::to_value(self).unwrap_or(serde_json::Value::Null);
-        let mut out = pretty_value(&value);
-        out.push('\n');
-        out
+        let mut bytes = canonical::to_canonical_bytes(self, Some(2), None).unwrap_or_else(|_| b"null".to_vec());
+        bytes.push(b'\n');
+        // INVARIANT: the writer writes only `str`s and ASCII punctuation, so the bytes are UTF-8.
+        String::from_utf8(bytes).unwrap_or_default()
     }
 
     /// The entry for a triple, if it is offered.
@@ -681,6 +738,181 @@ impl Table {
     }
 }
 
+/// The level of one call, borrowed from the table: the question an agent asks before every call, answered
+/// by [`Table::decide_level`] without building the runtime's `Decision`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LevelOf<'t> {
+    /// The level: the same as the runtime's `decide_table` gives the same call.
+    pub level: Level,
+    /// Who decides a proposal of the triple (`decide_table` resolves it to persons).
+    pub route: &'t Route,
+    /// The triple's entry: its reasons and digests.
+    pub entry: &'t Entry,
+}
+
+/// Why [`Table::decide_level`] answers `never` outright. The runtime's `decide_table` gives the same
+/// cases in words, in `Decision::refusal`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The triple is not offered: "unknown agent", "unknown skill", "not one of the agent's skills",
+    /// "unknown tool" or "not one of the skill's tools" (the words of [`Table::offered`]).
+    NotOffered(&'static str),
+    /// The person the work is for is not in the table.
+    UnknownPerson,
+    /// The arguments do not match the tool's parameters.
+    Arguments,
+    /// A condition of the entry cannot be evaluated on the arguments.
+    Condition,
+}
+
+impl Table {
+    /// The level of one call (agent, skill, tool, its arguments, and the person the work is for, if any)
+    /// against the table alone, with no standing rules: the level the runtime's `decide_table` gives the
+    /// same call (`never` exactly when this returns an error), without its reasons and decider, and with
+    /// no allocation on the way to an answer for an offered, well-formed call.
+    ///
+    /// Errors: [`Refused`], when the level is `never` because the call is refused outright.
+    pub fn decide_level(
+        &self,
+        agent: &str,
+        skill: &str,
+        tool: &str,
+        arguments: &serde_json::Value,
+        requester: Option<&str>,
+    ) -> Result<LevelOf<'_>, Refused> {
+        // The checks of `Table::offered`, in its order, so the first failing one names the same reason.
+        let Some(agent_info) = self.agents.get(agent) else { return Err(Refused::NotOffered("unknown agent")) };
+        let Some(skill_info) = self.skills.get(skill) else { return Err(Refused::NotOffered("unknown skill")) };
+        if !agent_info.skills.iter().any(|x| x == skill) {
+            return Err(Refused::NotOffered("not one of the agent's skills"));
+        }
+        let Some(tool_info) = self.tools.get(tool) else { return Err(Refused::NotOffered("unknown tool")) };
+        if !skill_info.tools.iter().any(|x| x == tool) {
+            return Err(Refused::NotOffered("not one of the skill's tools"));
+        }
+        let Some(entry) = self.entry(agent, skill, tool) else {
+            return Err(Refused::NotOffered("not one of the skill's tools"));
+        };
+        level_of_offered(self, entry, tool_info, arguments, requester)
+    }
+}
+
+/// The rest of [`Table::decide_level`] once the triple is offered: the person, the arguments, the level.
+fn level_of_offered<'t>(
+    table: &Table,
+    entry: &'t Entry,
+    tool_info: &ToolInfo,
+    arguments: &serde_json::Value,
+    requester: Option<&str>,
+) -> Result<LevelOf<'t>, Refused> {
+    if let Some(person) = requester {
+        if !table.persons.contains_key(person) {
+            return Err(Refused::UnknownPerson);
+        }
+    }
+    let Some(args) = arguments.as_object().filter(|args| arguments_fit(tool_info, args)) else {
+        return Err(Refused::Arguments);
+    };
+    let level = if entry.reserved || tool_info.reserved.is_some() {
+        Level::Never
+    } else if let Some(level) = entry.level {
+        level
+    } else {
+        entry.level_for(args).map_err(|_| Refused::Condition)?
+    };
+    Ok(LevelOf { level, route: &entry.route, entry })
+}
+
+/// The offered triples of a table in hash maps, for answering [`Table::decide_level`] at the rate an agent
+/// asks it. The table's `BTreeMap`s cost a string comparison per step of a search (about 30 for a tool
+/// among 10,000); here a triple is three hash lookups of short strings. Build it once per loaded table.
+#[derive(Debug)]
+pub struct LevelIndex<'t> {
+    table: &'t Table,
+    /// `offered[agent][skill][tool]`: only the triples that [`Table::offered`] accepts, with the tool.
+    offered: NameMap<'t, NameMap<'t, NameMap<'t, (&'t Entry, &'t ToolInfo)>>>,
+}
+
+type NameMap<'t, V> = std::collections::HashMap<&'t str, V, std::hash::BuildHasherDefault<NameHasher>>;
+
+impl<'t> LevelIndex<'t> {
+    /// Indexes every triple of `table` that it offers.
+    pub fn new(table: &'t Table) -> LevelIndex<'t> {
+        let mut offered: NameMap<'t, NameMap<'t, NameMap<'t, (&'t Entry, &'t ToolInfo)>>> = NameMap::default();
+        for (agent, skills) in &table.entries {
+            for (skill, tools) in skills {
+                for tool in tools.keys() {
+                    if let (Ok(entry), Some(info)) = (table.offered(agent, skill, tool), table.tools.get(tool)) {
+                        offered.entry(agent).or_default().entry(skill).or_default().insert(tool, (entry, info));
+                    }
+                }
+            }
+        }
+        LevelIndex { table, offered }
+    }
+
+    /// [`Table::decide_level`], the same answer; a triple that is not offered is answered by the table
+    /// (which says why).
+    ///
+    /// Errors: [`Refused`], as [`Table::decide_level`].
+    pub fn decide_level(
+        &self,
+        agent: &str,
+        skill: &str,
+        tool: &str,
+        arguments: &serde_json::Value,
+        requester: Option<&str>,
+    ) -> Result<LevelOf<'t>, Refused> {
+        let Some(&(entry, tool_info)) = self.offered.get(agent).and_then(|s| s.get(skill)).and_then(|t| t.get(tool)) else {
+            return self.table.decide_level(agent, skill, tool, arguments, requester);
+        };
+        level_of_offered(self.table, entry, tool_info, arguments, requester)
+    }
+}
+
+/// FxHash (rustc's hasher): a multiply and a rotate per word. Names are short and the index is built
+/// from a verified table, so a keyed hash buys nothing here.
+#[derive(Default)]
+pub struct NameHasher(u64);
+
+impl std::hash::Hasher for NameHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+        let mut chunks = bytes.chunks_exact(8);
+        for chunk in &mut chunks {
+            let mut word = [0u8; 8];
+            word.copy_from_slice(chunk);
+            self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
+        }
+        for &b in chunks.remainder() {
+            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
+        }
+    }
+
+    fn write_u8(&mut self, b: u8) {
+        self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Whether a call's arguments match the tool's parameters: exactly the declared names, each of its type
+/// (`string` and entities: a string; `int` and `money`: an integer; `bool`). The runtime's
+/// `check_arguments` says the same in words.
+pub fn arguments_fit(tool: &ToolInfo, args: &serde_json::Map<String, serde_json::Value>) -> bool {
+    let typed = tool.params.iter().all(|param| match args.get(&param.name) {
+        None => false,
+        Some(value) => match &param.ty {
+            ParamType::String | ParamType::Entity(_) => value.is_string(),
+            ParamType::Int | ParamType::Money => value.is_i64(),
+            ParamType::Bool => value.is_boolean(),
+        },
+    });
+    typed && args.keys().all(|k| tool.params.iter().any(|p| p.name == *k))
+}
+
 /// SHA-256 of `bytes` as 64 lowercase hex digits.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
@@ -701,23 +933,40 @@ pub fn hex(bytes: &[u8]) -> String {
 ///
 /// Errors: serde's, for a value that cannot be JSON (a map with non-string keys).
 pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
-    Ok(canonical_value(&serde_json::to_value(value)?))
+    let bytes = canonical::to_canonical_bytes(value, None, None)?;
+    String::from_utf8(bytes).map_err(serde::ser::Error::custom)
+}
+
+/// SHA-256 (hex) of the canonical JSON of a serializable value (see [`canonical_json`]), without building
+/// the string.
+///
+/// Errors: serde's, for a value that cannot be JSON (a map with non-string keys).
+pub fn canonical_digest<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
+    Ok(sha256_hex(&canonical::to_canonical_bytes(value, None, None)?))
 }
 
 /// The canonical JSON of a JSON value: keys sorted (explicitly, whatever map type serde_json uses),
 /// no whitespace.
 pub fn canonical_value(value: &serde_json::Value) -> String {
+    canonical_json(value).unwrap_or_default()
+}
+
+/// The reference the canonical writer is tested against: the `Value` tree, keys sorted explicitly.
+#[cfg(test)]
+fn reference_canonical(value: &serde_json::Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out, None, 0);
     out
 }
 
+#[cfg(test)]
 fn pretty_value(value: &serde_json::Value) -> String {
     let mut out = String::new();
     write_canonical(value, &mut out, Some(2), 0);
     out
 }
 
+#[cfg(test)]
 fn write_canonical(value: &serde_json::Value, out: &mut String, indent: Option<usize>, depth: usize) {
     use serde_json::Value;
     let newline = |out: &mut String, depth: usize| {
@@ -1133,5 +1382,53 @@ mod tests {
         assert_eq!(c.to_string(), r#"a >= 1 and a <= 5 or not t in ["x\"y"]"#);
         let nested = Condition::All(vec![Condition::Any(vec![cmp("a", CompareOp::Eq, Literal::Int(1)), cmp("b", CompareOp::Eq, Literal::Bool(false))])]);
         assert_eq!(nested.to_string(), "(a == 1 or b == false)");
+    }
+
+    /// The canonical writer gives exactly what `to_value` + the key-sorting writer gave, compact and
+    /// pretty, on every real policy, a generated package with conditions, and odd values.
+    #[cfg(feature = "compiler")]
+    #[test]
+    fn canonical_writer_matches_the_value_reference() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut tables: Vec<Table> = ["workshop", "support-triage", "shop", "skill-grants", "coding-agent"]
+            .iter()
+            .map(|p| crate::compile::compile_path(&root.join("policies").join(p)).expect("compiles"))
+            .collect();
+        let mut sources = crate::syntax::Sources::default();
+        let text = crate::generate::generate(&crate::generate::Config::sized(300));
+        sources.add(crate::syntax::Source::new("gen.permits", text.into_bytes()));
+        let out = crate::compile::compile_loaded(crate::syntax::parse_sources(sources));
+        tables.push(out.table.expect("the generated package compiles"));
+        for table in &tables {
+            let value = serde_json::to_value(table).expect("value");
+            assert_eq!(canonical_json(table).expect("canonical"), reference_canonical(&value));
+            let mut pretty = pretty_value(&value);
+            pretty.push('\n');
+            assert_eq!(table.to_pretty_json(), pretty);
+            let mut without_header = value.clone();
+            if let serde_json::Value::Object(map) = &mut without_header {
+                map.remove("header");
+            }
+            assert_eq!(table.compute_digest(), sha256_hex(reference_canonical(&without_header).as_bytes()));
+            assert_eq!(Table::load(table.to_pretty_json().as_bytes()).expect("loads"), *table);
+        }
+        let odd = json!({ "z": [1, -2, 3.5, {}, [], null, true], "a\"b": { "y": "\u{1}\n\u{e9}", "x": [{ "b": 1, "a": 2 }] }, "": {} });
+        assert_eq!(canonical_value(&odd), reference_canonical(&odd));
+        assert_eq!(String::from_utf8(canonical::to_canonical_bytes(&odd, Some(2), None).expect("pretty")).expect("utf-8"), pretty_value(&odd));
+        let condition = Condition::Any(vec![
+            Condition::Not(Box::new(cmp("a", CompareOp::Ge, Literal::Int(-1)))),
+            Condition::In { param: "t".into(), values: vec![] },
+        ]);
+        let holders = vec![Holder::Role("r".into()), Holder::Person("p".into())];
+        let effects: BTreeMap<EffectClass, u8> = EffectClass::ALL.into_iter().zip(0..).collect();
+        for value in [serde_json::to_value(&condition), serde_json::to_value(&holders), serde_json::to_value(&effects)] {
+            let value = value.expect("value");
+            assert_eq!(canonical_value(&value), reference_canonical(&value));
+        }
+        assert_eq!(canonical_json(&condition).expect("c"), reference_canonical(&serde_json::to_value(&condition).expect("v")));
+        assert_eq!(canonical_json(&holders).expect("h"), reference_canonical(&serde_json::to_value(&holders).expect("v")));
+        assert_eq!(canonical_json(&effects).expect("e"), reference_canonical(&serde_json::to_value(&effects).expect("v")));
+        let pretty_condition = canonical::to_canonical_bytes(&condition, Some(2), None).expect("pretty");
+        assert_eq!(String::from_utf8(pretty_condition).expect("utf-8"), pretty_value(&serde_json::to_value(&condition).expect("v")));
     }
 }

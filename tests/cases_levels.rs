@@ -182,15 +182,22 @@ fn shop() {
     assert_eq!(t.authority.decides_proposals, vec![Holder::Person("Lucy".into())]);
     assert_eq!(t.agents["Restocker"].sponsor, "Lucy");
 
-    // Until budgets land, PlaceOrder is an extern tool: its claim is the only evidence, so both of its
-    // effects are assumed. `subject sku` makes a newer order for the same SKU supersede a waiting one.
+    // PlaceOrder proves both effects from its body (spend, reach), spends from Supplies by `amount`, and
+    // `subject sku` makes a newer order for the same SKU supersede a waiting one.
     let order = &t.tools["PlaceOrder"];
-    assert!(order.external);
-    assert_eq!(order.claim, Some(vec![EffectClass::Spends, EffectClass::ReachesOut]));
+    assert!(!order.external);
+    assert_eq!(order.claim, None);
     for class in [EffectClass::Spends, EffectClass::ReachesOut] {
         let effect = order.effects.get(&class).unwrap_or_else(|| panic!("PlaceOrder has no `{class}` effect"));
-        assert!(effect.assumed, "PlaceOrder's `{class}` is assumed");
+        assert!(!effect.assumed, "PlaceOrder's `{class}` is proven");
     }
+    let spends = order.spends.as_ref().expect("PlaceOrder spends from a budget");
+    assert_eq!((spends.budget.as_str(), spends.param.as_str()), ("Supplies", "amount"));
+    let supplies = &t.budgets["Supplies"];
+    assert_eq!(
+        (supplies.currency.as_str(), supplies.unit.as_str(), supplies.ceiling, supplies.alone_up_to),
+        ("USD", "cents", 2500, 0)
+    );
     assert_eq!(order.subject.as_deref(), Some("sku"));
     let params: Vec<&str> = order.params.iter().map(|p| p.name.as_str()).collect();
     assert_eq!(params, ["sku", "quantity", "amount"]);

@@ -680,3 +680,24 @@ fn explain_a_package_with_errors_exits_1() {
         run.stderr
     );
 }
+
+#[test]
+fn explain_shows_the_budget_a_tool_spends_from() {
+    let args = ["explain", "--agent", "Restocker", "--skill", "Reorder", "--tool", "PlaceOrder", "policies/shop"];
+    let run = permitc(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let budget = line_of("policies/shop/tools.permits", "budget Supplies");
+    let expected = format!(
+        "  budget: spends from `Supplies` by `amount` (USD cents): ceiling 2500, alone up to 0 (declared at policies/shop/tools.permits:{budget})"
+    );
+    assert!(run.stdout.lines().any(|l| l == expected), "{}", run.stdout);
+    let json = permitc(&[&args[..], &["--format", "json"]].concat());
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    assert_eq!(v["budget"]["name"], "Supplies");
+    assert_eq!(v["budget"]["by"], "amount");
+    assert_eq!((v["budget"]["ceiling"].as_u64(), v["budget"]["alone_up_to"].as_u64()), (Some(2500), Some(0)));
+    // A tool that spends from nothing has no budget.
+    let stock = permitc(&["explain", "--agent", "Restocker", "--skill", "Reorder", "--tool", "StockLevel", "policies/shop", "--format", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&stock.stdout).expect("JSON");
+    assert!(v["budget"].is_null());
+}

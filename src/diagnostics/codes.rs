@@ -52,8 +52,14 @@ pub const CHECK_ROUTE_UNLISTED: &str = "permits::check::route_unlisted";
 pub const CHECK_QUEUE_UNDECIDABLE: &str = "permits::check::queue_undecidable";
 /// An agent without a sponsor.
 pub const CHECK_NO_SPONSOR: &str = "permits::check::no_sponsor";
-/// A construct the language will have but this compiler does not yet support.
-pub const CHECK_UNSUPPORTED: &str = "permits::check::unsupported";
+/// A budget with a missing, unknown, repeated or mistyped field, or a figure out of range.
+pub const CHECK_BUDGET: &str = "permits::check::budget";
+/// A budget whose automatic allowance (`alone_up_to`) is above its ceiling (warning).
+pub const CHECK_BUDGET_ALLOWANCE: &str = "permits::check::budget_allowance";
+/// `spend BUDGET by PARAM` where PARAM is not a `money` parameter of the tool.
+pub const CHECK_SPEND: &str = "permits::check::spend";
+/// A tool that spends from a budget through what it calls, without a `spend` of its own saying how much.
+pub const CHECK_SPEND_UNBOUND: &str = "permits::check::spend_unbound";
 /// A condition names a parameter the tool does not have.
 pub const CHECK_CONDITION_PARAM: &str = "permits::check::condition_param";
 /// A condition compares a parameter with a value or operator of the wrong type.
@@ -122,7 +128,10 @@ pub const ALL: &[(&str, &str)] = &[
     (CHECK_ROUTE_UNLISTED, "a `route` for a tool the skill (or none of the agent's skills) lists"),
     (CHECK_QUEUE_UNDECIDABLE, "a queue that nobody can decide"),
     (CHECK_NO_SPONSOR, "an agent without a sponsor"),
-    (CHECK_UNSUPPORTED, "a construct the language will have but this compiler does not yet support"),
+    (CHECK_BUDGET, "a budget with a missing, unknown, repeated or mistyped field, or a figure out of range"),
+    (CHECK_BUDGET_ALLOWANCE, "a budget whose automatic allowance (`alone_up_to`) is above its ceiling (warning)"),
+    (CHECK_SPEND, "`spend BUDGET by PARAM` where PARAM is not a `money` parameter of the tool"),
+    (CHECK_SPEND_UNBOUND, "a tool that spends from a budget through what it calls, without a `spend` of its own saying how much"),
     (CHECK_CONDITION_PARAM, "a condition names a parameter the tool does not have"),
     (CHECK_CONDITION_TYPE, "a condition compares a parameter with a value or operator of the wrong type"),
     (CHECK_CONDITION_NEVER, "a condition that can never hold (warning): its entry never applies"),

@@ -170,6 +170,30 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
             d.standing_rule = Some(rule.id.clone());
         }
     }
+    // Spec §6: a spend is checked against its budget whatever the level; an `alone` call (by a list, a
+    // preset or a standing rule) over the automatic allowance is treated as `propose`.
+    match super::ledger::spend_of(table, &call.tool, tool, &call.arguments) {
+        Err(why) => return refuse(d, why),
+        Ok(Some(spend)) if d.level == Level::Alone && spend.amount > spend.info.alone_up_to => {
+            d.level = Level::Propose;
+            d.standing_rule = None;
+            d.reasons.push(Reason {
+                layer: None,
+                kind: crate::table::ReasonKind::Budget,
+                level: Level::Propose,
+                rule: format!(
+                    "budget `{}`: {} {unit} is over the automatic allowance of {} {unit}",
+                    spend.budget,
+                    spend.amount,
+                    spend.info.alone_up_to,
+                    unit = spend.info.unit
+                ),
+                via: None,
+                at: None,
+            });
+        }
+        Ok(_) => {}
+    }
     d
 }
 
@@ -322,4 +346,66 @@ pub fn fingerprint(
         "destination": destination,
     });
     sha256_hex(canonical_value(&value).as_bytes())
+}
+
+#[cfg(all(test, feature = "compiler"))]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// `decide_level` gives `decide_table`'s level, and refuses exactly when `decide_table` does, on every
+    /// offered triple of a generated package with conditions, with good and bad arguments, for a known
+    /// and an unknown person, and on triples that are not offered.
+    #[test]
+    fn decide_level_agrees_with_decide_table() {
+        let mut sources = crate::syntax::Sources::default();
+        let text = crate::generate::generate(&crate::generate::Config::sized(300));
+        sources.add(crate::syntax::Source::new("gen.permits", text.into_bytes()));
+        let out = crate::compile::compile_loaded(crate::syntax::parse_sources(sources));
+        let table = out.table.expect("the generated package compiles");
+        let person = table.persons.keys().next().cloned();
+        let index = crate::table::LevelIndex::new(&table);
+        let argument_sets = [
+            json!({ "amount": 500, "to": "ops@example.com" }),
+            json!({ "amount": 5_000_000, "to": "x@rival.example" }),
+            json!({ "amount": "500", "to": "ops@example.com" }),
+            json!({ "amount": 500 }),
+            json!({ "amount": 500, "to": "a", "extra": 1 }),
+            json!([1]),
+        ];
+        let mut calls = Vec::new();
+        for (agent, skills) in &table.entries {
+            for (skill, tools) in skills {
+                for tool in tools.keys().take(4) {
+                    calls.push(Call::new(agent, skill, tool));
+                }
+                calls.push(Call::new(agent, skill, "NoSuchTool"));
+                calls.push(Call::new(agent, "NoSuchSkill", "T1"));
+                if let Some(other) = table.tools.keys().find(|t| !tools.contains_key(*t)) {
+                    calls.push(Call::new(agent, skill, other));
+                }
+            }
+            calls.push(Call::new(agent, "A0S0", "T1"));
+        }
+        calls.push(Call::new("Nobody", "A0S0", "T1"));
+        let mut checked = 0;
+        for call in calls {
+            for args in &argument_sets {
+                for requester in [None, person.clone(), Some("NoSuchPerson".to_string())] {
+                    let call = Call { arguments: args.clone(), requester, ..call.clone() };
+                    let full = decide_table(&table, &call);
+                    let quick = table.decide_level(&call.agent, &call.skill, &call.tool, &call.arguments, call.requester.as_deref());
+                    let indexed = index.decide_level(&call.agent, &call.skill, &call.tool, &call.arguments, call.requester.as_deref());
+                    assert_eq!(quick, indexed, "{call:?}");
+                    assert_eq!(quick.map_or(Level::Never, |q| q.level), full.level, "{call:?}");
+                    assert_eq!(quick.is_err(), full.refusal.is_some(), "{call:?}: {quick:?} vs {:?}", full.refusal);
+                    if let Err(crate::table::Refused::NotOffered(why)) = quick {
+                        assert_eq!(full.refusal.as_deref(), Some(why));
+                    }
+                    checked += 1;
+                }
+            }
+        }
+        assert!(checked > 1000, "{checked}");
+    }
 }

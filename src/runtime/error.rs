@@ -46,6 +46,12 @@ pub enum Refusal {
     /// An earlier proposal for the same subject in the same work is `sending`, `unknown` or `done`: resolve
     /// it first, or use a new operation key.
     Unresolved,
+    /// The budget refuses (spec §6): the amount does not fit under the ceiling that applies, or an
+    /// automatic grant no longer fits the current allowance. A proposal keeps its status.
+    Budget,
+    /// A receipt that does not name the operation and amount, or a settlement of something not awaiting
+    /// one (spec §6 "Settlement"): nothing changes.
+    NotConclusive,
 }
 
 /// An error of a [`crate::runtime::Runtime`] operation.
@@ -65,6 +71,9 @@ pub enum RuntimeError {
     /// No standing rule has this id.
     #[error("there is no standing rule `{0}`")]
     UnknownRule(String),
+    /// The table declares no budget of this name.
+    #[error("there is no budget `{0}`")]
+    UnknownBudget(String),
     /// The store failed; nothing of the operation was recorded.
     #[error("the store failed: {0}")]
     Store(#[from] StoreError),

@@ -46,7 +46,10 @@ mod clock;
 mod decision;
 mod error;
 mod host;
+mod ledger;
 mod records;
+#[cfg(feature = "sqlite")]
+mod sqlite;
 mod store;
 
 #[cfg(test)]
@@ -62,9 +65,12 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, decide_table, fingerprint};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, NoVersions, Naming, PlainNaming, Principal, VersionQuery, Versions};
+pub use ledger::{BudgetRecord, BudgetStatus, Reservation, conclusive};
 pub use records::{
     Basis, Decider, Evidence, Grant, Proposal, RuleRevocation, ShownArgument, StandingRule, Status, WorkFor,
 };
+#[cfg(feature = "sqlite")]
+pub use sqlite::SqliteStore;
 pub use store::{MemoryStore, Store, Transaction};
 
 use decision::{check_arguments, decide_with, entry_level, holds, resolve_decider};
@@ -141,6 +147,9 @@ pub struct RunContext<'a> {
     pub proposal: Option<&'a Proposal>,
     /// The approved destination, if any.
     pub destination: Option<&'a str>,
+    /// The operation id to send to the other side, so it can recognise a repeat (spec §6): for a proposal
+    /// `OPERATION_KEY:P-n`, for a call that ran alone `A-n`. A receipt that settles a spend names it.
+    pub operation: &'a str,
 }
 
 /// What the host's closure reports after running a tool.
@@ -391,7 +400,7 @@ impl Runtime {
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Ran, RuntimeError> {
         let table = self.table();
-        let (decision, runs_as) = self.transact(|tx, events| {
+        let admitted = self.transact(|tx, events| {
             let decision = decide_with(&table, call, &tx.rules()?);
             let refuse = |events: &mut Vec<AuditEvent>, refusal: Refusal, message: String| {
                 let mut e = self.call_event(EventKind::Refusal, Some(&call.agent), call, &decision);
@@ -412,6 +421,17 @@ impl Runtime {
             if let Err(message) = self.admit(&call.agent, &runs_as, &call.tool, &call.arguments) {
                 return refuse(events, Refusal::Authority, message);
             }
+            // Spec §6: the amount of an alone spend is reserved at execution admission.
+            let mut holder = None;
+            if let Some(tool) = table.tools.get(&call.tool) {
+                if let Ok(Some(spend)) = ledger::spend_of(&table, &call.tool, tool, &call.arguments) {
+                    let id = format!("A-{}", tx.next_number("run")?);
+                    if let Err(message) = ledger::reserve(tx, &id, &spend, self.clock.now())? {
+                        return refuse(events, Refusal::Budget, message);
+                    }
+                    holder = Some((id, spend.amount));
+                }
+            }
             if let Some(rule_id) = &decision.standing_rule {
                 if let Some(mut rule) = tx.rules()?.into_iter().find(|r| &r.id == rule_id) {
                     rule.uses += 1;
@@ -421,8 +441,10 @@ impl Runtime {
             let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
             e.outcome = "admitted".into();
             events.push(e);
-            Ok((decision, runs_as))
+            Ok((decision, runs_as, holder))
         })?;
+        let (decision, runs_as, holder) = admitted;
+        let operation = holder.as_ref().map_or("", |(id, _)| id.as_str());
         let outcome = run(&RunContext {
             agent: &call.agent,
             skill: &call.skill,
@@ -431,7 +453,24 @@ impl Runtime {
             runs_as: &runs_as,
             proposal: None,
             destination: None,
+            operation,
         });
+        if let Some((id, amount)) = &holder {
+            // Settle the alone spend: a conclusive accepted receipt spends, a failure releases, anything
+            // else keeps the reservation until [`Runtime::settle`].
+            self.transact(|tx, _| {
+                match &outcome {
+                    RunOutcome::Done(receipt) => match conclusive(receipt, id, *amount) {
+                        Some(true) => ledger::settle_spent(tx, id)?,
+                        Some(false) => ledger::release(tx, id)?,
+                        None => {}
+                    },
+                    RunOutcome::Failed(_) => ledger::release(tx, id)?,
+                    RunOutcome::Unknown(_) => {}
+                }
+                Ok(())
+            })?;
+        }
         let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
         let (word, reason) = outcome_words(&outcome);
         e.outcome = word.into();
@@ -473,6 +512,7 @@ impl Runtime {
             let fp = fingerprint(call, &entry_digest, covered_version.as_deref(), request.destination.as_deref());
             if let Some(mut existing) = tx.proposal_by_fingerprint(&request.operation_key, &fp)? {
                 self.expire_if_due(tx, events, &mut existing, now)?;
+                self.grant_automatically(tx, events, &table, decision.level, &mut existing, now)?;
                 let mut e = self.proposal_event(EventKind::Proposal, Some(&call.agent), &existing);
                 e.reason = Some("a retry: the same call under the same operation key".into());
                 events.push(e);
@@ -500,6 +540,7 @@ impl Runtime {
             for mut old in earlier {
                 old.status = Status::Superseded;
                 old.reason = Some(format!("superseded by `{id}`"));
+                ledger::release(tx, &old.id)?;
                 tx.put_proposal(&old)?;
                 events.push(self.proposal_event(EventKind::Supersession, Some(&call.agent), &old));
             }
@@ -543,8 +584,10 @@ impl Runtime {
                 reason: None,
                 decided_by: None,
             };
+            let mut proposal = proposal;
             tx.put_proposal(&proposal)?;
             events.push(self.proposal_event(EventKind::Proposal, Some(&call.agent), &proposal));
+            self.grant_automatically(tx, events, &table, decision.level, &mut proposal, now)?;
             Ok(proposal)
         })
     }
@@ -585,6 +628,19 @@ impl Runtime {
                 return Err(self.refusal(events, person, &p, Refusal::WrongFingerprint, message));
             }
             self.recheck(tx, events, &table, &mut p, person)?;
+            // Spec §6: the ceiling is checked and the amount reserved at grant time (a re-grant reserves
+            // nothing more).
+            match self.spend_for(&table, &p) {
+                Err(message) => return Err(self.refusal(events, person, &p, Refusal::Budget, message)),
+                Ok(Some(spend)) => {
+                    if let Err(message) = ledger::reserve(tx, &p.id, &spend, now)? {
+                        p.reason = Some(message.clone());
+                        tx.put_proposal(&p)?;
+                        return Err(self.refusal(events, person, &p, Refusal::Budget, message));
+                    }
+                }
+                Ok(None) => {}
+            }
             if mode == ApproveMode::AlwaysLikeThis {
                 let new = NewRule {
                     agent: p.agent.clone(),
@@ -673,13 +729,32 @@ impl Runtime {
                 );
                 not_now(tx, events, &mut p, Refusal::GrantExpired, message)?;
             }
+            let spend = match self.spend_for(&table, &p) {
+                Ok(spend) => spend,
+                Err(message) => return not_now(tx, events, &mut p, Refusal::Budget, message).map(|()| None),
+            };
             let runs_as = match (grant.basis, &grant.approver) {
                 (Basis::Operator, Some(approver)) => approver.clone(),
+                // Spec §6: at execution an automatic grant must still fit the current allowance.
+                (Basis::Automatic, _) if spend.is_some_and(|s| s.amount <= s.info.alone_up_to) => {
+                    let sponsor = table.agents.get(&p.agent).map(|a| a.sponsor.clone()).unwrap_or_default();
+                    p.requester.clone().unwrap_or(sponsor)
+                }
                 (Basis::Automatic, _) => {
-                    let message = format!(
-                        "the automatic grant of proposal `{}` is not covered by any budget's allowance now: it waits for a person's approval",
-                        p.id
-                    );
+                    let message = match spend {
+                        Some(s) => format!(
+                            "the automatic grant of proposal `{}` no longer fits the allowance of budget `{}` ({} {unit} is over {} {unit}): it waits for a person's approval",
+                            p.id,
+                            s.budget,
+                            s.amount,
+                            s.info.alone_up_to,
+                            unit = s.info.unit
+                        ),
+                        None => format!(
+                            "the automatic grant of proposal `{}` is not covered by any budget's allowance now: it waits for a person's approval",
+                            p.id
+                        ),
+                    };
                     return not_now(tx, events, &mut p, Refusal::Basis, message).map(|()| None);
                 }
                 _ => {
@@ -688,9 +763,15 @@ impl Runtime {
                     return not_now(tx, events, &mut p, Refusal::Basis, message).map(|()| None);
                 }
             };
+            if let Some(spend) = spend {
+                if let Err(message) = ledger::check_held(tx, &p.id, &spend, now)? {
+                    return not_now(tx, events, &mut p, Refusal::Budget, message).map(|()| None);
+                }
+            }
             if let Err(message) = self.admit(&p.agent, &runs_as, &p.tool, &p.arguments) {
                 p.status = Status::Failed;
                 p.reason = Some(message.clone());
+                ledger::release(tx, &p.id)?;
                 tx.put_proposal(&p)?;
                 return Err(self.refusal(events, &runs_as, &p, Refusal::Authority, message));
             }
@@ -704,6 +785,7 @@ impl Runtime {
             return Ok(Execution { proposal: self.proposal(id)?, ran: false });
         };
         let runs_as = sending.ran_as.clone().unwrap_or_default();
+        let operation = operation_id(&sending);
         let outcome = run(&RunContext {
             agent: &sending.agent,
             skill: &sending.skill,
@@ -712,13 +794,36 @@ impl Runtime {
             runs_as: &runs_as,
             proposal: Some(&sending),
             destination: sending.destination.as_deref(),
+            operation: &operation,
         });
+        let spend_amount = self.spend_for(&table, &sending).ok().flatten().map(|s| s.amount);
         let proposal = self.transact(|tx, events| {
             let mut p = load(tx, id)?;
-            let (status, receipt, reason) = match outcome {
-                RunOutcome::Done(receipt) => (Status::Done, Some(receipt), None),
-                RunOutcome::Failed(why) => (Status::Failed, None, Some(why)),
-                RunOutcome::Unknown(why) => (Status::Unknown, None, Some(why)),
+            let (status, receipt, reason) = match (outcome, spend_amount) {
+                (RunOutcome::Done(receipt), None) => (Status::Done, Some(receipt), None),
+                // Spec §6 "Settlement": only a conclusive receipt moves the reservation.
+                (RunOutcome::Done(receipt), Some(amount)) => match conclusive(&receipt, &operation, amount) {
+                    Some(true) => {
+                        ledger::settle_spent(tx, &p.id)?;
+                        (Status::Done, Some(receipt), None)
+                    }
+                    Some(false) => {
+                        ledger::release(tx, &p.id)?;
+                        (Status::Failed, Some(receipt), Some("the other side rejected the operation: nothing was spent".to_string()))
+                    }
+                    None => (
+                        Status::Unknown,
+                        Some(receipt),
+                        Some(format!(
+                            "the receipt does not name operation `{operation}` and amount {amount} with an outcome: not conclusive; the reservation stays until it is settled"
+                        )),
+                    ),
+                },
+                (RunOutcome::Failed(why), _) => {
+                    ledger::release(tx, &p.id)?;
+                    (Status::Failed, None, Some(why))
+                }
+                (RunOutcome::Unknown(why), _) => (Status::Unknown, None, Some(why)),
             };
             // A proposal revoked while sending stays revoked (the other side may have acted); its receipt
             // is still kept.
@@ -772,6 +877,7 @@ impl Runtime {
             p.status = Status::Rejected;
             p.reason = Some(reason.to_string());
             p.decided_by = Some(person.to_string());
+            ledger::release(tx, &p.id)?;
             tx.put_proposal(&p)?;
             events.push(self.proposal_event(EventKind::Rejection, Some(person), &p));
             Ok(p)
@@ -836,6 +942,9 @@ impl Runtime {
                 "revoked",
                 &[Status::Waiting, Status::Granted, Status::Sending, Status::Unknown],
             )?;
+            if matches!(p.status, Status::Waiting | Status::Granted) {
+                ledger::release(tx, &p.id)?; // a sending or unknown one keeps it: the other side may have acted
+            }
             p.status = Status::Revoked;
             p.reason = Some(if why.trim().is_empty() { format!("revoked by `{person}`") } else { why.to_string() });
             p.decided_by = Some(person.to_string());
@@ -962,6 +1071,105 @@ impl Runtime {
         self.transact(|tx, _| Ok(tx.rules()?))
     }
 
+    /// A budget as it stands now (spec §6): the current table's figures and the ledger's (installed
+    /// ceiling, spent, reserved, room), in the budget's minor unit.
+    ///
+    /// Errors: [`RuntimeError::UnknownBudget`], [`RuntimeError::Store`].
+    pub fn budget(&self, name: &str) -> Result<BudgetStatus, RuntimeError> {
+        let table = self.table();
+        let Some(info) = table.budgets.get(name) else { return Err(RuntimeError::UnknownBudget(name.to_string())) };
+        self.transact(|tx, _| Ok(ledger::status(tx, name, info)?))
+    }
+
+    /// Every budget of the current table as it stands now, by name.
+    ///
+    /// Errors: [`RuntimeError::Store`].
+    pub fn budgets(&self) -> Result<Vec<BudgetStatus>, RuntimeError> {
+        let table = self.table();
+        self.transact(|tx, _| {
+            let mut all = Vec::new();
+            for (name, info) in &table.budgets {
+                all.push(ledger::status(tx, name, info)?);
+            }
+            Ok(all)
+        })
+    }
+
+    /// Installs the current table's ceiling of `budget` as the ledger's installed ceiling (spec §6: a new
+    /// policy never raises the installed ceiling silently; a supervisor does it here, on purpose). Spent and
+    /// reserved stay.
+    ///
+    /// Errors: [`Refusal::NotDecider`] (not a supervisor), [`RuntimeError::UnknownBudget`],
+    /// [`RuntimeError::Store`].
+    pub fn raise_ceiling(&self, budget: &str, by: &str) -> Result<BudgetStatus, RuntimeError> {
+        let table = self.table();
+        let Some(info) = table.budgets.get(budget) else { return Err(RuntimeError::UnknownBudget(budget.to_string())) };
+        if !holds(&table, by, &table.authority.supervises) {
+            return Err(RuntimeError::refused(
+                Refusal::NotDecider,
+                format!("only a supervisor installs a new ceiling for budget `{budget}`, not `{by}`"),
+            ));
+        }
+        self.transact(|tx, _| {
+            ledger::install_ceiling(tx, budget, info)?;
+            Ok(ledger::status(tx, budget, info)?)
+        })
+    }
+
+    /// Settles a spend whose outcome was not confirmed (spec §6 "Settlement"): `holder` is a proposal id
+    /// (status `unknown`, or `revoked` while sending) or the `A-n` operation of a call that ran alone, and
+    /// `receipt` the other side's answer. A conclusive receipt — it names the operation
+    /// ([`RunContext::operation`]) and the amount, with `"outcome": "accepted"` or `"rejected"` (see
+    /// [`conclusive`]) — moves the reservation to spent or releases it; the proposal becomes `done` or
+    /// `failed` (a revoked one stays revoked). Returns the budget afterwards.
+    ///
+    /// Errors: [`Refusal::NotConclusive`] (nothing changes), [`RuntimeError::UnknownProposal`] (no such
+    /// holder), [`RuntimeError::Store`].
+    pub fn settle(&self, holder: &str, receipt: &Value) -> Result<BudgetStatus, RuntimeError> {
+        let table = self.table();
+        self.transact(|tx, events| {
+            let Some(reservation) = tx.reservation(holder)? else {
+                return Err(RuntimeError::refused(
+                    Refusal::NotConclusive,
+                    format!("`{holder}` holds no reservation: there is nothing to settle"),
+                ));
+            };
+            let mut proposal = tx.proposal(holder)?;
+            let operation = proposal.as_ref().map_or_else(|| holder.to_string(), operation_id);
+            let Some(accepted) = conclusive(receipt, &operation, reservation.amount) else {
+                return Err(RuntimeError::refused(
+                    Refusal::NotConclusive,
+                    format!(
+                        "the receipt does not name operation `{operation}` and amount {} with an outcome `accepted` or `rejected`: nothing changes",
+                        reservation.amount
+                    ),
+                ));
+            };
+            if accepted {
+                ledger::settle_spent(tx, holder)?;
+            } else {
+                ledger::release(tx, holder)?;
+            }
+            if let Some(p) = &mut proposal {
+                if matches!(p.status, Status::Unknown | Status::Sending) {
+                    p.status = if accepted { Status::Done } else { Status::Failed };
+                    p.reason = (!accepted).then(|| "the other side rejected the operation: nothing was spent".to_string());
+                }
+                p.receipt = Some(receipt.clone());
+                tx.put_proposal(p)?;
+                events.push(self.proposal_event(EventKind::Execution, None, p));
+            }
+            let info = table.budgets.get(&reservation.budget).cloned().unwrap_or(crate::table::BudgetInfo {
+                currency: String::new(),
+                unit: String::new(),
+                ceiling: 0,
+                alone_up_to: 0,
+                doc: None,
+            });
+            Ok(ledger::status(tx, &reservation.budget, &info)?)
+        })
+    }
+
     // ----------------------------------------------------------------------------------------------------
 
     /// Runs `f` in one store transaction and commits it, also when `f` returns a refusal (a refusal may
@@ -982,6 +1190,55 @@ impl Runtime {
             self.audit.record(event);
         }
         result
+    }
+
+    /// The spend of a proposal on the current table, if its tool spends from a budget.
+    fn spend_for<'t>(&self, table: &'t Table, p: &Proposal) -> Result<Option<ledger::Spend<'t>>, String> {
+        match table.tools.get(&p.tool) {
+            Some(tool) => ledger::spend_of(table, &p.tool, tool, &p.arguments),
+            None => Ok(None),
+        }
+    }
+
+    /// Spec §6 "Automatic grants": on every propose (a retry included), a `waiting` proposal whose level is
+    /// `propose` (not `propose_every_time`), whose amount is within the budget's allowance and fits under
+    /// the ceiling is granted with basis `automatic`, no person asked; the amount is reserved. When the
+    /// ceiling has no room it stays `waiting`, the reason recorded.
+    fn grant_automatically(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        table: &Table,
+        level: Level,
+        p: &mut Proposal,
+        now: u64,
+    ) -> Result<(), RuntimeError> {
+        if p.status != Status::Waiting || level != Level::Propose {
+            return Ok(());
+        }
+        let Ok(Some(spend)) = self.spend_for(table, p) else { return Ok(()) };
+        if spend.amount > spend.info.alone_up_to {
+            return Ok(());
+        }
+        match ledger::reserve(tx, &p.id, &spend, now)? {
+            Err(message) => {
+                p.reason = Some(format!("not granted automatically: {message}"));
+                tx.put_proposal(p)?;
+            }
+            Ok(()) => {
+                p.grant = Some(Grant {
+                    approver: None,
+                    basis: Basis::Automatic,
+                    granted_at: now,
+                    expires_at: now.saturating_add(table.package.grant_lifetime_seconds),
+                });
+                p.status = Status::Granted;
+                p.reason = None;
+                tx.put_proposal(p)?;
+                events.push(self.proposal_event(EventKind::Grant, None, p));
+            }
+        }
+        Ok(())
     }
 
     fn admit(&self, agent: &str, runs_as: &str, tool: &str, arguments: &Value) -> Result<(), String> {
@@ -1361,6 +1618,12 @@ pub fn decide_command(
 pub fn check_call_arguments(table: &Table, call: &Call) -> Result<(), String> {
     let Some(tool) = table.tools.get(&call.tool) else { return Err("unknown tool".into()) };
     check_arguments(&call.tool, tool, &call.arguments)
+}
+
+/// The operation id a proposal's execution sends to the other side (spec §6): `OPERATION_KEY:P-n`, unique
+/// per proposal and stable across restarts, so the other side can recognise a repeat.
+pub fn operation_id(p: &Proposal) -> String {
+    format!("{}:{}", p.operation_key, p.id)
 }
 
 fn load(tx: &mut dyn Transaction, id: &str) -> Result<Proposal, RuntimeError> {

@@ -1,14 +1,16 @@
-//! Storage of proposals and standing rules (spec §5), behind a transactional trait.
+//! Storage of proposals, standing rules and the budget ledger (spec §5, §6), behind a transactional trait.
 //!
 //! Every state change of the runtime happens inside one [`Transaction`]: it reads what it needs, writes
 //! every record the change touches, and commits once. Dropping a transaction without committing rolls it
 //! back. This is the shape of an SQLite `BEGIN IMMEDIATE … COMMIT`, so a durable store fits behind the same
-//! trait; [`MemoryStore`] ships now.
+//! trait: [`MemoryStore`] (lost with the process) and, with the `sqlite` feature,
+//! [`crate::runtime::SqliteStore`] (durable).
 
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::error::StoreError;
+use super::ledger::{BudgetRecord, Reservation};
 use super::records::{Proposal, StandingRule};
 
 /// A store of proposals and standing rules.
@@ -42,6 +44,18 @@ pub trait Transaction {
     fn rules(&mut self) -> Result<Vec<StandingRule>, StoreError>;
     /// Inserts or replaces a standing rule (by id).
     fn put_rule(&mut self, rule: &StandingRule) -> Result<(), StoreError>;
+    /// The ledger record of a budget, if the budget was ever used.
+    fn budget(&mut self, name: &str) -> Result<Option<BudgetRecord>, StoreError>;
+    /// Inserts or replaces a budget's ledger record (by name).
+    fn put_budget(&mut self, record: &BudgetRecord) -> Result<(), StoreError>;
+    /// The reservation a holder (a proposal id, or `A-n`) has, if any.
+    fn reservation(&mut self, holder: &str) -> Result<Option<Reservation>, StoreError>;
+    /// Inserts or replaces a reservation (by holder).
+    fn put_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError>;
+    /// Removes a holder's reservation (nothing when it has none).
+    fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError>;
+    /// The sum of a budget's reservations, in its minor unit.
+    fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError>;
     /// Makes every write of the transaction visible and durable, at once.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
@@ -69,6 +83,8 @@ struct MemoryState {
     rules: BTreeMap<u64, StandingRule>,
     rule_numbers: BTreeMap<String, u64>,
     next_slot: u64,
+    budgets: BTreeMap<String, BudgetRecord>,
+    reservations: BTreeMap<String, Reservation>,
 }
 
 impl Store for MemoryStore {
@@ -177,6 +193,33 @@ impl Transaction for MemoryTransaction<'_> {
         };
         state.rules.insert(slot, rule.clone());
         Ok(())
+    }
+
+    fn budget(&mut self, name: &str) -> Result<Option<BudgetRecord>, StoreError> {
+        Ok(self.guard.budgets.get(name).cloned())
+    }
+
+    fn put_budget(&mut self, record: &BudgetRecord) -> Result<(), StoreError> {
+        self.write().budgets.insert(record.name.clone(), record.clone());
+        Ok(())
+    }
+
+    fn reservation(&mut self, holder: &str) -> Result<Option<Reservation>, StoreError> {
+        Ok(self.guard.reservations.get(holder).cloned())
+    }
+
+    fn put_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.write().reservations.insert(reservation.holder.clone(), reservation.clone());
+        Ok(())
+    }
+
+    fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError> {
+        self.write().reservations.remove(holder);
+        Ok(())
+    }
+
+    fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
+        Ok(self.guard.reservations.values().filter(|r| r.budget == budget).fold(0u64, |sum, r| sum.saturating_add(r.amount)))
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {

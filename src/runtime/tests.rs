@@ -36,6 +36,7 @@ fn tool(label: &str, params: &[(&str, ParamType)], effect: EffectClass, version:
         reserved: None,
         version: version.map(|(p, f)| VersionInfo { param: p.into(), field: f.into() }),
         subject: None,
+        spends: None,
         definition_digest: sha256_hex(label.as_bytes()),
     }
 }
@@ -134,6 +135,7 @@ fn workshop() -> Table {
             decides_proposals: manager.clone(),
             widens_autonomy: manager,
         },
+        budgets: BTreeMap::new(),
         entries,
     };
     table.seal();

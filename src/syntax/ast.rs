@@ -126,6 +126,51 @@ pub enum DeclarationKind {
     Lifetime(LifetimeStmt),
     /// `test "name" { .. }`
     Test(TestBlock),
+    /// `budget`
+    Budget(Budget),
+}
+
+/// `budget Supplies { currency: "USD", unit: cents, ceiling: 2500, alone_up_to: 0 }` (spec §6).
+#[derive(Clone, Debug)]
+pub struct Budget {
+    /// The budget's name.
+    pub name: Ident,
+    /// Its fields, in written order (checked after parsing: each of `currency`, `unit`, `ceiling` and
+    /// `alone_up_to` exactly once).
+    pub fields: Vec<BudgetField>,
+}
+
+/// `key: value` in a budget.
+#[derive(Clone, Debug)]
+pub struct BudgetField {
+    /// The field's name (`ceiling`).
+    pub key: Ident,
+    /// Its value.
+    pub value: BudgetValue,
+    /// The whole field.
+    pub span: Span,
+}
+
+/// The value of a budget field, as written.
+#[derive(Clone, Debug)]
+pub enum BudgetValue {
+    /// A string (`"USD"`).
+    String(StringLit),
+    /// A whole number, as written (`2500`, `-1`): converted and range-checked by the checker.
+    Number(String, Span),
+    /// A name (`cents`).
+    Name(Ident),
+}
+
+impl BudgetValue {
+    /// Where the value is written.
+    pub fn span(&self) -> Span {
+        match self {
+            BudgetValue::String(s) => s.span,
+            BudgetValue::Number(_, span) => *span,
+            BudgetValue::Name(i) => i.span,
+        }
+    }
 }
 
 /// `test "name" { expect .. }`: expectations about compiled levels.

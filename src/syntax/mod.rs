@@ -24,8 +24,12 @@ pub struct Source {
     pub bytes: Vec<u8>,
     /// The text (without a UTF-8 byte-order mark); empty when the file is not UTF-8.
     pub text: Arc<str>,
-    /// Byte offsets where each line starts, for line numbers.
-    line_starts: Vec<u32>,
+    /// Byte offsets where each line starts, for line numbers (shared with the diagnostics' source code,
+    /// so that rendering a diagnostic finds its lines by binary search instead of rescanning the text).
+    line_starts: Arc<[u32]>,
+    /// Whether the text has a `\r` that is not followed by `\n` (miette counts it as a line break, the
+    /// line starts do not).
+    lone_cr: bool,
 }
 
 impl Source {
@@ -40,7 +44,18 @@ impl Source {
                 line_starts.push(u32::try_from(i + 1).unwrap_or(u32::MAX));
             }
         }
-        Source { name: name.into(), bytes, text, line_starts }
+        let lone_cr = text.as_bytes().windows(2).any(|w| w[0] == b'\r' && w[1] != b'\n') || text.ends_with('\r');
+        Source { name: name.into(), bytes, text, line_starts: line_starts.into(), lone_cr }
+    }
+
+    /// The byte offsets where each line starts (the first is 0), shared.
+    pub(crate) fn line_starts(&self) -> &Arc<[u32]> {
+        &self.line_starts
+    }
+
+    /// Whether the text has a `\r` not followed by `\n`.
+    pub(crate) fn has_lone_cr(&self) -> bool {
+        self.lone_cr
     }
 
     /// The 1-based line and column (in characters, for SARIF's `unicodeCodePoints`) of a byte offset.
@@ -135,14 +150,16 @@ impl Sources {
     /// SHA-256 (hex) over each source's relative path and bytes, each length-prefixed (8 bytes, big
     /// endian), in sorted path order (spec §4 `source_digest`).
     pub fn digest(&self) -> String {
-        let mut all = Vec::new();
+        use sha2::Digest;
+        // Fed to the hasher piece by piece rather than copied into one buffer first (same bytes).
+        let mut hasher = sha2::Sha256::new();
         for s in &self.files {
-            all.extend_from_slice(&(s.name.len() as u64).to_be_bytes());
-            all.extend_from_slice(s.name.as_bytes());
-            all.extend_from_slice(&(s.bytes.len() as u64).to_be_bytes());
-            all.extend_from_slice(&s.bytes);
+            hasher.update((s.name.len() as u64).to_be_bytes());
+            hasher.update(s.name.as_bytes());
+            hasher.update((s.bytes.len() as u64).to_be_bytes());
+            hasher.update(&s.bytes);
         }
-        crate::table::sha256_hex(&all)
+        crate::table::hex(&hasher.finalize())
     }
 }
 

@@ -146,6 +146,7 @@ fn declaration_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Declaration {
             Rule::authority_stmt => kind = Some(DeclarationKind::Authority(authority_from_pair(p, ctx))),
             Rule::lifetime_stmt => kind = Some(DeclarationKind::Lifetime(lifetime_from_pair(p, ctx))),
             Rule::test_decl => kind = Some(DeclarationKind::Test(test_from_pair(p, ctx))),
+            Rule::budget_decl => kind = Some(DeclarationKind::Budget(budget_from_pair(p, ctx))),
             _ => unreachable!("declaration: no other alternatives"),
         }
     }
@@ -272,6 +273,34 @@ fn entity_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Entity {
         }
     }
     Entity { name: name.unwrap_or_else(|| unreachable!("entity_decl: the name follows the keyword")), fields }
+}
+
+/// budget_decl = { kw_budget ~ ident ~ "{" ~ (budget_field ~ ("," ~ budget_field)* ~ ","?)? ~ "}" }
+fn budget_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Budget {
+    let mut name = None;
+    let mut fields = Vec::new();
+    for p in inner(pair).skip(1) {
+        if name.is_none() {
+            name = Some(defining_ident(p, ctx));
+        } else {
+            fields.push(budget_field_from_pair(p, ctx));
+        }
+    }
+    Budget { name: name.unwrap_or_else(|| unreachable!("budget_decl: the name follows the keyword")), fields }
+}
+
+/// budget_field = { ident ~ ":" ~ budget_value }, budget_value = _{ string | number | ident }
+fn budget_field_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> BudgetField {
+    let span = ctx.span(&pair);
+    let mut it = inner(pair);
+    let key = ident_from_pair(it.next().unwrap_or_else(|| unreachable!("budget_field: a key")), ctx);
+    let v = it.next().unwrap_or_else(|| unreachable!("budget_field: a value"));
+    let value = match v.as_rule() {
+        Rule::string => BudgetValue::String(string_from_pair(v, ctx)),
+        Rule::number => BudgetValue::Number(v.as_str().to_string(), ctx.span(&v)),
+        _ => BudgetValue::Name(ident_from_pair(v, ctx)),
+    };
+    BudgetField { key, value, span }
 }
 
 /// tool_decl = { kw_tool ~ ident ~ string? ~ params ~ claim? ~ body }
@@ -889,8 +918,10 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::kw_proposal_lifetime | Rule::kw_grant_lifetime => "a lifetime",
         Rule::kw_any => "`any`",
         Rule::kw_dynamic => "`dynamic`",
+        Rule::kw_budget => "`budget`",
+        Rule::budget_field => "a budget field (`ceiling: 2500`)",
         Rule::entity_decl | Rule::tool_decl | Rule::extern_tool_decl | Rule::fn_decl | Rule::role_decl
-        | Rule::person_decl | Rule::queue_decl | Rule::agent_decl | Rule::skill_decl => "a declaration",
+        | Rule::person_decl | Rule::queue_decl | Rule::agent_decl | Rule::skill_decl | Rule::budget_decl => "a declaration",
         _ => "another token",
     }
 }
