@@ -763,6 +763,8 @@ pub enum Refused {
     Arguments,
     /// A condition of the entry cannot be evaluated on the arguments.
     Condition,
+    /// The tool spends from a budget the table does not declare, or its amount is negative (spec §6).
+    Budget,
 }
 
 impl Table {
@@ -819,6 +821,17 @@ fn level_of_offered<'t>(
         level
     } else {
         entry.level_for(args).map_err(|_| Refused::Condition)?
+    };
+    // Spec §6, as the runtime's decision: a spend's amount is never negative, and an `alone` call over the
+    // budget's automatic allowance is `propose`.
+    let level = match &tool_info.spends {
+        None => level,
+        Some(spends) => {
+            let budget = table.budgets.get(&spends.budget).ok_or(Refused::Budget)?;
+            let amount = args.get(&spends.param).and_then(serde_json::Value::as_i64).ok_or(Refused::Arguments)?;
+            let amount = u64::try_from(amount).map_err(|_| Refused::Budget)?;
+            if level == Level::Alone && amount > budget.alone_up_to { Level::Propose } else { level }
+        }
     };
     Ok(LevelOf { level, route: &entry.route, entry })
 }

@@ -488,6 +488,15 @@ fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
         .with_arguments(json!({ "sku": "vanilla", "quantity": 1, "amount": -5 }))
         .for_person("Lucy");
     assert_eq!(rt.decide(&neg)?.level, permits::table::Level::Never);
+    // The allocation-free fast path gives the same answers.
+    let t = rt.table();
+    let level = |amount: i64| {
+        let args = json!({ "sku": "vanilla", "quantity": 1, "amount": amount });
+        t.decide_level("Restocker", "Reorder", "PlaceOrder", &args, Some("Lucy")).map(|l| l.level)
+    };
+    assert_eq!(level(500).ok(), Some(permits::table::Level::Alone));
+    assert_eq!(level(750).ok(), Some(permits::table::Level::Propose));
+    assert!(matches!(level(-5), Err(permits::table::Refused::Budget)));
     Ok(())
 }
 
