@@ -148,7 +148,8 @@ pub struct RunContext<'a> {
     /// The approved destination, if any.
     pub destination: Option<&'a str>,
     /// The operation id to send to the other side, so it can recognise a repeat (spec §6): for a proposal
-    /// `OPERATION_KEY:P-n`, for a call that ran alone `A-n`. A receipt that settles a spend names it.
+    /// `OPERATION_KEY:P-n`; for an alone call that spends from a budget `A-n`; empty for an alone call that
+    /// spends nothing. A receipt that settles a spend names it.
     pub operation: &'a str,
 }
 
