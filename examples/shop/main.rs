@@ -19,8 +19,25 @@
 #[path = "../supplier/client.rs"]
 mod supplier_client;
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+
+/// Prints a line to stdout; a closed pipe (`| head`) ends the output quietly instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
+const USAGE: &str = "usage: shop --table FILE --ledger FILE [--supplier URL] [--work KEY] COMMAND
+commands:
+  propose SKU TUBS   the agent proposes an order (the host computes the amount: vanilla 250, strawberry 275, chocolate 300 cents a tub)
+  approve ID         Lucy approves the proposal, with the fingerprint she is shown
+  execute ID         send a granted order to the supplier (the single authorization point)
+  revoke ID          Lucy revokes a waiting or granted proposal
+  ledger             the budget and every proposal
+  orders             what the supplier itself recorded";
 
 use permits::runtime::{
     AdmitAll, ApproveMode, Call, Proposal, ProposalRequest, RunOutcome, Runtime, SqliteStore,
@@ -41,6 +58,10 @@ struct Options {
 }
 
 fn options() -> Result<Options, String> {
+    if std::env::args().any(|a| a == "--help" || a == "-h") {
+        out!("{USAGE}");
+        std::process::exit(0);
+    }
     let mut args = std::env::args().skip(1);
     let (mut table, mut ledger, mut supplier, mut work) = (None, None, None, "restock".to_string());
     let mut command = Vec::new();
@@ -67,7 +88,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {e}\n\n{USAGE}");
             ExitCode::FAILURE
         }
     }
@@ -91,13 +112,15 @@ fn run() -> Result<(), String> {
             let request = ProposalRequest::new(call, &o.work, format!("{sku} runs low")).with_destination(&destination);
             let p = rt.propose(&request).map_err(|e| e.to_string())?;
             show(&p);
-            println!("{}", p.answer_for_agent());
+            out!("{}", p.answer_for_agent());
+            budget_line(&rt)?;
         }
         ["approve", id] => {
             // The approval screen shows Lucy the proposal; she approves exactly what she saw.
             let shown = rt.proposal(id).map_err(|e| e.to_string())?;
             let p = rt.approve(id, "Lucy", &shown.fingerprint, ApproveMode::Once).map_err(|e| e.to_string())?;
             show(&p);
+            budget_line(&rt)?;
         }
         ["execute", id] => {
             let done = rt
@@ -107,6 +130,7 @@ fn run() -> Result<(), String> {
                     else {
                         return RunOutcome::Failed("incomplete arguments".into());
                     };
+                    out!("sending operation `{}` to {destination}", ctx.operation);
                     match supplier.order(ctx.operation, sku, qty, amount) {
                         Ok(receipt) => RunOutcome::Done(receipt),
                         Err(SupplierError::Refused(body)) => RunOutcome::Failed(format!("the supplier refused: {body}")),
@@ -116,16 +140,18 @@ fn run() -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             show(&done.proposal);
             if !done.ran {
-                println!("already done: the stored receipt, nothing sent again");
+                out!("already done: the stored receipt, nothing sent again");
             }
+            budget_line(&rt)?;
         }
         ["revoke", id] => {
             let p = rt.revoke(id, "Lucy", "revoked from the shop's console").map_err(|e| e.to_string())?;
             show(&p);
+            budget_line(&rt)?;
         }
         ["ledger"] => {
             for b in rt.budgets().map_err(|e| e.to_string())? {
-                println!(
+                out!(
                     "budget {} ({} {}): ceiling {} (installed {}), alone up to {}, spent {}, reserved {}, room {}",
                     b.name,
                     b.currency,
@@ -144,12 +170,20 @@ fn run() -> Result<(), String> {
         }
         ["orders"] => {
             let orders = supplier.orders().map_err(|e| format!("the supplier: {e:?}"))?;
-            println!("the supplier has {} order(s)", orders.len());
+            out!("the supplier has {} order(s)", orders.len());
             for o in orders {
-                println!("  {o}");
+                out!("  {o}");
             }
         }
         _ => return Err("a command: propose SKU TUBS | approve ID | execute ID | revoke ID | ledger | orders".into()),
+    }
+    Ok(())
+}
+
+/// The budget's reserved and spent figures, after a command.
+fn budget_line(rt: &Runtime) -> Result<(), String> {
+    for b in rt.budgets().map_err(|e| e.to_string())? {
+        out!("  budget {}: reserved {}, spent {}, room {} {}", b.name, b.reserved, b.spent, b.room, b.unit);
     }
     Ok(())
 }
@@ -158,7 +192,7 @@ fn run() -> Result<(), String> {
 fn show(p: &Proposal) {
     let basis = p.grant.as_ref().map(|g| format!(" ({:?} grant)", g.basis).to_lowercase()).unwrap_or_default();
     let shown: Vec<String> = p.shown.iter().map(|a| format!("{}={}", a.name, a.shown)).collect();
-    println!(
+    out!(
         "{} {}{basis}: {} [{}] fingerprint {}…{}",
         p.id,
         p.status,
