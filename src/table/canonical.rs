@@ -159,7 +159,7 @@ impl<'w> Compound<'w> {
         let members = &mut w.entries[self.entries..];
         if !members.is_empty() {
             let keys = &w.keys;
-            let key = |m: &Member| keys[m.key.0..m.key.1].as_bytes();
+            let key = |m: &Member| &keys.as_bytes()[m.key.0..m.key.1];
             let sorted = members.windows(2).all(|p| key(&p[0]) <= key(&p[1]));
             if !sorted {
                 // The members are contiguous in `out`, separated by the same separator; rewrite them in
