@@ -33,7 +33,10 @@ skill Desk { tools [Refund, Email] }
 "#;
 
 fn table() -> Table {
-    let dir = std::env::temp_dir().join(format!("permits-conditions-{}", std::process::id()));
+    // One folder per call: the tests run in parallel and each removes its own.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = CALLS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("permits-conditions-{}-{n}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("shop.permits");
     std::fs::write(&file, SHOP).expect("write");
