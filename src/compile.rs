@@ -771,17 +771,16 @@ pub fn table_level(table: &Table, agent: &str, skill: &str, tool: &str, args: &s
 }
 
 /// Spec §6: an `alone` call whose amount is above its budget's `alone_up_to` is treated as `propose`, as
-/// the runtime does. `Some(why)` when the arguments' amount is over the allowance.
+/// the runtime does ([`Table::spend_of`]). `Some(why)` when the arguments' amount is over the allowance.
 fn over_allowance(table: &Table, tool: &str, args: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
-    let spends = table.tools.get(tool)?.spends.as_ref()?;
-    let budget = table.budgets.get(&spends.budget)?;
-    let amount = args.get(&spends.param)?.as_i64()?;
-    (amount > i64::try_from(budget.alone_up_to).unwrap_or(i64::MAX)).then(|| {
+    let spend = table.spend_of(table.tools.get(tool)?, args).ok()??;
+    spend.over_allowance().then(|| {
         format!(
-            "budget `{}`: {amount} {unit} is over the automatic allowance of {} {unit}",
-            spends.budget,
-            budget.alone_up_to,
-            unit = budget.unit
+            "budget `{}`: {} {unit} is over the automatic allowance of {} {unit}",
+            spend.budget,
+            spend.amount,
+            spend.info.alone_up_to,
+            unit = spend.info.unit
         )
     })
 }

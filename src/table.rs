@@ -217,6 +217,36 @@ pub struct BudgetInfo {
     pub doc: Option<String>,
 }
 
+/// One call's spend (spec §6): the budget it spends from, with its current figures, and the amount of
+/// the call's `money` argument, in the budget's minor unit. See [`Table::spend_of`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpendOf<'t> {
+    /// The budget's name.
+    pub budget: &'t str,
+    /// The budget's figures in this table.
+    pub info: &'t BudgetInfo,
+    /// The amount, in the budget's minor unit.
+    pub amount: u64,
+}
+
+impl SpendOf<'_> {
+    /// Whether the amount is above the budget's automatic allowance: an `alone` call is then `propose`.
+    pub fn over_allowance(&self) -> bool {
+        self.amount > self.info.alone_up_to
+    }
+}
+
+/// Why a call's spend cannot be read (spec §6): the call is `never`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpendError {
+    /// The tool spends from a budget the table does not declare.
+    UnknownBudget,
+    /// The amount argument is missing or not a whole number.
+    MissingAmount,
+    /// The amount is negative.
+    NegativeAmount(i64),
+}
+
 /// How a tool spends: `spend BUDGET by PARAM` (spec §6).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -768,6 +798,23 @@ pub enum Refused {
 }
 
 impl Table {
+    /// The spend of a call of `tool` with `arguments` (spec §6): `None` when the tool spends from no budget.
+    /// The one reading of a spend, used by the runtime's decision and ledger, [`Table::decide_level`] and
+    /// the compiler's `test` blocks.
+    ///
+    /// Errors: [`SpendError`] — the call is then `never`.
+    pub fn spend_of<'t>(
+        &'t self,
+        tool: &ToolInfo,
+        arguments: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Option<SpendOf<'t>>, SpendError> {
+        let Some(spends) = &tool.spends else { return Ok(None) };
+        let (budget, info) = self.budgets.get_key_value(&spends.budget).ok_or(SpendError::UnknownBudget)?;
+        let amount = arguments.get(&spends.param).and_then(serde_json::Value::as_i64).ok_or(SpendError::MissingAmount)?;
+        let amount = u64::try_from(amount).map_err(|_| SpendError::NegativeAmount(amount))?;
+        Ok(Some(SpendOf { budget, info, amount }))
+    }
+
     /// The level of one call (agent, skill, tool, its arguments, and the person the work is for, if any)
     /// against the table alone, with no standing rules: the level the runtime's `decide_table` gives the
     /// same call (`never` exactly when this returns an error), without its reasons and decider, and with
@@ -824,14 +871,11 @@ fn level_of_offered<'t>(
     };
     // Spec §6, as the runtime's decision: a spend's amount is never negative, and an `alone` call over the
     // budget's automatic allowance is `propose`.
-    let level = match &tool_info.spends {
-        None => level,
-        Some(spends) => {
-            let budget = table.budgets.get(&spends.budget).ok_or(Refused::Budget)?;
-            let amount = args.get(&spends.param).and_then(serde_json::Value::as_i64).ok_or(Refused::Arguments)?;
-            let amount = u64::try_from(amount).map_err(|_| Refused::Budget)?;
-            if level == Level::Alone && amount > budget.alone_up_to { Level::Propose } else { level }
-        }
+    let level = match table.spend_of(tool_info, args) {
+        Ok(Some(spend)) if level == Level::Alone && spend.over_allowance() => Level::Propose,
+        Ok(_) => level,
+        Err(SpendError::MissingAmount) => return Err(Refused::Arguments),
+        Err(_) => return Err(Refused::Budget),
     };
     Ok(LevelOf { level, route: &entry.route, entry })
 }

@@ -174,7 +174,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
     // preset or a standing rule) over the automatic allowance is treated as `propose`.
     match super::ledger::spend_of(table, &call.tool, tool, &call.arguments) {
         Err(why) => return refuse(d, why),
-        Ok(Some(spend)) if d.level == Level::Alone && spend.amount > spend.info.alone_up_to => {
+        Ok(Some(spend)) if d.level == Level::Alone && spend.over_allowance() => {
             d.level = Level::Propose;
             d.standing_rule = None;
             d.reasons.push(Reason {

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::error::StoreError;
 use super::store::Transaction;
-use crate::table::{BudgetInfo, Table, ToolInfo};
+use crate::table::{BudgetInfo, SpendError, Table, ToolInfo};
 
 /// What the store keeps of one budget (spec §6): the installed ceiling and what was spent, in the minor
 /// unit. What is reserved is the sum of the budget's [`Reservation`]s.
@@ -69,28 +69,25 @@ pub struct BudgetStatus {
 }
 
 /// One call's spend: its budget (name and current figures) and the amount of its `money` argument.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Spend<'t> {
-    pub budget: &'t str,
-    pub info: &'t BudgetInfo,
-    pub amount: u64,
-}
+pub(crate) type Spend<'t> = crate::table::SpendOf<'t>;
 
-/// The spend of a call of `tool` with `arguments`, when the tool spends from a budget.
+/// The spend of a call of `tool` with `arguments`, when the tool spends from a budget ([`Table::spend_of`]
+/// with the reason in words).
 ///
 /// Errors (the call is `never`): the table names no such budget, or the amount is missing, not an
 /// integer, or negative.
-pub(crate) fn spend_of<'t>(table: &'t Table, tool_name: &str, tool: &'t ToolInfo, arguments: &Value) -> Result<Option<Spend<'t>>, String> {
-    let Some(spends) = &tool.spends else { return Ok(None) };
-    let Some((budget, info)) = table.budgets.get_key_value(&spends.budget) else {
-        return Err(format!("`{tool_name}` spends from `{}`, which the table does not declare", spends.budget));
-    };
-    let amount = arguments.get(&spends.param).and_then(Value::as_i64);
-    match amount {
-        Some(a) if a >= 0 => Ok(Some(Spend { budget, info, amount: a as u64 })),
-        Some(a) => Err(format!("the amount `{}` of `{tool_name}` is {a}: an amount is never negative", spends.param)),
-        None => Err(format!("the amount `{}` of `{tool_name}` is missing or not a whole number", spends.param)),
-    }
+pub(crate) fn spend_of<'t>(table: &'t Table, tool_name: &str, tool: &ToolInfo, arguments: &Value) -> Result<Option<Spend<'t>>, String> {
+    let empty = serde_json::Map::new();
+    let args = arguments.as_object().unwrap_or(&empty);
+    table.spend_of(tool, args).map_err(|e| {
+        let spends = tool.spends.as_ref();
+        let (budget, param) = spends.map_or(("", ""), |s| (s.budget.as_str(), s.param.as_str()));
+        match e {
+            SpendError::UnknownBudget => format!("`{tool_name}` spends from `{budget}`, which the table does not declare"),
+            SpendError::MissingAmount => format!("the amount `{param}` of `{tool_name}` is missing or not a whole number"),
+            SpendError::NegativeAmount(a) => format!("the amount `{param}` of `{tool_name}` is {a}: an amount is never negative"),
+        }
+    })
 }
 
 /// The ledger record of a budget, installing it (with the current ceiling, nothing spent) on first use.

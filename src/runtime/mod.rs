@@ -737,7 +737,7 @@ impl Runtime {
             let runs_as = match (grant.basis, &grant.approver) {
                 (Basis::Operator, Some(approver)) => approver.clone(),
                 // Spec §6: at execution an automatic grant must still fit the current allowance.
-                (Basis::Automatic, _) if spend.is_some_and(|s| s.amount <= s.info.alone_up_to) => {
+                (Basis::Automatic, _) if spend.is_some_and(|s| !s.over_allowance()) => {
                     let sponsor = table.agents.get(&p.agent).map(|a| a.sponsor.clone()).unwrap_or_default();
                     p.requester.clone().unwrap_or(sponsor)
                 }
@@ -1218,7 +1218,7 @@ impl Runtime {
             return Ok(());
         }
         let Ok(Some(spend)) = self.spend_for(table, p) else { return Ok(()) };
-        if spend.amount > spend.info.alone_up_to {
+        if spend.over_allowance() {
             return Ok(());
         }
         match ledger::reserve(tx, &p.id, &spend, now)? {
