@@ -8,7 +8,7 @@
 //! Digests are SHA-256 over canonical JSON ([`canonical_json`]): object keys sorted, no insignificant
 //! whitespace, integers only.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
@@ -567,9 +567,9 @@ impl Row {
     }
 
     /// Every level the layer can give, whatever the arguments (conditions taken as independent).
-    pub fn possible_levels(&self) -> std::collections::BTreeSet<Option<Level>> {
+    pub fn possible_levels(&self) -> BTreeSet<Option<Level>> {
         let unconditional = self.named.iter().filter(|n| n.when.is_none()).map(|n| n.level).max();
-        let mut out = std::collections::BTreeSet::new();
+        let mut out = BTreeSet::new();
         // No conditional entry applies.
         out.insert(Self::combine(unconditional.or(self.class), self.inherited));
         // Some conditional entry applies (the strictest applying one decides).
@@ -842,7 +842,7 @@ impl Table {
         let Some(entry) = self.entry(agent, skill, tool) else {
             return Err(Refused::NotOffered("not one of the skill's tools"));
         };
-        level_of_offered(self, entry, tool_info, arguments, requester)
+        level_of_offered(self, entry, tool_info, arguments, requester, |args| arguments_fit(tool_info, args))
     }
 }
 
@@ -853,13 +853,14 @@ fn level_of_offered<'t>(
     tool_info: &ToolInfo,
     arguments: &serde_json::Value,
     requester: Option<&str>,
+    fit: impl Fn(&serde_json::Map<String, serde_json::Value>) -> bool,
 ) -> Result<LevelOf<'t>, Refused> {
     if let Some(person) = requester {
         if !table.persons.contains_key(person) {
             return Err(Refused::UnknownPerson);
         }
     }
-    let Some(args) = arguments.as_object().filter(|args| arguments_fit(tool_info, args)) else {
+    let Some(args) = arguments.as_object().filter(|args| fit(args)) else {
         return Err(Refused::Arguments);
     };
     let level = if entry.reserved || tool_info.reserved.is_some() {
@@ -880,27 +881,104 @@ fn level_of_offered<'t>(
     Ok(LevelOf { level, route: &entry.route, entry })
 }
 
-/// The offered triples of a table in hash maps, for answering [`Table::decide_level`] at the rate an agent
-/// asks it. The table's `BTreeMap`s cost a string comparison per step of a search (about 30 for a tool
-/// among 10,000); here a triple is three hash lookups of short strings. Build it once per loaded table.
+/// The offered triples of a table in one hash map, for answering [`Table::decide_level`] at the rate an
+/// agent asks it. The table's `BTreeMap`s cost a string comparison per step of a search (about 30 for a
+/// tool among 10,000); here a triple is one hash lookup. Build it once per loaded table.
 #[derive(Debug)]
 pub struct LevelIndex<'t> {
     table: &'t Table,
-    /// `offered[agent][skill][tool]`: only the triples that [`Table::offered`] accepts, with the tool.
-    offered: NameMap<'t, NameMap<'t, NameMap<'t, (&'t Entry, &'t ToolInfo)>>>,
+    /// `(agent, skill, tool)` → the triple's entry and tool, for the triples [`Table::offered`] accepts.
+    offered: NameMap<Triple<'t>, Offered<'t>>,
 }
 
-type NameMap<'t, V> = std::collections::HashMap<&'t str, V, std::hash::BuildHasherDefault<NameHasher>>;
+/// An (agent, skill, tool) key of a [`LevelIndex`].
+#[derive(Clone, Copy, Debug)]
+struct Triple<'a>(&'a str, &'a str, &'a str);
+
+impl std::hash::Hash for Triple<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for name in [self.0, self.1, self.2] {
+            state.write(name.as_bytes());
+            state.write_u8(0xff);
+        }
+    }
+}
+
+impl PartialEq for Triple<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        same_name(self.2, other.2) && same_name(self.1, other.1) && same_name(self.0, other.0)
+    }
+}
+
+impl Eq for Triple<'_> {}
+
+/// `a == b`, without a call to `memcmp` for names of up to 8 bytes (most agent, skill, tool and parameter
+/// names): two overlapping word loads each.
+fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let half = |x: &[u8], at: usize| x.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => a == b,
+    }
+}
+
+/// One offered triple in a [`LevelIndex`].
+#[derive(Debug)]
+struct Offered<'t> {
+    entry: &'t Entry,
+    tool: &'t ToolInfo,
+    /// The tool's parameters sorted by name, when the names are all different (always so in a table the
+    /// compiler wrote: `check` refuses a repeated parameter); `None` otherwise.
+    sorted_params: Option<Vec<(&'t str, &'t ParamType)>>,
+}
+
+impl Offered<'_> {
+    /// [`arguments_fit`], the same answer (see [`fit_sorted`]).
+    fn fit(&self, args: &serde_json::Map<String, serde_json::Value>) -> bool {
+        fit_sorted(self.sorted_params.as_deref(), self.tool, args)
+    }
+}
+
+/// [`arguments_fit`], the same answer, given the tool's parameters sorted by name when their names are all
+/// different. Arguments usually come with exactly the parameters' names, and a JSON object's names iterate
+/// sorted: then one pass over both, comparing names and types pairwise, says yes. Anything else (another
+/// order, a missing or extra name, a wrong type) goes to [`arguments_fit`], which decides.
+fn fit_sorted(
+    sorted: Option<&[(&str, &ParamType)]>,
+    tool: &ToolInfo,
+    args: &serde_json::Map<String, serde_json::Value>,
+) -> bool {
+    if let Some(params) = sorted {
+        let pairwise = || args.iter().zip(params).all(|((name, value), (param, ty))| same_name(name, param) && value_fits(ty, value));
+        if args.len() == params.len() && pairwise() {
+            return true;
+        }
+    }
+    arguments_fit(tool, args)
+}
+
+type NameMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<NameHasher>>;
 
 impl<'t> LevelIndex<'t> {
     /// Indexes every triple of `table` that it offers.
     pub fn new(table: &'t Table) -> LevelIndex<'t> {
-        let mut offered: NameMap<'t, NameMap<'t, NameMap<'t, (&'t Entry, &'t ToolInfo)>>> = NameMap::default();
+        let mut offered = NameMap::default();
         for (agent, skills) in &table.entries {
             for (skill, tools) in skills {
                 for tool in tools.keys() {
                     if let (Ok(entry), Some(info)) = (table.offered(agent, skill, tool), table.tools.get(tool)) {
-                        offered.entry(agent).or_default().entry(skill).or_default().insert(tool, (entry, info));
+                        let mut params: Vec<(&str, &ParamType)> = info.params.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
+                        params.sort_unstable_by_key(|&(name, _)| name);
+                        let distinct = params.windows(2).all(|w| w[0].0 != w[1].0);
+                        let sorted_params = distinct.then_some(params);
+                        offered.insert(Triple(agent, skill, tool), Offered { entry, tool: info, sorted_params });
                     }
                 }
             }
@@ -920,10 +998,10 @@ impl<'t> LevelIndex<'t> {
         arguments: &serde_json::Value,
         requester: Option<&str>,
     ) -> Result<LevelOf<'t>, Refused> {
-        let Some(&(entry, tool_info)) = self.offered.get(agent).and_then(|s| s.get(skill)).and_then(|t| t.get(tool)) else {
+        let Some(offered) = self.offered.get(&Triple(agent, skill, tool)) else {
             return self.table.decide_level(agent, skill, tool, arguments, requester);
         };
-        level_of_offered(self.table, entry, tool_info, arguments, requester)
+        level_of_offered(self.table, offered.entry, offered.tool, arguments, requester, |args| offered.fit(args))
     }
 }
 
@@ -941,9 +1019,19 @@ impl std::hash::Hasher for NameHasher {
             word.copy_from_slice(chunk);
             self.0 = (self.0.rotate_left(5) ^ u64::from_le_bytes(word)).wrapping_mul(K);
         }
-        for &b in chunks.remainder() {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(K);
-        }
+        // The last 1–7 bytes as one word, read as two overlapping halves (no copy, no loop). `str`'s `Hash`
+        // writes a 0xff byte after the bytes, so names of different lengths still hash apart.
+        let rest = chunks.remainder();
+        let n = rest.len();
+        let word = match rest {
+            [] => return,
+            [a, b, c, d, ..] => {
+                let last = [rest[n - 4], rest[n - 3], rest[n - 2], rest[n - 1]];
+                u64::from(u32::from_le_bytes([*a, *b, *c, *d])) | u64::from(u32::from_le_bytes(last)) << 32
+            }
+            [a, ..] => u64::from(*a) | u64::from(rest[n / 2]) << 8 | u64::from(rest[n - 1]) << 16,
+        };
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(K);
     }
 
     fn write_u8(&mut self, b: u8) {
@@ -959,15 +1047,17 @@ impl std::hash::Hasher for NameHasher {
 /// (`string` and entities: a string; `int` and `money`: an integer; `bool`). The runtime's
 /// `check_arguments` says the same in words.
 pub fn arguments_fit(tool: &ToolInfo, args: &serde_json::Map<String, serde_json::Value>) -> bool {
-    let typed = tool.params.iter().all(|param| match args.get(&param.name) {
-        None => false,
-        Some(value) => match &param.ty {
-            ParamType::String | ParamType::Entity(_) => value.is_string(),
-            ParamType::Int | ParamType::Money => value.is_i64(),
-            ParamType::Bool => value.is_boolean(),
-        },
-    });
+    let typed = tool.params.iter().all(|param| args.get(&param.name).is_some_and(|value| value_fits(&param.ty, value)));
     typed && args.keys().all(|k| tool.params.iter().any(|p| p.name == *k))
+}
+
+/// Whether an argument's value is of its parameter's type.
+fn value_fits(ty: &ParamType, value: &serde_json::Value) -> bool {
+    match ty {
+        ParamType::String | ParamType::Entity(_) => value.is_string(),
+        ParamType::Int | ParamType::Money => value.is_i64(),
+        ParamType::Bool => value.is_boolean(),
+    }
 }
 
 /// SHA-256 of `bytes` as 64 lowercase hex digits.
@@ -1334,6 +1424,99 @@ pub fn glob_matches(glob: &str, text: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `same_name` is `==` on every pair of a set of names of length 0 to 12 that differ in one byte at
+    /// each position, or in length only.
+    #[test]
+    fn same_name_is_string_equality() {
+        let mut names = vec![String::new()];
+        for n in 1..=12 {
+            let base: String = (0..n).map(|i| char::from(b'a' + i)).collect();
+            names.push(base.clone());
+            for at in 0..usize::from(n) {
+                let mut bytes = base.clone().into_bytes();
+                bytes[at] = b'Z';
+                names.push(String::from_utf8(bytes).unwrap_or_default());
+            }
+        }
+        names.push("Ωmega".into());
+        for a in &names {
+            for b in &names {
+                assert_eq!(same_name(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+    }
+
+    /// Triples that differ anywhere are different keys (no false match through the hash or `eq`), and a
+    /// name moved from one field to the next is another triple.
+    #[test]
+    fn triples_compare_by_all_three_names() {
+        use std::hash::BuildHasher;
+        let hasher = std::hash::BuildHasherDefault::<NameHasher>::default();
+        let t = Triple("A0", "A0S0", "T12");
+        assert_eq!(t, Triple("A0", "A0S0", "T12"));
+        assert_eq!(hasher.hash_one(t), hasher.hash_one(Triple("A0", "A0S0", "T12")));
+        for other in [Triple("A0", "A0S0", "T13"), Triple("A1", "A0S0", "T12"), Triple("A0", "A0S1", "T12"), Triple("A0A0S0", "", "T12")] {
+            assert_ne!(t, other);
+        }
+        assert_ne!(hasher.hash_one(Triple("ab", "c", "")), hasher.hash_one(Triple("a", "bc", "")));
+    }
+
+    /// The index's argument check (`fit_sorted`) gives `arguments_fit`'s answer on every set of up to three
+    /// arguments drawn from the parameters' names and near misses, with values of each type, for distinct
+    /// and for repeated parameter names.
+    #[test]
+    fn indexed_argument_check_agrees_with_arguments_fit() {
+        let param = |name: &str, ty: ParamType| ParamInfo { name: name.into(), ty };
+        let tool = |params: Vec<ParamInfo>| ToolInfo {
+            label: "t".into(),
+            doc: None,
+            external: false,
+            params,
+            effects: BTreeMap::new(),
+            claim: None,
+            reserved: None,
+            version: None,
+            subject: None,
+            spends: None,
+            definition_digest: String::new(),
+        };
+        let tools = [
+            tool(vec![]),
+            tool(vec![param("to", ParamType::String), param("amount", ParamType::Money)]),
+            tool(vec![param("b", ParamType::Bool), param("a", ParamType::Int), param("c", ParamType::Entity("E".into()))]),
+            tool(vec![param("a", ParamType::Int), param("a", ParamType::Int)]),
+        ];
+        let values = [json!(1), json!("x"), json!(true), json!(null), json!(-2)];
+        for info in &tools {
+            let mut params: Vec<(&str, &ParamType)> = info.params.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
+            params.sort_unstable_by_key(|&(name, _)| name);
+            let distinct = params.windows(2).all(|w| w[0].0 != w[1].0);
+            let sorted = distinct.then_some(params);
+            let mut names: Vec<&str> = info.params.iter().map(|p| p.name.as_str()).collect();
+            names.extend(["amounx", "zz", "a"]);
+            names.sort_unstable();
+            names.dedup();
+            let mut checked = 0;
+            for mask in 0u32..(1 << names.len()) {
+                let chosen: Vec<&str> = names.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, n)| *n).collect();
+                if chosen.len() > 3 {
+                    continue;
+                }
+                for pick in 0..values.len().pow(u32::try_from(chosen.len()).unwrap_or(0)) {
+                    let mut map = serde_json::Map::new();
+                    let mut p = pick;
+                    for name in &chosen {
+                        map.insert((*name).to_string(), values[p % values.len()].clone());
+                        p /= values.len();
+                    }
+                    assert_eq!(fit_sorted(sorted.as_deref(), info, &map), arguments_fit(info, &map), "{:?} {map:?}", info.params);
+                    checked += 1;
+                }
+            }
+            assert!(checked > 20, "{checked}");
+        }
+    }
 
     fn args(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
         match v {

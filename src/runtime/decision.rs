@@ -371,6 +371,9 @@ mod tests {
             json!({ "amount": "500", "to": "ops@example.com" }),
             json!({ "amount": 500 }),
             json!({ "amount": 500, "to": "a", "extra": 1 }),
+            json!({ "amount": 500, "tx": "ops@example.com" }),
+            json!({ "amount": 500, "to": 7 }),
+            json!({}),
             json!([1]),
         ];
         let mut calls = Vec::new();
