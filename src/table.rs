@@ -105,7 +105,10 @@ impl fmt::Display for EffectClass {
 }
 
 /// The compiled decision table of one package (spec §4).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Serialized with its members in key order (see its `Serialize` impl), so that the canonical writer
+/// never has to move the whole table's bytes to sort them.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Table {
     /// Format, compiler and digests. Not covered by `table_digest`.
@@ -131,10 +134,37 @@ pub struct Table {
     /// Every budget, by name (spec §6); absent from the JSON when the package declares none. Budget
     /// figures are in no entry's digest: the runtime checks them against their current values at grant
     /// and at execution.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default)]
     pub budgets: BTreeMap<String, BudgetInfo>,
     /// One entry per offered triple: `entries[agent][skill][tool]`.
     pub entries: BTreeMap<String, BTreeMap<String, BTreeMap<String, Entry>>>,
+}
+
+impl Serialize for Table {
+    /// The members in key order: the canonical JSON (spec §4) sorts them anyway, and a table that arrives
+    /// sorted is written without a copy. `budgets` is left out when empty, as in the JSON of tables
+    /// without budgets.
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut t = serializer.serialize_struct("Table", 12)?;
+        t.serialize_field("agents", &self.agents)?;
+        t.serialize_field("authority", &self.authority)?;
+        if self.budgets.is_empty() {
+            t.skip_field("budgets")?;
+        } else {
+            t.serialize_field("budgets", &self.budgets)?;
+        }
+        t.serialize_field("entities", &self.entities)?;
+        t.serialize_field("entries", &self.entries)?;
+        t.serialize_field("header", &self.header)?;
+        t.serialize_field("package", &self.package)?;
+        t.serialize_field("persons", &self.persons)?;
+        t.serialize_field("queues", &self.queues)?;
+        t.serialize_field("roles", &self.roles)?;
+        t.serialize_field("skills", &self.skills)?;
+        t.serialize_field("tools", &self.tools)?;
+        t.end()
+    }
 }
 
 /// The table's header (spec §4).
@@ -683,7 +713,10 @@ impl Table {
         // Anything it refuses (or a table of another format) goes through the path below, which gives the
         // errors their exact wording (`from_slice`'s would add a line and column) and refuses a table of
         // another format as such rather than as malformed.
-        if let Ok(table) = serde_json::from_slice::<Table>(bytes) {
+        // The UTF-8 check is made once for the whole text (word at a time while it is ASCII), so that
+        // `from_str` need not validate each string again.
+        let parsed = std::str::from_utf8(bytes).ok().and_then(|text| serde_json::from_str::<Table>(text).ok());
+        if let Some(table) = parsed {
             if table.header.format == FORMAT {
                 let computed = table.compute_digest();
                 if computed != table.header.table_digest {

@@ -25,6 +25,38 @@ pub(crate) fn to_canonical_bytes<T: Serialize + ?Sized>(
     Ok(w.out)
 }
 
+/// A JSON string, as `serde_json` writes it. Most strings of a table (names, digests, labels) have nothing to
+/// escape: those are copied in one piece; any other goes through `serde_json`.
+fn write_json_string(out: &mut Vec<u8>, s: &str) -> Result<(), serde_json::Error> {
+    if needs_escape(s.as_bytes()) {
+        return serde_json::to_writer(out, s);
+    }
+    out.reserve(s.len() + 2);
+    out.push(b'"');
+    out.extend_from_slice(s.as_bytes());
+    out.push(b'"');
+    Ok(())
+}
+
+/// Whether a string has a byte JSON escapes: a control character (below 0x20), `"` or `\`. Eight bytes
+/// at a time: `x - 0x20 per byte & !x & 0x80 per byte` is nonzero exactly when a byte of `x` is below 0x20
+/// (and `x ^ c per byte` has a zero byte exactly where `x` has `c`).
+fn needs_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let below = |x: u64, n: u64| x.wrapping_sub(ONES * n) & !x & HIGH != 0;
+    let mut chunks = bytes.chunks_exact(8);
+    for chunk in &mut chunks {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let x = u64::from_le_bytes(word);
+        if below(x, 0x20) || below(x ^ (ONES * 0x22), 1) || below(x ^ (ONES * 0x5c), 1) {
+            return true;
+        }
+    }
+    chunks.remainder().iter().any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+}
+
 /// One member of an object being written: its raw key (a range of `Writer::keys`) and its bytes (a range
 /// of `Writer::out`, without the separator before it).
 #[derive(Clone, Copy)]
@@ -56,7 +88,7 @@ impl Writer {
     }
 
     fn string(&mut self, s: &str) -> Result<(), serde_json::Error> {
-        serde_json::to_writer(&mut self.out, s)
+        write_json_string(&mut self.out, s)
     }
 
     fn number<N: Serialize>(&mut self, n: N) -> Result<(), serde_json::Error> {
@@ -82,7 +114,7 @@ impl Writer {
 
     /// Writes `"key":` (or `"key": `) for a member whose raw key is the last one in `keys` from `from`.
     fn key_colon(&mut self, from: usize) -> Result<(), serde_json::Error> {
-        serde_json::to_writer(&mut self.out, &self.keys[from..])?;
+        write_json_string(&mut self.out, &self.keys[from..])?;
         self.out.push(b':');
         if self.indent.is_some() {
             self.out.push(b' ');
@@ -595,5 +627,34 @@ impl ser::Serializer for KeyWriter<'_> {
         _len: usize,
     ) -> Result<Self::SerializeStructVariant, Error> {
         Err(key_must_be_a_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `needs_escape` says what a byte-by-byte look says, for every byte value at every position of
+    /// strings of 0 to 19 bytes (so in whole words and in the tail), and `write_json_string` writes what
+    /// `serde_json` writes.
+    #[test]
+    fn the_word_at_a_time_escape_check_is_exact() {
+        for len in 0..20usize {
+            for at in 0..len.max(1) {
+                for b in 0..=255u8 {
+                    let mut bytes = vec![b'a'; len];
+                    if let Some(x) = bytes.get_mut(at) {
+                        *x = b;
+                    }
+                    let slow = bytes.iter().any(|&c| c < 0x20 || c == b'"' || c == b'\\');
+                    assert_eq!(needs_escape(&bytes), slow, "{bytes:?}");
+                    if let Ok(text) = std::str::from_utf8(&bytes) {
+                        let mut out = Vec::new();
+                        write_json_string(&mut out, text).unwrap_or_default();
+                        assert_eq!(out, serde_json::to_vec(text).unwrap_or_default(), "{text:?}");
+                    }
+                }
+            }
+        }
     }
 }
