@@ -68,16 +68,16 @@ pub fn generate(config: &Config) -> String {
     out.push_str("may {\n    spends: never\n}\n");
     out.push_str("fn notify() { send email }\n");
     const OPS: [&str; 4] = ["read Record", "write Record.body", "call notify", "reach api"];
-    for i in 0..n {
+    for (i, callees) in calls.iter_mut().enumerate() {
         if i % 10 == 9 {
             let claim = ["reads", "changes", "sends", "reaches_out"][rng.below(4)];
             let _ = writeln!(out, "extern tool T{i} \"Tool {i}\" (amount: money, to: string) : {claim}");
             continue;
         }
         let _ = write!(out, "tool T{i} \"Tool {i}\" (amount: money, to: string) {{ {}", OPS[rng.below(OPS.len())]);
-        calls[i].sort_unstable();
-        calls[i].dedup();
-        for c in &calls[i] {
+        callees.sort_unstable();
+        callees.dedup();
+        for c in callees.iter() {
             let _ = write!(out, " call T{c}");
         }
         out.push_str(" }\n");

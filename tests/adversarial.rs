@@ -272,9 +272,7 @@ fn confusable_non_ascii_identifiers_are_a_clear_error() {
         ("\u{ff32}ead", "Read", "\u{ff32}ead"),     // fullwidth Ｒ (U+FF32) where it is defined
     ] {
         let text = base(def, listed);
-        let (codes, rendered) = compile(&[("confusable.permits", text.as_bytes())])
-            .err()
-            .expect("refused");
+        let (codes, rendered) = compile(&[("confusable.permits", text.as_bytes())]).expect_err("refused");
         assert!(
             codes.iter().any(|c| c == "permits::syntax::non_ascii"),
             "{codes:?}\n{rendered}"
