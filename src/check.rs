@@ -6,6 +6,7 @@
 //! then left out, so one cause gives one error. This stage never does I/O.
 
 use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
 
 use crate::diagnostics::{Diagnostic, closest, codes};
 use crate::effects::EffectSet;
@@ -15,13 +16,18 @@ use crate::table::{EffectClass, Holder, Layer, Level, ParamType, Route as TableR
 /// Index of a node (tool or function) in [`Model::nodes`].
 pub type NodeId = usize;
 
+/// A map keyed by names, hashed with [`crate::table::NameHasher`]: resolution looks a name up once per use,
+/// a million times in a large package. Never iterated where the order reaches the output (those maps are
+/// `BTreeMap`s).
+pub type NameMap<K, V> = HashMap<K, V, BuildHasherDefault<crate::table::NameHasher>>;
+
 /// The resolved package.
 #[derive(Debug)]
 pub struct Model<'a> {
     /// Every tool and function, sorted by name. A node's index is its [`NodeId`].
     pub nodes: Vec<Node<'a>>,
     /// Node by name.
-    pub node_of: HashMap<&'a str, NodeId>,
+    pub node_of: NameMap<&'a str, NodeId>,
     /// Every agent, by name.
     pub agents: BTreeMap<&'a str, AgentModel<'a>>,
     /// Every skill, by name.
@@ -33,7 +39,7 @@ pub struct Model<'a> {
     /// Every entity.
     pub entities: BTreeMap<&'a str, &'a Entity>,
     /// The doc comment of every named declaration that has one.
-    pub docs: HashMap<&'a str, String>,
+    pub docs: NameMap<&'a str, String>,
     /// Every queue and who decides it.
     pub queues: BTreeMap<&'a str, Vec<Holder>>,
     /// `supervises`, `decides_proposals`, `widens_autonomy`, in written order, duplicates removed.
@@ -208,8 +214,9 @@ pub struct Rules<'a> {
     pub preset: Option<(Preset, Span)>,
     /// The class settings written, by class (never `reads`).
     pub settings: BTreeMap<EffectClass, (Level, Span)>,
-    /// The named entries by tool: level, the entry's span, the list's span.
-    pub named: HashMap<NodeId, Vec<NamedRule>>,
+    /// The named entries by tool (in node order, which is name order): level, the entry's span, the list's
+    /// span.
+    pub named: BTreeMap<NodeId, Vec<NamedRule>>,
 }
 
 /// A list entry naming a tool.
@@ -227,7 +234,7 @@ pub struct NamedRule {
 
 impl<'a> Rules<'a> {
     fn empty(layer: Layer) -> Rules<'a> {
-        Rules { layer, block: None, preset: None, settings: BTreeMap::new(), named: HashMap::new() }
+        Rules { layer, block: None, preset: None, settings: BTreeMap::new(), named: BTreeMap::new() }
     }
 
     /// The strictest named entry for a tool in this layer.
@@ -309,10 +316,10 @@ impl Kind {
 }
 
 struct Checker<'a> {
-    names: HashMap<&'a str, (Kind, Span)>,
-    docs: HashMap<&'a str, String>,
-    entities: HashMap<&'a str, &'a Entity>,
-    budgets: HashMap<&'a str, &'a Budget>,
+    names: NameMap<&'a str, (Kind, Span)>,
+    docs: NameMap<&'a str, String>,
+    entities: NameMap<&'a str, &'a Entity>,
+    budgets: NameMap<&'a str, &'a Budget>,
     diags: Vec<Diagnostic>,
 }
 
@@ -320,10 +327,10 @@ struct Checker<'a> {
 /// resolved) and every diagnostic of this stage.
 pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
     let mut c = Checker {
-        names: HashMap::new(),
-        docs: HashMap::new(),
-        entities: HashMap::new(),
-        budgets: HashMap::new(),
+        names: NameMap::default(),
+        docs: NameMap::default(),
+        entities: NameMap::default(),
+        budgets: NameMap::default(),
         diags: Vec::new(),
     };
     c.collect_names(package);
@@ -339,7 +346,7 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
     }
     node_decls.sort_by(|a, b| a.0.cmp(b.0));
     node_decls.dedup_by(|a, b| a.0 == b.0); // a duplicate is already an error; keep the first
-    let node_of: HashMap<&str, NodeId> = node_decls.iter().enumerate().map(|(i, (n, _, _))| (*n, i)).collect();
+    let node_of: NameMap<&str, NodeId> = node_decls.iter().enumerate().map(|(i, (n, _, _))| (*n, i)).collect();
     let nodes = node_decls.iter().map(|(_, d, k)| c.node(d, *k, &node_of)).collect();
 
     let mut model = Model {
@@ -728,7 +735,7 @@ impl<'a> Checker<'a> {
         true
     }
 
-    fn node(&mut self, decl: &'a Declaration, kind: NodeKind<'a>, node_of: &HashMap<&str, NodeId>) -> Node<'a> {
+    fn node(&mut self, decl: &'a Declaration, kind: NodeKind<'a>, node_of: &NameMap<&str, NodeId>) -> Node<'a> {
         let (name, params, claim, body) = match kind {
             NodeKind::Tool(t) => (&t.name, &t.params, &t.claim, &t.body),
             NodeKind::Function(f) => (&f.name, &f.params, &f.claim, &f.body),
@@ -923,7 +930,7 @@ impl<'a> Checker<'a> {
     }
 
     /// Resolves a `may` block of a layer and checks it.
-    fn rules(&mut self, layer: Layer, block: &'a MayBlock, node_of: &HashMap<&str, NodeId>, nodes: &[Node<'a>]) -> Rules<'a> {
+    fn rules(&mut self, layer: Layer, block: &'a MayBlock, node_of: &NameMap<&str, NodeId>, nodes: &[Node<'a>]) -> Rules<'a> {
         let mut rules = Rules::empty(layer);
         rules.block = Some(block);
         for (i, stmt) in block.statements.iter().enumerate() {
@@ -1287,29 +1294,59 @@ pub fn layer_noun(layer: Layer) -> &'static str {
 
 /// The canonical text of a statement: keywords and names, single spaces, no spans.
 pub fn statement_text(kind: &StatementKind) -> String {
-    fn er(r: &EntityRef) -> String {
-        match &r.field {
-            Some(f) => format!("{}.{}", r.entity.name, f.name),
-            None => r.entity.name.clone(),
+    let mut out = String::new();
+    statement_pieces(kind, |piece| out.push_str(piece));
+    out
+}
+
+/// The pieces of [`statement_text`] in order: the text is their concatenation. The definition digests
+/// write them straight into their canonical JSON, without a `String` per statement.
+pub fn statement_pieces(kind: &StatementKind, mut emit: impl FnMut(&str)) {
+    fn er(keyword: &str, r: &EntityRef, emit: &mut impl FnMut(&str)) {
+        emit(keyword);
+        emit(&r.entity.name);
+        if let Some(f) = &r.field {
+            emit(".");
+            emit(&f.name);
         }
-    }
-    fn tg(t: &Target) -> String {
-        if t.quoted { format!("{:?}", t.text) } else { t.text.clone() }
     }
     match kind {
-        StatementKind::Read(r) => format!("read {}", er(r)),
-        StatementKind::Write(r) => format!("write {}", er(r)),
-        StatementKind::Create(r) => format!("create {}", er(r)),
-        StatementKind::Delete(r) => format!("delete {}", er(r)),
-        StatementKind::Send(t) => format!("send {}", tg(t)),
-        StatementKind::Reach(t) => format!("reach {}", tg(t)),
-        StatementKind::Spend { budget, by } => format!("spend {} by {}", budget.name, by.name),
-        StatementKind::Call(t) => format!("call {}", t.name),
-        StatementKind::CallAny(ts) => {
-            format!("call any [{}]", ts.iter().map(|t| t.name.as_str()).collect::<Vec<_>>().join(", "))
+        StatementKind::Read(r) => er("read ", r, &mut emit),
+        StatementKind::Write(r) => er("write ", r, &mut emit),
+        StatementKind::Create(r) => er("create ", r, &mut emit),
+        StatementKind::Delete(r) => er("delete ", r, &mut emit),
+        StatementKind::Send(t) | StatementKind::Reach(t) => {
+            emit(if matches!(kind, StatementKind::Send(_)) { "send " } else { "reach " });
+            if t.quoted { emit(&format!("{:?}", t.text)) } else { emit(&t.text) }
         }
-        StatementKind::CallDynamic => "call dynamic".to_string(),
-        StatementKind::Version { param, field } => format!("version {}.{}", param.name, field.name),
-        StatementKind::Subject(p) => format!("subject {}", p.name),
+        StatementKind::Spend { budget, by } => {
+            for piece in ["spend ", &budget.name, " by ", &by.name] {
+                emit(piece);
+            }
+        }
+        StatementKind::Call(t) => {
+            emit("call ");
+            emit(&t.name);
+        }
+        StatementKind::CallAny(ts) => {
+            emit("call any [");
+            for (i, t) in ts.iter().enumerate() {
+                if i > 0 {
+                    emit(", ");
+                }
+                emit(&t.name);
+            }
+            emit("]");
+        }
+        StatementKind::CallDynamic => emit("call dynamic"),
+        StatementKind::Version { param, field } => {
+            for piece in ["version ", &param.name, ".", &field.name] {
+                emit(piece);
+            }
+        }
+        StatementKind::Subject(p) => {
+            emit("subject ");
+            emit(&p.name);
+        }
     }
 }

@@ -12,7 +12,9 @@ use petgraph::graph::{DiGraph, NodeIndex};
 use crate::check::{Model, NodeId, NodeKind};
 use crate::diagnostics::{Diagnostic, codes};
 use crate::syntax::{Sources, Span};
-use crate::table::{EffectClass, canonical_digest, sha256_hex};
+use sha2::{Digest, Sha256};
+
+use crate::table::{EffectClass, hex, sha256_hex};
 
 /// A set of effect classes plus the reserved subject (writing the entity `permits`), as bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -165,13 +167,14 @@ impl Effects {
 /// Infers every node's effect set, witnesses and definition digest; checks claims.
 pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>) {
     let n = model.nodes.len();
-    let mut graph: DiGraph<(), Span> = DiGraph::with_capacity(n, 0);
+    let edges = model.nodes.iter().map(|node| node.calls.len()).sum();
+    let mut graph: DiGraph<(), ()> = DiGraph::with_capacity(n, edges);
     for _ in 0..n {
         graph.add_node(());
     }
     for (i, node) in model.nodes.iter().enumerate() {
-        for (callee, span) in &node.calls {
-            graph.add_edge(NodeIndex::new(i), NodeIndex::new(*callee), *span);
+        for (callee, _) in &node.calls {
+            graph.add_edge(NodeIndex::new(i), NodeIndex::new(*callee), ());
         }
     }
     let components: Vec<Vec<NodeId>> =
@@ -183,10 +186,13 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
         }
     }
 
+    let callers = Callers::new(model, &components, &component_of);
     let mut sets = vec![EffectSet::EMPTY; n];
     let mut real = vec![EffectSet::EMPTY; n];
     let mut witness = vec![[None; SLOTS]; n];
     let mut definition_digest = vec![String::new(); n];
+    let mut queue = std::collections::VecDeque::new();
+    let mut digests = DigestWriter::default();
 
     for (ci, members) in components.iter().enumerate() {
         let mut set = EffectSet::EMPTY;
@@ -209,15 +215,6 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
                 }
             }
         }
-        // Internal callers of each member, for the walk back from the sources of a witness.
-        let mut callers: std::collections::HashMap<NodeId, Vec<(NodeId, Span)>> = std::collections::HashMap::new();
-        for &m in members {
-            for (callee, span) in &model.nodes[m].calls {
-                if component_of[*callee] == ci {
-                    callers.entry(*callee).or_default().push((m, *span));
-                }
-            }
-        }
         for s in 0..SLOTS {
             if !set.has_slot(s) {
                 continue;
@@ -227,7 +224,7 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
                 if phase == 1 && proven.has_slot(s) {
                     break;
                 }
-                let mut queue = std::collections::VecDeque::new();
+                queue.clear();
                 for &m in members {
                     let node = &model.nodes[m];
                     let hop = if phase == 0 {
@@ -246,10 +243,10 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
                     }
                 }
                 while let Some(y) = queue.pop_front() {
-                    for (x, span) in callers.get(&y).map(Vec::as_slice).unwrap_or(&[]) {
-                        if witness[*x][s].is_none() {
-                            witness[*x][s] = Some(Hop::Call(y, *span));
-                            queue.push_back(*x);
+                    for &(x, k) in callers.of(y) {
+                        if witness[x][s].is_none() {
+                            witness[x][s] = Some(Hop::Call(y, model.nodes[x].calls[k].1));
+                            queue.push_back(x);
                         }
                     }
                 }
@@ -261,11 +258,6 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
         }
         // Definition digests: the component is hashed as one unit over its members' canonical forms and
         // the digests of everything outside it that they call.
-        // Sorted by name (each form's `name`) without a key string per comparison: a component can hold
-        // most of the package.
-        let mut named: Vec<(&str, serde_json::Value)> = members.iter().map(|&m| (model.nodes[m].name, local_form(model, m))).collect();
-        named.sort_by(|a, b| a.0.cmp(b.0));
-        let forms: Vec<serde_json::Value> = named.into_iter().map(|(_, form)| form).collect();
         let mut called: Vec<&str> = members
             .iter()
             .flat_map(|&m| model.nodes[m].calls.iter())
@@ -274,13 +266,9 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
             .collect();
         called.sort_unstable();
         called.dedup();
-        // The value `json!({ "members": forms, "calls": called })` builds, without `json!`'s copy of `forms`.
-        let unit_form: serde_json::Map<String, serde_json::Value> =
-            [("members".to_string(), serde_json::Value::Array(forms)), ("calls".to_string(), serde_json::Value::from(called))].into_iter().collect();
-        let unit = canonical_digest(&unit_form).unwrap_or_else(|_| sha256_hex(b""));
+        let unit = digests.unit(model, members, &called);
         for &m in members {
-            definition_digest[m] =
-                canonical_digest(&serde_json::json!({ "name": model.nodes[m].name, "unit": unit })).unwrap_or_else(|_| sha256_hex(b""));
+            definition_digest[m] = digests.member(model.nodes[m].name, &unit);
         }
     }
 
@@ -289,31 +277,210 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
     (effects, diagnostics)
 }
 
-/// The canonical form of a node's own definition: signature, label, doc, claim and body; no spans, no
-/// formatting.
-fn local_form(model: &Model<'_>, m: NodeId) -> serde_json::Value {
+/// The internal callers of every node (calls within its component), for the walk back from the sources of
+/// a witness: one flat array, each node's callers a range of it. Within a node's range, callers come in
+/// the order of their component's members and then of their calls, which the witnesses depend on.
+struct Callers {
+    /// Where each node's callers start in `list`; `start[n + 1]` is where they end.
+    start: Vec<usize>,
+    /// The caller and the index of the call in its `calls`.
+    list: Vec<(NodeId, usize)>,
+}
+
+impl Callers {
+    fn new(model: &Model<'_>, components: &[Vec<NodeId>], component_of: &[usize]) -> Callers {
+        let n = model.nodes.len();
+        let internal = |m: NodeId| {
+            let ci = component_of[m];
+            model.nodes[m].calls.iter().enumerate().filter(move |(_, (callee, _))| component_of[*callee] == ci)
+        };
+        let mut start = vec![0; n + 1];
+        for m in 0..n {
+            for (_, (callee, _)) in internal(m) {
+                start[*callee + 1] += 1;
+            }
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut next = start.clone();
+        let mut list = vec![(0, 0); start[n]];
+        for members in components {
+            for &m in members {
+                for (k, (callee, _)) in internal(m) {
+                    list[next[*callee]] = (m, k);
+                    next[*callee] += 1;
+                }
+            }
+        }
+        Callers { start, list }
+    }
+
+    /// The internal callers of a node, each with the index of its call (the span is looked up only for
+    /// a caller that takes the hop: most do not, and the lookup is a cache miss).
+    fn of(&self, node: NodeId) -> &[(NodeId, usize)] {
+        &self.list[self.start[node]..self.start[node + 1]]
+    }
+}
+
+/// Writes the canonical JSON of the definition digests straight into SHA-256, without a
+/// `serde_json::Value` per node: one component can hold most of the package. The bytes are what
+/// [`canonical_digest`] writes for the same forms (keys sorted, no whitespace); keys are written here in
+/// sorted order, so nothing needs reordering.
+#[derive(Default)]
+struct DigestWriter {
+    /// Reused between components; flushed into the hash in chunks.
+    buf: Vec<u8>,
+    /// The members of a component in name order.
+    order: Vec<NodeId>,
+}
+
+impl DigestWriter {
+    /// The digest of a component: `{"calls": called, "members": [local form of each member, by name]}`.
+    fn unit(&mut self, model: &Model<'_>, members: &[NodeId], called: &[&str]) -> String {
+        // Node ids follow names (`Model::nodes` is sorted by name, names distinct); the check keeps the
+        // name order exact even for a model built otherwise.
+        self.order.clear();
+        self.order.extend_from_slice(members);
+        self.order.sort_unstable();
+        if !self.order.windows(2).all(|w| model.nodes[w[0]].name < model.nodes[w[1]].name) {
+            self.order.sort_by(|a, b| model.nodes[*a].name.cmp(model.nodes[*b].name));
+        }
+        let mut hasher = Sha256::new();
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.extend_from_slice(b"{\"calls\":[");
+        for (i, digest) in called.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            push_json_str(buf, digest);
+        }
+        buf.extend_from_slice(b"],\"members\":[");
+        for (i, &m) in self.order.iter().enumerate() {
+            if i > 0 {
+                buf.push(b',');
+            }
+            push_local_form(buf, model, m);
+            if buf.len() >= 1 << 16 {
+                hasher.update(&buf[..]);
+                buf.clear();
+            }
+        }
+        buf.extend_from_slice(b"]}");
+        hasher.update(&buf[..]);
+        hex(&hasher.finalize())
+    }
+
+    /// A member's definition digest: `{"name": name, "unit": unit}`.
+    fn member(&mut self, name: &str, unit: &str) -> String {
+        let buf = &mut self.buf;
+        buf.clear();
+        buf.extend_from_slice(b"{\"name\":");
+        push_json_str(buf, name);
+        buf.extend_from_slice(b",\"unit\":");
+        push_json_str(buf, unit);
+        buf.push(b'}');
+        sha256_hex(buf)
+    }
+}
+
+/// Appends the canonical form of a node's own definition: signature, label, doc, claim and body; no spans,
+/// no formatting. The object `{"body", "claim", "doc", "kind", "label", "name", "params"}`, keys in order.
+fn push_local_form(out: &mut Vec<u8>, model: &Model<'_>, m: NodeId) {
     let node = &model.nodes[m];
     let (kind, label, body) = match node.kind {
-        NodeKind::Tool(t) => (
-            if node.is_extern() { "extern_tool" } else { "tool" },
-            t.label.as_ref().map(|l| l.value.clone()),
-            &t.body,
-        ),
+        NodeKind::Tool(t) => {
+            (if node.is_extern() { "extern_tool" } else { "tool" }, t.label.as_ref().map(|l| &l.value), &t.body)
+        }
         NodeKind::Function(f) => ("fn", None, &f.body),
     };
-    let params: Vec<serde_json::Value> =
-        node.params.iter().map(|(name, ty)| serde_json::json!([name, serde_json::to_value(ty).unwrap_or_default()])).collect();
-    let claim: Option<Vec<&str>> = node.claim.map(|(c, _)| c.classes().map(EffectClass::as_str).collect());
-    let body: Vec<String> = body.iter().map(|s| crate::check::statement_text(&s.kind)).collect();
-    serde_json::json!({
-        "kind": kind,
-        "name": node.name,
-        "label": label,
-        "doc": node.declaration.doc_text(),
-        "params": params,
-        "claim": claim,
-        "body": body,
-    })
+    out.extend_from_slice(b"{\"body\":[");
+    for (i, s) in body.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'"');
+        crate::check::statement_pieces(&s.kind, |piece| push_escaped(out, piece));
+        out.push(b'"');
+    }
+    out.extend_from_slice(b"],\"claim\":");
+    match node.claim {
+        None => out.extend_from_slice(b"null"),
+        Some((claim, _)) => {
+            out.push(b'[');
+            for (i, class) in claim.classes().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                push_json_str(out, class.as_str());
+            }
+            out.push(b']');
+        }
+    }
+    // `Declaration::doc_text`: the lines joined by `\n`, or null.
+    out.extend_from_slice(b",\"doc\":");
+    let docs = &node.declaration.docs;
+    if docs.is_empty() {
+        out.extend_from_slice(b"null");
+    } else {
+        out.push(b'"');
+        for (i, line) in docs.iter().enumerate() {
+            if i > 0 {
+                push_escaped(out, "\n");
+            }
+            push_escaped(out, line);
+        }
+        out.push(b'"');
+    }
+    out.extend_from_slice(b",\"kind\":");
+    push_json_str(out, kind);
+    out.extend_from_slice(b",\"label\":");
+    match label {
+        Some(l) => push_json_str(out, l),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(b",\"name\":");
+    push_json_str(out, node.name);
+    out.extend_from_slice(b",\"params\":[");
+    for (i, (name, ty)) in node.params.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.push(b'[');
+        push_json_str(out, name);
+        out.push(b',');
+        // A type is a string or a one-member object, so serde_json's compact form is already canonical;
+        // `null` if it could not be written, as `to_value(..).unwrap_or_default()` gave.
+        let at = out.len();
+        if serde_json::to_writer(&mut *out, ty).is_err() {
+            out.truncate(at);
+            out.extend_from_slice(b"null");
+        }
+        out.push(b']');
+    }
+    out.extend_from_slice(b"]}");
+}
+
+/// Appends `s` as a JSON string.
+fn push_json_str(out: &mut Vec<u8>, s: &str) {
+    out.push(b'"');
+    push_escaped(out, s);
+    out.push(b'"');
+}
+
+/// Appends the inside of `s` as a JSON string, escaped as serde_json escapes (quote, backslash and control
+/// characters; nothing else). Escaping goes character by character, so pieces escaped one by one give the
+/// escape of their concatenation.
+fn push_escaped(out: &mut Vec<u8>, s: &str) {
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.extend_from_slice(s.as_bytes());
+        return;
+    }
+    let quoted = serde_json::to_string(s).unwrap_or_default();
+    if let Some(inner) = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
+        out.extend_from_slice(inner.as_bytes());
+    }
 }
 
 /// Labels that walk a witness path, hop by hop, ending at the operation or claim.
@@ -385,4 +552,103 @@ fn check_claims(model: &Model<'_>, effects: &Effects, _sources: &Sources) -> Vec
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::{Source, Sources, parse_sources};
+
+    /// The definition digests as they were first written: a `serde_json::Value` per form, hashed by
+    /// [`crate::table::canonical_digest`]. The streaming writer must give the same bytes.
+    fn reference_digests(model: &Model<'_>, effects: &Effects) -> Vec<String> {
+        use crate::table::canonical_digest;
+        fn local_form(model: &Model<'_>, m: NodeId) -> serde_json::Value {
+            let node = &model.nodes[m];
+            let (kind, label, body) = match node.kind {
+                NodeKind::Tool(t) => {
+                    (if node.is_extern() { "extern_tool" } else { "tool" }, t.label.as_ref().map(|l| l.value.clone()), &t.body)
+                }
+                NodeKind::Function(f) => ("fn", None, &f.body),
+            };
+            let params: Vec<serde_json::Value> = node
+                .params
+                .iter()
+                .map(|(name, ty)| serde_json::json!([name, serde_json::to_value(ty).unwrap_or_default()]))
+                .collect();
+            let claim: Option<Vec<&str>> = node.claim.map(|(c, _)| c.classes().map(EffectClass::as_str).collect());
+            let body: Vec<String> = body.iter().map(|s| crate::check::statement_text(&s.kind)).collect();
+            serde_json::json!({
+                "kind": kind, "name": node.name, "label": label, "doc": node.declaration.doc_text(),
+                "params": params, "claim": claim, "body": body,
+            })
+        }
+        let mut out = vec![String::new(); model.nodes.len()];
+        for members in &effects.components {
+            let ci = effects.component_of[members[0]];
+            let mut named: Vec<(&str, serde_json::Value)> =
+                members.iter().map(|&m| (model.nodes[m].name, local_form(model, m))).collect();
+            named.sort_by(|a, b| a.0.cmp(b.0));
+            let forms: Vec<serde_json::Value> = named.into_iter().map(|(_, form)| form).collect();
+            let mut called: Vec<&str> = members
+                .iter()
+                .flat_map(|&m| model.nodes[m].calls.iter())
+                .filter(|(c, _)| effects.component_of[*c] != ci)
+                .map(|(c, _)| out[*c].as_str())
+                .collect();
+            called.sort_unstable();
+            called.dedup();
+            let unit = canonical_digest(&serde_json::json!({ "members": forms, "calls": called })).unwrap_or_default();
+            for &m in members {
+                out[m] = canonical_digest(&serde_json::json!({ "name": model.nodes[m].name, "unit": unit })).unwrap_or_default();
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn digests_are_the_canonical_json_of_the_forms() {
+        let text = r#"
+entity Stock { sku, price }
+entity Ticket { id }
+
+/// Counts "tubs" \ with a tab	and é.
+/// Second line.
+tool StockLevel "Count the \"tubs\" left" (sku: string, t: Ticket, n: int, ok: bool, amount: money) : reads {
+    read Stock
+    write Stock.price
+    send "mail\"box\\ é"
+    reach example
+    call Helper
+    call any [Helper, Other]
+    version t.id
+    subject sku
+}
+
+fn Helper() {
+    call Other
+    create Stock
+    delete Stock.sku
+}
+
+fn Other() : reads + changes {
+    call Helper
+    reach "x.example"
+}
+
+extern tool Search "Search" (q: string) : reaches_out
+
+tool Dyn "Dynamic" () {
+    call dynamic
+    call Search
+}
+"#;
+        let mut sources = Sources::default();
+        sources.add(Source::new("t.permits", text.as_bytes().to_vec()));
+        let loaded = parse_sources(sources);
+        let (model, _) = crate::check::check(&loaded.package);
+        assert_eq!(model.nodes.len(), 5);
+        let (effects, _) = infer(&model, &loaded.sources);
+        assert_eq!(effects.definition_digest, reference_digests(&model, &effects));
+    }
 }

@@ -1038,8 +1038,9 @@ impl<'t> LevelIndex<'t> {
     }
 }
 
-/// FxHash (rustc's hasher): a multiply and a rotate per word. Names are short and the index is built
-/// from a verified table, so a keyed hash buys nothing here.
+/// FxHash (rustc's hasher): a multiply and a rotate per word, and a final mix. Names are short and come
+/// from a verified table or the package being compiled, so a keyed hash buys nothing here. Used by
+/// [`LevelIndex`] and the checker's name maps.
 #[derive(Default)]
 pub struct NameHasher(u64);
 
@@ -1071,8 +1072,16 @@ impl std::hash::Hasher for NameHasher {
         self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
     }
 
+    /// FxHash's state with a final mix (MurmurHash3's `fmix64`). A hash map takes its bucket from the low
+    /// bits, and FxHash's last multiply leaves those depending on few bytes of a name: `T12345` and
+    /// `T12399` would share a bucket. The mix spreads every bit over all of them.
     fn finish(&self) -> u64 {
-        self.0
+        let mut k = self.0;
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        k ^= k >> 33;
+        k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+        k ^ (k >> 33)
     }
 }
 

@@ -221,31 +221,63 @@ pub fn parse_sources(sources: Sources) -> Loaded {
                 .help("a package is a folder of `.permits` files, read recursively, or one file"),
         );
     }
-    for (id, source) in sources.iter() {
-        let body = source.bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&source.bytes);
-        if let Err(e) = std::str::from_utf8(body) {
-            diagnostics.push(
-                Diagnostic::error(codes::LOAD_UTF8, format!("`{}` is not valid UTF-8 (byte {})", sources.display_name(id), e.valid_up_to()))
-                    .help("save the file as UTF-8"),
-            );
-            continue;
-        }
-        if let Some(pos) = source.text.find('\0') {
-            let at = u32::try_from(pos).unwrap_or(u32::MAX);
-            diagnostics.push(
-                Diagnostic::error(codes::SYNTAX_NUL, "a NUL byte in a source file")
-                    .at(Span { file: id, start: at, end: at.saturating_add(1) }, "here")
-                    .help("remove the NUL byte; `.permits` files are text"),
-            );
-            continue;
-        }
-        let (file, mut diags) = parse::parse_file(id, &source.text);
+    // Files are parsed independently: with several files and enough text to be worth a thread, each of a
+    // few threads takes a contiguous run of files, and the results are joined in file order, so the
+    // package and the diagnostics are the same as parsing one file after another.
+    let files: Vec<(FileId, &Source)> = sources.iter().collect();
+    let total: usize = files.iter().map(|(_, s)| s.bytes.len()).sum();
+    let threads = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).min(files.len());
+    let results: Vec<(Option<ast::File>, Vec<Diagnostic>)> = if threads > 1 && total >= PARALLEL_BYTES {
+        let chunk = files.len().div_ceil(threads);
+        let sources = &sources;
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = files
+                .chunks(chunk)
+                .map(|run| scope.spawn(move || parse_run(sources, run)))
+                .collect();
+            // A thread that panicked (a bug) is re-raised here, as it would be without threads.
+            handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        })
+    } else {
+        parse_run(&sources, &files)
+    };
+    for (file, mut diags) in results {
         diagnostics.append(&mut diags);
         if let Some(file) = file {
             package.files.push(file);
         }
     }
     Loaded { sources, package, diagnostics }
+}
+
+/// Below this many bytes in all, a package is parsed on the calling thread: starting threads would cost
+/// more than it saves.
+const PARALLEL_BYTES: usize = 256 * 1024;
+
+/// Checks and parses a run of sources, in order.
+fn parse_run(sources: &Sources, run: &[(FileId, &Source)]) -> Vec<(Option<ast::File>, Vec<Diagnostic>)> {
+    run.iter().map(|&(id, source)| parse_one(sources, id, source)).collect()
+}
+
+/// Checks and parses one source: its syntax tree (`None` when it is unusable) and its diagnostics.
+fn parse_one(sources: &Sources, id: FileId, source: &Source) -> (Option<ast::File>, Vec<Diagnostic>) {
+    let body = source.bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&source.bytes);
+    if let Err(e) = std::str::from_utf8(body) {
+        let diag = Diagnostic::error(
+            codes::LOAD_UTF8,
+            format!("`{}` is not valid UTF-8 (byte {})", sources.display_name(id), e.valid_up_to()),
+        )
+        .help("save the file as UTF-8");
+        return (None, vec![diag]);
+    }
+    if let Some(pos) = source.text.find('\0') {
+        let at = u32::try_from(pos).unwrap_or(u32::MAX);
+        let diag = Diagnostic::error(codes::SYNTAX_NUL, "a NUL byte in a source file")
+            .at(Span { file: id, start: at, end: at.saturating_add(1) }, "here")
+            .help("remove the NUL byte; `.permits` files are text");
+        return (None, vec![diag]);
+    }
+    parse::parse_file(id, &source.text)
 }
 
 /// Every `.permits` file of a package folder as `(relative name, path)`, sorted by relative name: read

@@ -107,19 +107,48 @@ pub(super) fn parse_file(file: FileId, text: &str) -> (Option<File>, Vec<Diagnos
             return (None, ctx.diags);
         }
     };
-    let comments = pair
-        .clone()
-        .into_inner()
-        .flatten()
-        .filter(|p| p.as_rule() == Rule::COMMENT)
-        .map(|p| Comment { text: p.as_str().trim_start_matches('/').trim_end_matches('\r').to_string(), span: ctx.span(&p) })
-        .collect();
+    let comments = comments_of(file, text);
     // file = { SOI ~ declaration* ~ EOI }
     let declarations = inner(pair)
         .filter(|p| p.as_rule() == Rule::declaration)
         .map(|p| declaration_from_pair(p, &mut ctx))
         .collect();
     (Some(File { id: file, declarations, comments }), ctx.diags)
+}
+
+/// The `COMMENT`s of a file that parsed, in written order, found by scanning the text rather than by a
+/// second walk over every pair: in a file that follows the grammar, `/` occurs outside strings only in
+/// comments, so each `//` outside a string opens an ordinary comment unless it opens a doc comment
+/// (`///` but not `////`). Like the rule, a comment ends before `\r` or `\n`.
+fn comments_of(file: FileId, text: &str) -> Vec<Comment> {
+    let bytes = text.as_bytes();
+    let mut comments = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'"' => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                let start = i;
+                while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
+                    i += 1;
+                }
+                let doc = bytes.get(start + 2) == Some(&b'/') && bytes.get(start + 3) != Some(&b'/');
+                if !doc {
+                    let body = text.get(start..i).unwrap_or("").trim_start_matches('/');
+                    let span = Span { file, start: to_u32(start), end: to_u32(i) };
+                    comments.push(Comment { text: body.to_string(), span });
+                }
+            }
+            _ => i += 1,
+        }
+    }
+    comments
 }
 
 /// declaration = { doc_comment* ~ (entity_decl | extern_tool_decl | tool_decl | …) }
@@ -384,15 +413,14 @@ fn body_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Vec<Statement> {
     inner(pair).map(|p| statement_from_pair(p, ctx)).collect()
 }
 
-/// body_stmt = _{ op_read | op_write | … | version_stmt | subject_stmt }
+/// body_stmt = _{ op_call | op_read | op_write | … | version_stmt | subject_stmt }
 fn statement_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Statement {
     let span = ctx.span(&pair);
     let rule = pair.as_rule();
     // Every operation starts with its keyword(s); the operands follow.
     let mut parts = inner(pair).filter(|p| {
         !matches!(p.as_rule(), Rule::kw_read | Rule::kw_write | Rule::kw_create | Rule::kw_delete | Rule::kw_send
-            | Rule::kw_spend | Rule::kw_by | Rule::kw_reach | Rule::kw_call | Rule::kw_any | Rule::kw_dynamic
-            | Rule::kw_version | Rule::kw_subject)
+            | Rule::kw_spend | Rule::kw_by | Rule::kw_reach | Rule::kw_call | Rule::kw_version | Rule::kw_subject)
     });
     let mut next = || parts.next().unwrap_or_else(|| unreachable!("body_stmt: operands as the grammar requires"));
     let kind = match rule {
@@ -407,9 +435,15 @@ fn statement_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Statement {
             let by = ident_from_pair(next(), ctx);
             StatementKind::Spend { budget, by }
         }
-        Rule::op_call => StatementKind::Call(ident_from_pair(next(), ctx)),
-        Rule::op_call_any => StatementKind::CallAny(name_list_from_pair(next(), ctx)),
-        Rule::op_call_dynamic => StatementKind::CallDynamic,
+        // op_call = { kw_call ~ (kw_any ~ name_list | kw_dynamic | ident) }
+        Rule::op_call => {
+            let first = next();
+            match first.as_rule() {
+                Rule::kw_any => StatementKind::CallAny(name_list_from_pair(next(), ctx)),
+                Rule::kw_dynamic => StatementKind::CallDynamic,
+                _ => StatementKind::Call(ident_from_pair(first, ctx)),
+            }
+        }
         Rule::version_stmt => {
             let param = ident_from_pair(next(), ctx);
             let field = ident_from_pair(next(), ctx);
@@ -876,7 +910,7 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::body => "`{`",
         Rule::target => "a name or a string",
         Rule::op_read | Rule::op_write | Rule::op_create | Rule::op_delete | Rule::op_send | Rule::op_spend
-        | Rule::op_reach | Rule::op_call | Rule::op_call_any | Rule::op_call_dynamic => "an operation",
+        | Rule::op_reach | Rule::op_call => "an operation",
         Rule::version_stmt => "`version`",
         Rule::subject_stmt => "`subject`",
         Rule::preset | Rule::class_setting | Rule::tool_list => "a rule (`changes: propose`, `never [..]`)",
