@@ -30,6 +30,16 @@ pub const RESERVED: &[&str] = &[
 /// The deepest nesting of parentheses a file may have (conditions are the only place they nest).
 pub const MAX_NESTING: usize = 32;
 
+/// The index of the `"` that closes the string opened at `open` (escapes skipped), or the length of the text
+/// when it is not closed.
+fn closing_quote(bytes: &[u8], open: usize) -> usize {
+    let mut i = open + 1;
+    while i < bytes.len() && bytes[i] != b'"' {
+        i += if bytes[i] == b'\\' { 2 } else { 1 };
+    }
+    i.min(bytes.len())
+}
+
 /// The byte offset of the first `(` deeper than [`MAX_NESTING`], outside strings and comments.
 fn too_deep(text: &str) -> Option<usize> {
     let bytes = text.as_bytes();
@@ -37,12 +47,7 @@ fn too_deep(text: &str) -> Option<usize> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'"' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-            }
+            b'"' => i = closing_quote(bytes, i),
             b'/' if bytes.get(i + 1) == Some(&b'/') => {
                 while i < bytes.len() && bytes[i] != b'\n' {
                     i += 1;
@@ -126,13 +131,7 @@ fn comments_of(file: FileId, text: &str) -> Vec<Comment> {
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
-            b'"' => {
-                i += 1;
-                while i < bytes.len() && bytes[i] != b'"' {
-                    i += if bytes[i] == b'\\' { 2 } else { 1 };
-                }
-                i += 1;
-            }
+            b'"' => i = closing_quote(bytes, i) + 1,
             b'/' if bytes.get(i + 1) == Some(&b'/') => {
                 let start = i;
                 while i < bytes.len() && bytes[i] != b'\n' && bytes[i] != b'\r' {
