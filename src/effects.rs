@@ -14,7 +14,7 @@ use crate::diagnostics::{Diagnostic, codes};
 use crate::syntax::{Sources, Span};
 use sha2::{Digest, Sha256};
 
-use crate::table::{EffectClass, hex, sha256_hex};
+use crate::table::{EffectClass, hex, push_json_escaped, sha256_hex};
 
 /// A set of effect classes plus the reserved subject (writing the entity `permits`), as bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -401,7 +401,7 @@ fn push_local_form(out: &mut Vec<u8>, model: &Model<'_>, m: NodeId) {
             out.push(b',');
         }
         out.push(b'"');
-        crate::check::statement_pieces(&s.kind, |piece| push_escaped(out, piece));
+        crate::check::statement_pieces(&s.kind, |piece| push_json_escaped(out, piece));
         out.push(b'"');
     }
     out.extend_from_slice(b"],\"claim\":");
@@ -427,9 +427,9 @@ fn push_local_form(out: &mut Vec<u8>, model: &Model<'_>, m: NodeId) {
         out.push(b'"');
         for (i, line) in docs.iter().enumerate() {
             if i > 0 {
-                push_escaped(out, "\n");
+                push_json_escaped(out, "\n");
             }
-            push_escaped(out, line);
+            push_json_escaped(out, line);
         }
         out.push(b'"');
     }
@@ -465,22 +465,8 @@ fn push_local_form(out: &mut Vec<u8>, model: &Model<'_>, m: NodeId) {
 /// Appends `s` as a JSON string.
 fn push_json_str(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
-    push_escaped(out, s);
+    push_json_escaped(out, s);
     out.push(b'"');
-}
-
-/// Appends the inside of `s` as a JSON string, escaped as serde_json escapes (quote, backslash and control
-/// characters; nothing else). Escaping goes character by character, so pieces escaped one by one give the
-/// escape of their concatenation.
-fn push_escaped(out: &mut Vec<u8>, s: &str) {
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        out.extend_from_slice(s.as_bytes());
-        return;
-    }
-    let quoted = serde_json::to_string(s).unwrap_or_default();
-    if let Some(inner) = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
-        out.extend_from_slice(inner.as_bytes());
-    }
 }
 
 /// Labels that walk a witness path, hop by hop, ending at the operation or claim.

@@ -17,6 +17,9 @@ use sha2::{Digest, Sha256};
 
 mod canonical;
 
+#[cfg(feature = "compiler")]
+pub(crate) use canonical::push_json_escaped;
+
 /// The only table format this runtime reads (`header.format`).
 pub const FORMAT: u32 = 1;
 

@@ -28,14 +28,25 @@ pub(crate) fn to_canonical_bytes<T: Serialize + ?Sized>(
 /// A JSON string, as `serde_json` writes it. Most strings of a table (names, digests, labels) have nothing to
 /// escape: those are copied in one piece; any other goes through `serde_json`.
 fn write_json_string(out: &mut Vec<u8>, s: &str) -> Result<(), serde_json::Error> {
-    if needs_escape(s.as_bytes()) {
-        return serde_json::to_writer(out, s);
-    }
     out.reserve(s.len() + 2);
     out.push(b'"');
-    out.extend_from_slice(s.as_bytes());
+    push_json_escaped(out, s);
     out.push(b'"');
     Ok(())
+}
+
+/// Appends the inside of `s` as a JSON string (without the quotes), escaped as `serde_json` escapes: `"`,
+/// `\` and control characters, nothing else. Escaping goes character by character, so pieces escaped one by
+/// one give the escape of their concatenation (the compiler's definition digests rely on it).
+pub(crate) fn push_json_escaped(out: &mut Vec<u8>, s: &str) {
+    if !needs_escape(s.as_bytes()) {
+        out.extend_from_slice(s.as_bytes());
+        return;
+    }
+    let quoted = serde_json::to_string(s).unwrap_or_default();
+    if let Some(inner) = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
+        out.extend_from_slice(inner.as_bytes());
+    }
 }
 
 /// Whether a string has a byte JSON escapes: a control character (below 0x20), `"` or `\`. Eight bytes
