@@ -1,5 +1,5 @@
 //! Runtime benchmarks (BENCHMARKS.md): one decision (an offered triple, a miss, a triple decided by a
-//! condition), as a level alone (`Table::decide_level`, the question an agent asks before every call) and
+//! condition), as a level alone (`Table::level_of`, the question an agent asks before every call) and
 //! as a whole owned `Decision` (`decide_table`: reasons, decider, digests); a proposal fingerprint; and
 //! loading + verifying a ~10 MB table.
 //!
@@ -97,10 +97,10 @@ fn decide(c: &mut Criterion) {
     // `LevelIndex` an embedding agent builds once per table; `table_hit` asks the table's `BTreeMap`s.
     let index = LevelIndex::new(&table);
     let level = |call: &Call| {
-        index.decide_level(&call.agent, &call.skill, &call.tool, &call.arguments, call.requester.as_deref()).map(|l| l.level)
+        index.level_of(call.as_ref()).map(|l| l.level)
     };
     let table_level = |call: &Call| {
-        table.decide_level(&call.agent, &call.skill, &call.tool, &call.arguments, call.requester.as_deref()).map(|l| l.level)
+        table.level_of(call.as_ref()).map(|l| l.level)
     };
     for call in [&calls.hit, &calls.miss, &calls.conditional] {
         assert_eq!(level(call).unwrap_or(Level::Never), decide_table(&table, call).level);

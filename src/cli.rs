@@ -266,7 +266,7 @@ fn summary(path: &Path, out: &Output) -> String {
                 if problems.is_empty() { "no problems".to_string() } else { problems.join(", ") }
             )
         }
-        Some(_) if out.diagnostics.iter().filter(|d| d.is_error()).all(|d| d.code == crate::diagnostics::codes::TEST_FAILED) => {
+        Some(_) if out.only_tests_failed() => {
             format!("`{}` compiles, but its tests fail: {}", path.display(), problems.join(", "))
         }
         _ => format!("`{}` does not compile: {}", path.display(), problems.join(", ")),
@@ -517,7 +517,7 @@ fn table_from(path: &Path) -> Result<crate::table::Table, u8> {
         });
     }
     let out = compile::compile_package(path).map_err(|e| io_error(&e, Format::Human))?;
-    let only_tests_fail = out.diagnostics.iter().filter(|d| d.is_error()).all(|d| d.code == crate::diagnostics::codes::TEST_FAILED);
+    let only_tests_fail = out.only_tests_failed();
     let has_errors = out.has_errors();
     match out.table {
         Some(t) if only_tests_fail => {
@@ -568,19 +568,24 @@ fn decide(table: &Path, agent: &str, skill: &str, tool: &str, args: Option<&str>
             return 2;
         }
     };
-    match crate::runtime::decide_command(&table, agent, skill, tool, args, requester) {
-        Ok(d) => {
-            match format {
-                Format::Json => outln!("{}", d.to_json()),
-                Format::Human => outln!("{}", d.summary()),
-            }
-            0
+    // Arguments that are not JSON are a usage error; JSON that does not fit the tool's parameters is a
+    // decision (`never`, with the reason).
+    let arguments = match args.map(serde_json::from_str::<serde_json::Value>) {
+        None => serde_json::Value::Object(serde_json::Map::new()),
+        Some(Ok(value)) => value,
+        Some(Err(e)) => {
+            errln!("error: the arguments are not JSON: {e}");
+            return 2;
         }
-        Err(e) => {
-            errln!("error: {e}");
-            2
-        }
+    };
+    let mut call = crate::runtime::Call::new(agent, skill, tool).with_arguments(arguments);
+    call.requester = requester.map(str::to_string);
+    let d = crate::runtime::decide_table(&table, &call);
+    match format {
+        Format::Json => outln!("{}", d.to_json()),
+        Format::Human => outln!("{}", d.summary()),
     }
+    0
 }
 
 fn fmt(paths: &[PathBuf], check: bool) -> u8 {
@@ -656,7 +661,7 @@ fn test(paths: &[PathBuf], format: Format) -> u8 {
             }
         };
         let other_errors: Vec<Diagnostic> =
-            out.diagnostics.iter().filter(|d| d.is_error() && d.code != crate::diagnostics::codes::TEST_FAILED).cloned().collect();
+            out.diagnostics.iter().filter(|d| d.is_error() && !crate::diagnostics::codes::is_test_failure(d.code)).cloned().collect();
         if !other_errors.is_empty() {
             if format == Format::Human {
                 err!("{}", render(&other_errors, &out.sources, colour()));

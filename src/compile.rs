@@ -103,6 +103,12 @@ impl Output {
     pub fn has_errors(&self) -> bool {
         self.diagnostics.iter().any(Diagnostic::is_error)
     }
+
+    /// Whether every error is a failed `test` expectation (`test::failed`, `test::depends_on_arguments`):
+    /// the table was built, only its tests failed.
+    pub fn only_tests_failed(&self) -> bool {
+        self.diagnostics.iter().filter(|d| d.is_error()).all(|d| codes::is_test_failure(d.code))
+    }
 }
 
 /// Loads, checks and compiles the package at `path` (a folder or one file).
@@ -743,58 +749,33 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
     table
 }
 
-/// The level the table gives a call, as the runtime would: `never` when not offered or when a condition
-/// cannot be evaluated, with why.
-pub fn table_level(table: &Table, agent: &str, skill: &str, tool: &str, args: &serde_json::Map<String, serde_json::Value>) -> (Level, String) {
-    let entry = match table.offered(agent, skill, tool) {
-        Ok(entry) => entry,
-        Err(why) => return (Level::Never, why.to_string()),
-    };
-    match entry.level_for(args) {
-        Err(e) => (Level::Never, format!("fail-closed: {e}")),
-        Ok(Level::Alone) if over_allowance(table, tool, args).is_some() => {
-            (Level::Propose, over_allowance(table, tool, args).unwrap_or_default())
-        }
-        Ok(level) => {
-            let rules: Vec<String> = entry
-                .because
-                .iter()
-                .filter(|r| r.level == level)
-                .map(|r| match &r.at {
-                    Some(at) => format!("`{}` ({at})", r.rule),
-                    None => format!("`{}`", r.rule),
-                })
-                .collect();
-            (level, if rules.is_empty() { "the rows of the entry".to_string() } else { format!("decided by {}", rules.join(", ")) })
-        }
-    }
-}
-
-/// Spec §6: an `alone` call whose amount is above its budget's `alone_up_to` is treated as `propose`, as
-/// the runtime does ([`Table::spend_of`]). `Some(why)` when the arguments' amount is over the allowance.
-fn over_allowance(table: &Table, tool: &str, args: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
-    let spend = table.spend_of(table.tools.get(tool)?, args).ok()??;
-    spend.over_allowance().then(|| {
-        format!(
-            "budget `{}`: {} {unit} is over the automatic allowance of {} {unit}",
-            spend.budget,
-            spend.amount,
-            spend.info.alone_up_to,
-            unit = spend.info.unit
-        )
-    })
-}
-
-/// Runs the package's `test` blocks against its table.
+/// Runs the package's `test` blocks against its table, on the one evaluator (spec §7): an expectation
+/// written with arguments states exactly what the runtime decides for that call ([`Table::level_of`], no
+/// person); written without, the level for every well-typed argument set ([`Table::possible_levels`], the
+/// allowance floor included), an error when that depends on the arguments.
 fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnostic>) {
     let mut outcomes = Vec::new();
     let mut diags = Vec::new();
     for t in &a.model.tests {
         let mut failures = Vec::new();
         for e in &t.expects {
-            let (actual, why) = table_level(table, e.agent, e.skill, e.tool, &e.args);
+            let triple = format!("({}, {}, {})", e.agent, e.skill, e.tool);
+            let (actual, why) = match expectation_level(table, e) {
+                Ok(found) => found,
+                Err(levels) => {
+                    let words: Vec<String> = levels.iter().map(|l| format!("`{l}`")).collect();
+                    let words = words.join(" or ");
+                    diags.push(
+                        Diagnostic::error(codes::TEST_DEPENDS, format!("test `{}`: the level of {triple} depends on the arguments: {words}", t.name))
+                            .at(e.span, "no arguments given")
+                            .help(format!("give the call's arguments, one `expect` per case: `expect {}.{}.{}(…) is {}`", e.agent, e.skill, e.tool, e.level)),
+                    );
+                    let actual = levels.last().copied().unwrap_or(Level::Never);
+                    failures.push(TestFailure { triple, expected: e.level, actual, why: format!("it depends on the arguments: {words}") });
+                    continue;
+                }
+            };
             if actual != e.level {
-                let triple = format!("({}, {}, {})", e.agent, e.skill, e.tool);
                 diags.push(
                     Diagnostic::error(codes::TEST_FAILED, format!("test `{}`: {triple} is `{actual}`, not `{}`", t.name, e.level))
                         .at(e.level_span, format!("expected `{}`", e.level))
@@ -807,4 +788,40 @@ fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnost
         outcomes.push(TestOutcome { name: t.name.to_string(), expectations: t.expects.len(), failures });
     }
     (outcomes, diags)
+}
+
+/// The level an expectation finds, with why; `Err` with every possible level when it is written without
+/// arguments and the level depends on them.
+fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result<(Level, String), Vec<Level>> {
+    if e.args.is_empty() {
+        return match table.possible_levels(e.agent, e.skill, e.tool) {
+            Err(why) => Ok((Level::Never, why.to_string())),
+            Ok(levels) if levels.len() == 1 => {
+                let level = levels.first().copied().unwrap_or(Level::Never);
+                let because = table.entry(e.agent, e.skill, e.tool).map(|entry| entry.because.as_slice()).unwrap_or(&[]);
+                Ok((level, deciding_rules(because, level)))
+            }
+            Ok(levels) => Err(levels.into_iter().collect()),
+        };
+    }
+    let arguments = serde_json::Value::Object(e.args.clone());
+    let call = crate::table::CallRef { agent: e.agent, skill: e.skill, tool: e.tool, arguments: &arguments, requester: None };
+    Ok(match table.level_of(call) {
+        Err(why) => (Level::Never, why.to_string()),
+        Ok(of) if of.floored => (of.level, of.spend.map(|s| s.allowance_words()).unwrap_or_default()),
+        Ok(of) => (of.level, deciding_rules(&of.entry.because, of.level)),
+    })
+}
+
+/// The rules behind a level, in words: "decided by `never [X]` (a.permits:3)".
+fn deciding_rules(because: &[crate::table::Reason], level: Level) -> String {
+    let rules: Vec<String> = because
+        .iter()
+        .filter(|r| r.level == level)
+        .map(|r| match &r.at {
+            Some(at) => format!("`{}` ({at})", r.rule),
+            None => format!("`{}`", r.rule),
+        })
+        .collect();
+    if rules.is_empty() { "the rows of the entry".to_string() } else { format!("decided by {}", rules.join(", ")) }
 }

@@ -16,6 +16,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 mod canonical;
+mod decide;
+
+pub use decide::{
+    ArgumentError, CallRef, LevelIndex, LevelOf, NotOffered, Refused, arguments_fit, check_arguments, type_words, value_fits,
+};
 
 #[cfg(feature = "compiler")]
 pub(crate) use canonical::push_json_escaped;
@@ -782,61 +787,11 @@ impl Table {
     pub fn entry(&self, agent: &str, skill: &str, tool: &str) -> Option<&Entry> {
         self.entries.get(agent)?.get(skill)?.get(tool)
     }
-
-    /// The entry for a triple, or why it is not offered, in the words of spec §3 step 1: "unknown agent",
-    /// "unknown skill", "not one of the agent's skills", "unknown tool", "not one of the skill's tools".
-    /// The one place these reasons are decided, for the runtime and the compiler alike.
-    ///
-    /// Errors: the reason, when the triple is not offered (the answer is then `never`).
-    pub fn offered(&self, agent: &str, skill: &str, tool: &str) -> Result<&Entry, &'static str> {
-        let Some(a) = self.agents.get(agent) else { return Err("unknown agent") };
-        let Some(s) = self.skills.get(skill) else { return Err("unknown skill") };
-        if !a.skills.iter().any(|x| x == skill) {
-            return Err("not one of the agent's skills");
-        }
-        if !self.tools.contains_key(tool) {
-            return Err("unknown tool");
-        }
-        if !s.tools.iter().any(|x| x == tool) {
-            return Err("not one of the skill's tools");
-        }
-        self.entry(agent, skill, tool).ok_or("not one of the skill's tools")
-    }
-}
-
-/// The level of one call, borrowed from the table: the question an agent asks before every call, answered
-/// by [`Table::decide_level`] without building the runtime's `Decision`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LevelOf<'t> {
-    /// The level: the same as the runtime's `decide_table` gives the same call.
-    pub level: Level,
-    /// Who decides a proposal of the triple (`decide_table` resolves it to persons).
-    pub route: &'t Route,
-    /// The triple's entry: its reasons and digests.
-    pub entry: &'t Entry,
-}
-
-/// Why [`Table::decide_level`] answers `never` outright. The runtime's `decide_table` gives the same
-/// cases in words, in `Decision::refusal`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refused {
-    /// The triple is not offered: "unknown agent", "unknown skill", "not one of the agent's skills",
-    /// "unknown tool" or "not one of the skill's tools" (the words of [`Table::offered`]).
-    NotOffered(&'static str),
-    /// The person the work is for is not in the table.
-    UnknownPerson,
-    /// The arguments do not match the tool's parameters.
-    Arguments,
-    /// A condition of the entry cannot be evaluated on the arguments.
-    Condition,
-    /// The tool spends from a budget the table does not declare, or its amount is negative (spec §6).
-    Budget,
 }
 
 impl Table {
     /// The spend of a call of `tool` with `arguments` (spec §6): `None` when the tool spends from no budget.
-    /// The one reading of a spend, used by the runtime's decision and ledger, [`Table::decide_level`] and
-    /// the compiler's `test` blocks.
+    /// The one reading of a spend, used by the runtime's ledger and [`Table::level_of`].
     ///
     /// Errors: [`SpendError`] — the call is then `never`.
     pub fn spend_of<'t>(
@@ -850,196 +805,10 @@ impl Table {
         let amount = u64::try_from(amount).map_err(|_| SpendError::NegativeAmount(amount))?;
         Ok(Some(SpendOf { budget, info, amount }))
     }
-
-    /// The level of one call (agent, skill, tool, its arguments, and the person the work is for, if any)
-    /// against the table alone, with no standing rules: the level the runtime's `decide_table` gives the
-    /// same call (`never` exactly when this returns an error), without its reasons and decider, and with
-    /// no allocation on the way to an answer for an offered, well-formed call.
-    ///
-    /// Errors: [`Refused`], when the level is `never` because the call is refused outright.
-    pub fn decide_level(
-        &self,
-        agent: &str,
-        skill: &str,
-        tool: &str,
-        arguments: &serde_json::Value,
-        requester: Option<&str>,
-    ) -> Result<LevelOf<'_>, Refused> {
-        // The checks of `Table::offered`, in its order, so the first failing one names the same reason.
-        let Some(agent_info) = self.agents.get(agent) else { return Err(Refused::NotOffered("unknown agent")) };
-        let Some(skill_info) = self.skills.get(skill) else { return Err(Refused::NotOffered("unknown skill")) };
-        if !agent_info.skills.iter().any(|x| x == skill) {
-            return Err(Refused::NotOffered("not one of the agent's skills"));
-        }
-        let Some(tool_info) = self.tools.get(tool) else { return Err(Refused::NotOffered("unknown tool")) };
-        if !skill_info.tools.iter().any(|x| x == tool) {
-            return Err(Refused::NotOffered("not one of the skill's tools"));
-        }
-        let Some(entry) = self.entry(agent, skill, tool) else {
-            return Err(Refused::NotOffered("not one of the skill's tools"));
-        };
-        level_of_offered(self, entry, tool_info, arguments, requester, |args| arguments_fit(tool_info, args))
-    }
 }
 
-/// The rest of [`Table::decide_level`] once the triple is offered: the person, the arguments, the level.
-fn level_of_offered<'t>(
-    table: &Table,
-    entry: &'t Entry,
-    tool_info: &ToolInfo,
-    arguments: &serde_json::Value,
-    requester: Option<&str>,
-    fit: impl Fn(&serde_json::Map<String, serde_json::Value>) -> bool,
-) -> Result<LevelOf<'t>, Refused> {
-    if let Some(person) = requester {
-        if !table.persons.contains_key(person) {
-            return Err(Refused::UnknownPerson);
-        }
-    }
-    let Some(args) = arguments.as_object().filter(|args| fit(args)) else {
-        return Err(Refused::Arguments);
-    };
-    let level = if entry.reserved || tool_info.reserved.is_some() {
-        Level::Never
-    } else if let Some(level) = entry.level {
-        level
-    } else {
-        entry.level_for(args).map_err(|_| Refused::Condition)?
-    };
-    // Spec §6, as the runtime's decision: a spend's amount is never negative, and an `alone` call over the
-    // budget's automatic allowance is `propose`.
-    let level = match table.spend_of(tool_info, args) {
-        Ok(Some(spend)) if level == Level::Alone && spend.over_allowance() => Level::Propose,
-        Ok(_) => level,
-        Err(SpendError::MissingAmount) => return Err(Refused::Arguments),
-        Err(_) => return Err(Refused::Budget),
-    };
-    Ok(LevelOf { level, route: &entry.route, entry })
-}
-
-/// The offered triples of a table in one hash map, for answering [`Table::decide_level`] at the rate an
-/// agent asks it. The table's `BTreeMap`s cost a string comparison per step of a search (about 30 for a
-/// tool among 10,000); here a triple is one hash lookup. Build it once per loaded table.
-#[derive(Debug)]
-pub struct LevelIndex<'t> {
-    table: &'t Table,
-    /// `(agent, skill, tool)` → the triple's entry and tool, for the triples [`Table::offered`] accepts.
-    offered: NameMap<Triple<'t>, Offered<'t>>,
-}
-
-/// An (agent, skill, tool) key of a [`LevelIndex`].
-#[derive(Clone, Copy, Debug)]
-struct Triple<'a>(&'a str, &'a str, &'a str);
-
-impl std::hash::Hash for Triple<'_> {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        for name in [self.0, self.1, self.2] {
-            state.write(name.as_bytes());
-            state.write_u8(0xff);
-        }
-    }
-}
-
-impl PartialEq for Triple<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        same_name(self.2, other.2) && same_name(self.1, other.1) && same_name(self.0, other.0)
-    }
-}
-
-impl Eq for Triple<'_> {}
-
-/// `a == b`, without a call to `memcmp` for names of up to 8 bytes (most agent, skill, tool and parameter
-/// names): two overlapping word loads each.
-fn same_name(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    let n = a.len();
-    if n != b.len() {
-        return false;
-    }
-    let half = |x: &[u8], at: usize| x.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
-    match n {
-        0 => true,
-        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
-        4..=8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
-        _ => a == b,
-    }
-}
-
-/// One offered triple in a [`LevelIndex`].
-#[derive(Debug)]
-struct Offered<'t> {
-    entry: &'t Entry,
-    tool: &'t ToolInfo,
-    /// The tool's parameters sorted by name, when the names are all different (always so in a table the
-    /// compiler wrote: `check` refuses a repeated parameter); `None` otherwise.
-    sorted_params: Option<Vec<(&'t str, &'t ParamType)>>,
-}
-
-impl Offered<'_> {
-    /// [`arguments_fit`], the same answer (see [`fit_sorted`]).
-    fn fit(&self, args: &serde_json::Map<String, serde_json::Value>) -> bool {
-        fit_sorted(self.sorted_params.as_deref(), self.tool, args)
-    }
-}
-
-/// [`arguments_fit`], the same answer, given the tool's parameters sorted by name when their names are all
-/// different. Arguments usually come with exactly the parameters' names, and a JSON object's names iterate
-/// sorted: then one pass over both, comparing names and types pairwise, says yes. Anything else (another
-/// order, a missing or extra name, a wrong type) goes to [`arguments_fit`], which decides.
-fn fit_sorted(
-    sorted: Option<&[(&str, &ParamType)]>,
-    tool: &ToolInfo,
-    args: &serde_json::Map<String, serde_json::Value>,
-) -> bool {
-    if let Some(params) = sorted {
-        let pairwise = || args.iter().zip(params).all(|((name, value), (param, ty))| same_name(name, param) && value_fits(ty, value));
-        if args.len() == params.len() && pairwise() {
-            return true;
-        }
-    }
-    arguments_fit(tool, args)
-}
-
-type NameMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<NameHasher>>;
-
-impl<'t> LevelIndex<'t> {
-    /// Indexes every triple of `table` that it offers.
-    pub fn new(table: &'t Table) -> LevelIndex<'t> {
-        let mut offered = NameMap::default();
-        for (agent, skills) in &table.entries {
-            for (skill, tools) in skills {
-                for tool in tools.keys() {
-                    if let (Ok(entry), Some(info)) = (table.offered(agent, skill, tool), table.tools.get(tool)) {
-                        let mut params: Vec<(&str, &ParamType)> = info.params.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
-                        params.sort_unstable_by_key(|&(name, _)| name);
-                        let distinct = params.windows(2).all(|w| w[0].0 != w[1].0);
-                        let sorted_params = distinct.then_some(params);
-                        offered.insert(Triple(agent, skill, tool), Offered { entry, tool: info, sorted_params });
-                    }
-                }
-            }
-        }
-        LevelIndex { table, offered }
-    }
-
-    /// [`Table::decide_level`], the same answer; a triple that is not offered is answered by the table
-    /// (which says why).
-    ///
-    /// Errors: [`Refused`], as [`Table::decide_level`].
-    pub fn decide_level(
-        &self,
-        agent: &str,
-        skill: &str,
-        tool: &str,
-        arguments: &serde_json::Value,
-        requester: Option<&str>,
-    ) -> Result<LevelOf<'t>, Refused> {
-        let Some(offered) = self.offered.get(&Triple(agent, skill, tool)) else {
-            return self.table.decide_level(agent, skill, tool, arguments, requester);
-        };
-        level_of_offered(self.table, offered.entry, offered.tool, arguments, requester, |args| offered.fit(args))
-    }
-}
+/// A hash map keyed by names, hashed with [`NameHasher`]. Only looked up, never iterated into output.
+pub(crate) type NameMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<NameHasher>>;
 
 /// FxHash (rustc's hasher): a multiply and a rotate per word, and a final mix. Names are short and come
 /// from a verified table or the package being compiled, so a keyed hash buys nothing here. Used by
@@ -1085,23 +854,6 @@ impl std::hash::Hasher for NameHasher {
         k ^= k >> 33;
         k = k.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
         k ^ (k >> 33)
-    }
-}
-
-/// Whether a call's arguments match the tool's parameters: exactly the declared names, each of its type
-/// (`string` and entities: a string; `int` and `money`: an integer; `bool`). The runtime's
-/// `check_arguments` says the same in words.
-pub fn arguments_fit(tool: &ToolInfo, args: &serde_json::Map<String, serde_json::Value>) -> bool {
-    let typed = tool.params.iter().all(|param| args.get(&param.name).is_some_and(|value| value_fits(&param.ty, value)));
-    typed && args.keys().all(|k| tool.params.iter().any(|p| p.name == *k))
-}
-
-/// Whether an argument's value is of its parameter's type.
-fn value_fits(ty: &ParamType, value: &serde_json::Value) -> bool {
-    match ty {
-        ParamType::String | ParamType::Entity(_) => value.is_string(),
-        ParamType::Int | ParamType::Money => value.is_i64(),
-        ParamType::Bool => value.is_boolean(),
     }
 }
 
@@ -1469,99 +1221,6 @@ pub fn glob_matches(glob: &str, text: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
-
-    /// `same_name` is `==` on every pair of a set of names of length 0 to 12 that differ in one byte at
-    /// each position, or in length only.
-    #[test]
-    fn same_name_is_string_equality() {
-        let mut names = vec![String::new()];
-        for n in 1..=12 {
-            let base: String = (0..n).map(|i| char::from(b'a' + i)).collect();
-            names.push(base.clone());
-            for at in 0..usize::from(n) {
-                let mut bytes = base.clone().into_bytes();
-                bytes[at] = b'Z';
-                names.push(String::from_utf8(bytes).unwrap_or_default());
-            }
-        }
-        names.push("Ωmega".into());
-        for a in &names {
-            for b in &names {
-                assert_eq!(same_name(a, b), a == b, "{a:?} {b:?}");
-            }
-        }
-    }
-
-    /// Triples that differ anywhere are different keys (no false match through the hash or `eq`), and a
-    /// name moved from one field to the next is another triple.
-    #[test]
-    fn triples_compare_by_all_three_names() {
-        use std::hash::BuildHasher;
-        let hasher = std::hash::BuildHasherDefault::<NameHasher>::default();
-        let t = Triple("A0", "A0S0", "T12");
-        assert_eq!(t, Triple("A0", "A0S0", "T12"));
-        assert_eq!(hasher.hash_one(t), hasher.hash_one(Triple("A0", "A0S0", "T12")));
-        for other in [Triple("A0", "A0S0", "T13"), Triple("A1", "A0S0", "T12"), Triple("A0", "A0S1", "T12"), Triple("A0A0S0", "", "T12")] {
-            assert_ne!(t, other);
-        }
-        assert_ne!(hasher.hash_one(Triple("ab", "c", "")), hasher.hash_one(Triple("a", "bc", "")));
-    }
-
-    /// The index's argument check (`fit_sorted`) gives `arguments_fit`'s answer on every set of up to three
-    /// arguments drawn from the parameters' names and near misses, with values of each type, for distinct
-    /// and for repeated parameter names.
-    #[test]
-    fn indexed_argument_check_agrees_with_arguments_fit() {
-        let param = |name: &str, ty: ParamType| ParamInfo { name: name.into(), ty };
-        let tool = |params: Vec<ParamInfo>| ToolInfo {
-            label: "t".into(),
-            doc: None,
-            external: false,
-            params,
-            effects: BTreeMap::new(),
-            claim: None,
-            reserved: None,
-            version: None,
-            subject: None,
-            spends: None,
-            definition_digest: String::new(),
-        };
-        let tools = [
-            tool(vec![]),
-            tool(vec![param("to", ParamType::String), param("amount", ParamType::Money)]),
-            tool(vec![param("b", ParamType::Bool), param("a", ParamType::Int), param("c", ParamType::Entity("E".into()))]),
-            tool(vec![param("a", ParamType::Int), param("a", ParamType::Int)]),
-        ];
-        let values = [json!(1), json!("x"), json!(true), json!(null), json!(-2)];
-        for info in &tools {
-            let mut params: Vec<(&str, &ParamType)> = info.params.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
-            params.sort_unstable_by_key(|&(name, _)| name);
-            let distinct = params.windows(2).all(|w| w[0].0 != w[1].0);
-            let sorted = distinct.then_some(params);
-            let mut names: Vec<&str> = info.params.iter().map(|p| p.name.as_str()).collect();
-            names.extend(["amounx", "zz", "a"]);
-            names.sort_unstable();
-            names.dedup();
-            let mut checked = 0;
-            for mask in 0u32..(1 << names.len()) {
-                let chosen: Vec<&str> = names.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, n)| *n).collect();
-                if chosen.len() > 3 {
-                    continue;
-                }
-                for pick in 0..values.len().pow(u32::try_from(chosen.len()).unwrap_or(0)) {
-                    let mut map = serde_json::Map::new();
-                    let mut p = pick;
-                    for name in &chosen {
-                        map.insert((*name).to_string(), values[p % values.len()].clone());
-                        p /= values.len();
-                    }
-                    assert_eq!(fit_sorted(sorted.as_deref(), info, &map), arguments_fit(info, &map), "{:?} {map:?}", info.params);
-                    checked += 1;
-                }
-            }
-            assert!(checked > 20, "{checked}");
-        }
-    }
 
     fn args(v: serde_json::Value) -> serde_json::Map<String, serde_json::Value> {
         match v {

@@ -386,3 +386,76 @@ fn every_package_checks_clean() {
         }
     }
 }
+
+/// One evaluator (spec §7): on every triple of every package, for argument sets built from each tool's
+/// parameters (well-typed with several values, one missing, one extra, one mistyped), for nobody, each
+/// person and an unknown person, the runtime's decision, `Table::level_of` and `LevelIndex::level_of`
+/// give the same level and the same refusal; and a well-typed call's level is one of the triple's
+/// `possible_levels` (what a `test` expectation without arguments states).
+#[test]
+fn every_path_gives_the_same_level_on_every_policy() {
+    use permits::runtime::{Call, decide_table};
+    use permits::table::{LevelIndex, ParamType};
+    use serde_json::{Map, Value, json};
+    let mut checked = 0;
+    for name in PACKAGES {
+        let table = compile(name);
+        let index = LevelIndex::new(&table);
+        let mut requesters: Vec<Option<String>> = table.persons.keys().cloned().map(Some).collect();
+        requesters.extend([None, Some("NoSuchPerson".to_string())]);
+        for (agent, info) in &table.agents {
+            for skill in info.skills.iter().chain([&"NoSuchSkill".to_string()]) {
+                for (tool, t) in &table.tools {
+                    let values = |ty: &ParamType| -> Vec<Value> {
+                        match ty {
+                            ParamType::String | ParamType::Entity(_) => {
+                                vec![json!("x"), json!("cargo test"), json!("ops@example.com"), json!("rm -rf /")]
+                            }
+                            ParamType::Int => vec![json!(0), json!(3), json!(-1)],
+                            ParamType::Money => vec![json!(0), json!(500), json!(10_001), json!(1_000_000)],
+                            ParamType::Bool => vec![json!(true), json!(false)],
+                        }
+                    };
+                    let mut sets: Vec<(Value, bool)> = Vec::new();
+                    for pick in 0..4 {
+                        let mut m = Map::new();
+                        for p in &t.params {
+                            let vs = values(&p.ty);
+                            m.insert(p.name.clone(), vs[pick % vs.len()].clone());
+                        }
+                        sets.push((Value::Object(m.clone()), true));
+                        if let Some(first) = t.params.first() {
+                            let mut missing = m.clone();
+                            missing.remove(&first.name);
+                            sets.push((Value::Object(missing), false));
+                            let mut mistyped = m.clone();
+                            mistyped.insert(first.name.clone(), json!([1]));
+                            sets.push((Value::Object(mistyped), false));
+                        }
+                        let mut extra = m;
+                        extra.insert("zz_extra".into(), json!(1));
+                        sets.push((Value::Object(extra), false));
+                    }
+                    for (args, well_typed) in &sets {
+                        for requester in &requesters {
+                            let mut call = Call::new(agent, skill, tool).with_arguments(args.clone());
+                            call.requester = requester.clone();
+                            let decision = decide_table(&table, &call);
+                            let direct = table.level_of(call.as_ref());
+                            let indexed = index.level_of(call.as_ref());
+                            assert_eq!(direct, indexed, "{name}: {call:?}");
+                            assert_eq!(direct.as_ref().map_or(Never, |l| l.level), decision.level, "{name}: {call:?}");
+                            assert_eq!(direct.as_ref().err().map(ToString::to_string), decision.refusal, "{name}: {call:?}");
+                            if let (Ok(of), true) = (&direct, well_typed) {
+                                let possible = table.possible_levels(agent, skill, tool).expect("offered");
+                                assert!(possible.contains(&of.level), "{name}: {call:?} is {} outside {possible:?}", of.level);
+                            }
+                            checked += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 5_000, "{checked}");
+}

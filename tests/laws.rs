@@ -22,7 +22,7 @@ use common::generator::{
     compile_pkg, compile_text, cond, pkg,
 };
 use common::spec::{self, LayerKind};
-use permits::compile::table_level;
+use common::level_with as table_level;
 use permits::runtime::{AdmitAll, Call, NewRule, Runtime, WorkFor, fingerprint};
 use permits::table::{EffectClass, HopKind, Level, Table, canonical_json, canonical_value};
 use proptest::prelude::*;

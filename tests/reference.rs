@@ -10,7 +10,7 @@ mod common;
 
 use common::generator::{ARGS, Pkg, cases, compile_pkg, pkg};
 use common::spec::triple_level;
-use permits::compile::table_level;
+use common::level_with as table_level;
 use permits::table::{Level, Table};
 use proptest::prelude::*;
 use serde_json::json;

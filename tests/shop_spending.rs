@@ -492,11 +492,12 @@ fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
     let t = rt.table();
     let level = |amount: i64| {
         let args = json!({ "sku": "vanilla", "quantity": 1, "amount": amount });
-        t.decide_level("Restocker", "Reorder", "PlaceOrder", &args, Some("Lucy")).map(|l| l.level)
+        let call = permits::table::CallRef { agent: "Restocker", skill: "Reorder", tool: "PlaceOrder", arguments: &args, requester: Some("Lucy") };
+        t.level_of(call).map(|l| l.level)
     };
     assert_eq!(level(500).ok(), Some(permits::table::Level::Alone));
     assert_eq!(level(750).ok(), Some(permits::table::Level::Propose));
-    assert!(matches!(level(-5), Err(permits::table::Refused::Budget)));
+    assert!(matches!(level(-5), Err(permits::table::Refused::Arguments(permits::table::ArgumentError::NegativeMoney { amount: -5, .. }))));
     Ok(())
 }
 

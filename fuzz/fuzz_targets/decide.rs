@@ -2,7 +2,7 @@
 //! the input picks an agent, a skill and a tool (mostly real names, sometimes names from elsewhere or
 //! made up), a requester and arguments (mostly of the declared types, near the literals the table's
 //! conditions compare with; sometimes any JSON). `decide_table` must never panic, a refusal is `never`,
-//! and an accepted call gets exactly the level the compiler's own evaluation (`compile::table_level`,
+//! and an accepted call gets exactly the level the compiler's own evaluation (`Table::level_of`,
 //! what `test` blocks use) and `Entry::level_for` give.
 
 #![no_main]
@@ -157,7 +157,10 @@ fuzz_target!(|data: &[u8]| {
     // Accepted: the triple is offered and the arguments fit the tool's parameters.
     let entry = table.entry(&c.agent, &c.skill, &c.tool).expect("an accepted call has an entry");
     let args = c.arguments.as_object().expect("accepted arguments are an object");
-    let (compiler, why) = permits::compile::table_level(table, &c.agent, &c.skill, &c.tool, args);
+    let (compiler, why) = match table.level_of(permits::table::CallRef { requester: None, ..c.as_ref() }) {
+        Ok(of) => (of.level, String::new()),
+        Err(e) => (permits::table::Level::Never, e.to_string()),
+    };
     assert_eq!(d.level, compiler, "the runtime and the compiler disagree on {}: {why}", d.summary());
     assert_eq!(Ok(d.level), entry.level_for(args), "`Entry::level_for` disagrees on {}", d.summary());
     if let Some(stated) = entry.level {

@@ -99,6 +99,8 @@ pub const LEVELS_NO_DECISIONS: &str = "permits::levels::no_decisions";
 
 /// An expectation of a `test` block that the compiled table does not meet.
 pub const TEST_FAILED: &str = "permits::test::failed";
+/// An expectation written without arguments whose level depends on the arguments (spec §7).
+pub const TEST_DEPENDS: &str = "permits::test::depends_on_arguments";
 
 
 /// Every code with what it means, for tools (SARIF rules) and the README's table.
@@ -150,7 +152,13 @@ pub const ALL: &[(&str, &str)] = &[
     (LEVELS_ROUTE_UNUSED, "a route for a triple that is `alone` or `never`: it can never be used (warning)"),
     (LEVELS_NO_DECISIONS, "a package that has files but compiles to zero decisions"),
     (TEST_FAILED, "an expectation of a `test` block that the compiled table does not meet"),
+    (TEST_DEPENDS, "an expectation written without arguments whose level depends on the arguments"),
 ];
+
+/// Whether a code is a failed `test` expectation: the table was built, only its tests failed.
+pub fn is_test_failure(code: &str) -> bool {
+    code == TEST_FAILED || code == TEST_DEPENDS
+}
 
 /// What a code means; `None` for an unknown code.
 pub fn describe(code: &str) -> Option<&'static str> {

@@ -4,7 +4,9 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::records::{Decider, StandingRule, WorkFor};
-use crate::table::{Entry, Holder, Level, ParamType, Reason, Route, Table, ToolInfo, canonical_value, sha256_hex};
+use crate::table::{
+    CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, SpendOf, Table, ToolInfo, canonical_value, sha256_hex,
+};
 
 /// One call an agent wants to make: the triple, the arguments and the person the work is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -44,6 +46,17 @@ impl Call {
     pub fn for_person(mut self, person: impl Into<String>) -> Call {
         self.requester = Some(person.into());
         self
+    }
+
+    /// The call borrowed, as the one evaluator takes it ([`Table::level_of`], [`crate::table::LevelIndex`]).
+    pub fn as_ref(&self) -> CallRef<'_> {
+        CallRef {
+            agent: &self.agent,
+            skill: &self.skill,
+            tool: &self.tool,
+            arguments: &self.arguments,
+            requester: self.requester.as_deref(),
+        }
     }
 }
 
@@ -132,85 +145,56 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
         entry_digest: None,
         definition_digest: table.tools.get(&call.tool).map(|t| t.definition_digest.clone()),
     };
-    let refuse = |mut d: Decision, why: String| {
-        d.level = Level::Never;
-        d.refusal = Some(why);
-        d
-    };
-    let entry = match table.offered(&call.agent, &call.skill, &call.tool) {
-        Ok(entry) => entry,
-        Err(why) => return refuse(d, why.into()),
-    };
-    // INVARIANT: `offered` succeeded, so the agent and the tool exist.
-    let (Some(agent), Some(tool)) = (table.agents.get(&call.agent), table.tools.get(&call.tool)) else {
-        return refuse(d, "unknown agent".into());
-    };
-    d.offered = true;
-    d.table_level = entry.level;
-    d.reasons = entry.because.clone();
-    d.entry_digest = Some(entry.entry_digest.clone());
-    d.decider = Some(resolve_decider(table, &entry.route, call.requester.as_deref(), &agent.sponsor));
-    if let Some(person) = &call.requester {
-        if !table.persons.contains_key(person) {
-            return refuse(d, format!("unknown person `{person}`"));
+    // The decision's extras (reasons, decider, digests) are filled once the triple is offered, whatever
+    // else refuses the call after that.
+    if let (Ok(entry), Some(agent)) = (table.offered(&call.agent, &call.skill, &call.tool), table.agents.get(&call.agent)) {
+        d.offered = true;
+        d.table_level = entry.level;
+        d.reasons = entry.because.clone();
+        d.entry_digest = Some(entry.entry_digest.clone());
+        d.decider = Some(resolve_decider(table, &entry.route, call.requester.as_deref(), &agent.sponsor));
+    }
+    let of = match table.level_of(call.as_ref()) {
+        Ok(of) => of,
+        Err(why) => {
+            d.level = Level::Never;
+            d.refusal = Some(why.to_string());
+            return d;
         }
-    }
-    if let Err(why) = check_arguments(&call.tool, tool, &call.arguments) {
-        return refuse(d, why);
-    }
-    let level = match level_for_call(entry, tool, &call.arguments) {
-        Ok(level) => level,
-        Err(why) => return refuse(d, why),
     };
-    d.table_level = Some(level);
-    d.level = level;
-    if level == Level::Propose {
-        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, tool, entry)) {
+    d.table_level = Some(of.rows_level());
+    d.level = of.level;
+    // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
+    // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
+    if of.level == Level::Propose && !of.floored {
+        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry)) {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
+            if of.spend.is_some_and(|s| s.over_allowance()) {
+                d.level = Level::Propose;
+                d.standing_rule = None;
+                push_floor_reason(&mut d, of.spend);
+            }
         }
     }
-    // Spec §6: a spend is checked against its budget whatever the level; an `alone` call (by a list, a
-    // preset or a standing rule) over the automatic allowance is treated as `propose`.
-    match super::ledger::spend_of(table, &call.tool, tool, &call.arguments) {
-        Err(why) => return refuse(d, why),
-        Ok(Some(spend)) if d.level == Level::Alone && spend.over_allowance() => {
-            d.level = Level::Propose;
-            d.standing_rule = None;
-            d.reasons.push(Reason {
-                layer: None,
-                kind: crate::table::ReasonKind::Budget,
-                level: Level::Propose,
-                rule: format!(
-                    "budget `{}`: {} {unit} is over the automatic allowance of {} {unit}",
-                    spend.budget,
-                    spend.amount,
-                    spend.info.alone_up_to,
-                    unit = spend.info.unit
-                ),
-                via: None,
-                at: None,
-            });
-        }
-        Ok(_) => {}
+    if of.floored {
+        push_floor_reason(&mut d, of.spend);
     }
     d
 }
 
-/// The level an entry gives a call's arguments (spec §3): `never` for the reserved subject; else the
-/// stated level, or the rows evaluated on the arguments, their conditions included.
-///
-/// Errors: a condition that cannot be evaluated (the caller decides `never`, spec §3 item 5).
-fn level_for_call(entry: &Entry, tool: &ToolInfo, arguments: &Value) -> Result<Level, String> {
-    if entry.reserved || tool.reserved.is_some() {
-        return Ok(Level::Never);
+/// The reason the budget's allowance floor adds (spec §6).
+fn push_floor_reason(d: &mut Decision, spend: Option<SpendOf<'_>>) {
+    if let Some(spend) = spend {
+        d.reasons.push(Reason {
+            layer: None,
+            kind: ReasonKind::Budget,
+            level: Level::Propose,
+            rule: spend.allowance_words(),
+            via: None,
+            at: None,
+        });
     }
-    if let Some(level) = entry.level {
-        return Ok(level);
-    }
-    let empty = Map::new();
-    let args = arguments.as_object().unwrap_or(&empty);
-    entry.level_for(args).map_err(|e| e.to_string())
 }
 
 /// The level an entry gives without arguments (spec §3): `never` for the reserved subject; else the
@@ -235,58 +219,6 @@ fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry
         }
         && rule.definition_digest == tool.definition_digest
         && rule.covered.get(&call.skill) == Some(&entry.entry_digest)
-}
-
-/// Checks arguments against the tool's parameters: a JSON object with exactly the declared names, each of
-/// its type (`string` and entities: a string; `int` and `money`: an integer; `bool`).
-pub(crate) fn check_arguments(tool_name: &str, tool: &ToolInfo, arguments: &Value) -> Result<(), String> {
-    let Value::Object(map) = arguments else {
-        return Err(format!("the arguments of `{tool_name}` are not a JSON object"));
-    };
-    for param in &tool.params {
-        let Some(value) = map.get(&param.name) else {
-            return Err(format!("argument `{}` of `{tool_name}` is missing", param.name));
-        };
-        let fits = match &param.ty {
-            ParamType::String | ParamType::Entity(_) => value.is_string(),
-            ParamType::Int | ParamType::Money => value.is_i64(),
-            ParamType::Bool => value.is_boolean(),
-        };
-        if !fits {
-            return Err(format!(
-                "argument `{}` of `{tool_name}` must be {}, found {}",
-                param.name,
-                type_words(&param.ty),
-                value_words(value)
-            ));
-        }
-    }
-    if let Some(extra) = map.keys().find(|k| !tool.params.iter().any(|p| &p.name == *k)) {
-        return Err(format!("`{tool_name}` has no parameter `{extra}`"));
-    }
-    Ok(())
-}
-
-fn type_words(ty: &ParamType) -> String {
-    match ty {
-        ParamType::String => "a string".into(),
-        ParamType::Int => "an integer".into(),
-        ParamType::Bool => "`true` or `false`".into(),
-        ParamType::Money => "an integer amount in minor units".into(),
-        ParamType::Entity(e) => format!("the id of a `{e}` (a string)"),
-    }
-}
-
-fn value_words(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(n) if n.is_f64() => "a number with a fraction",
-        Value::Number(_) => "a number out of range",
-        Value::String(_) => "a string",
-        Value::Array(_) => "a list",
-        Value::Object(_) => "an object",
-    }
 }
 
 /// The persons a route names now (spec §3 "Routes"): `requester` is the person the work is for, or the
@@ -353,11 +285,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// `decide_level` gives `decide_table`'s level, and refuses exactly when `decide_table` does, on every
+    /// `level_of` (on the table and through the index) gives `decide_table`'s level, and refuses exactly when `decide_table` does, on every
     /// offered triple of a generated package with conditions, with good and bad arguments, for a known
     /// and an unknown person, and on triples that are not offered.
     #[test]
-    fn decide_level_agrees_with_decide_table() {
+    fn level_of_agrees_with_decide_table() {
         let mut sources = crate::syntax::Sources::default();
         let text = crate::generate::generate(&crate::generate::Config::sized(300));
         sources.add(crate::syntax::Source::new("gen.permits", text.into_bytes()));
@@ -397,14 +329,12 @@ mod tests {
                 for requester in [None, person.clone(), Some("NoSuchPerson".to_string())] {
                     let call = Call { arguments: args.clone(), requester, ..call.clone() };
                     let full = decide_table(&table, &call);
-                    let quick = table.decide_level(&call.agent, &call.skill, &call.tool, &call.arguments, call.requester.as_deref());
-                    let indexed = index.decide_level(&call.agent, &call.skill, &call.tool, &call.arguments, call.requester.as_deref());
+                    let r = call.as_ref();
+                    let quick = table.level_of(r);
+                    let indexed = index.level_of(r);
                     assert_eq!(quick, indexed, "{call:?}");
-                    assert_eq!(quick.map_or(Level::Never, |q| q.level), full.level, "{call:?}");
-                    assert_eq!(quick.is_err(), full.refusal.is_some(), "{call:?}: {quick:?} vs {:?}", full.refusal);
-                    if let Err(crate::table::Refused::NotOffered(why)) = quick {
-                        assert_eq!(full.refusal.as_deref(), Some(why));
-                    }
+                    assert_eq!(quick.as_ref().map_or(Level::Never, |q| q.level), full.level, "{call:?}");
+                    assert_eq!(quick.as_ref().err().map(ToString::to_string), full.refusal, "{call:?}");
                     checked += 1;
                 }
             }

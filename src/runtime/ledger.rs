@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::error::StoreError;
 use super::store::Transaction;
-use crate::table::{BudgetInfo, SpendError, Table, ToolInfo};
+use crate::table::{BudgetInfo, Table, ToolInfo};
 
 /// What the store keeps of one budget (spec §6): the installed ceiling and what was spent, in the minor
 /// unit. What is reserved is the sum of the budget's [`Reservation`]s.
@@ -79,15 +79,7 @@ pub(crate) type Spend<'t> = crate::table::SpendOf<'t>;
 pub(crate) fn spend_of<'t>(table: &'t Table, tool_name: &str, tool: &ToolInfo, arguments: &Value) -> Result<Option<Spend<'t>>, String> {
     let empty = serde_json::Map::new();
     let args = arguments.as_object().unwrap_or(&empty);
-    table.spend_of(tool, args).map_err(|e| {
-        let spends = tool.spends.as_ref();
-        let (budget, param) = spends.map_or(("", ""), |s| (s.budget.as_str(), s.param.as_str()));
-        match e {
-            SpendError::UnknownBudget => format!("`{tool_name}` spends from `{budget}`, which the table does not declare"),
-            SpendError::MissingAmount => format!("the amount `{param}` of `{tool_name}` is missing or not a whole number"),
-            SpendError::NegativeAmount(a) => format!("the amount `{param}` of `{tool_name}` is {a}: an amount is never negative"),
-        }
-    })
+    table.spend_of(tool, args).map_err(|e| crate::table::Refused::budget(tool_name, tool, e).to_string())
 }
 
 /// The ledger record of a budget, installing it (with the current ceiling, nothing spent) on first use.

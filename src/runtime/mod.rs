@@ -73,7 +73,7 @@ pub use records::{
 pub use sqlite::SqliteStore;
 pub use store::{MemoryStore, Store, Transaction};
 
-use decision::{check_arguments, decide_with, entry_level, holds, resolve_decider};
+use decision::{decide_with, entry_level, holds, resolve_decider};
 
 use crate::table::{Level, ParamInfo, Reason, Route, Table};
 
@@ -1588,37 +1588,6 @@ impl Runtime {
             reason: None,
         }
     }
-}
-
-/// What `permitc decide --table T --agent A --skill S --tool T [--args JSON] [--requester P]` does (spec
-/// §7): decides one call against `table` alone (no standing rules) and returns the decision, whose
-/// [`Decision::to_json`] is what the command prints. `arguments` is the JSON text of the arguments object
-/// (`None` means `{}`); `requester` is the person the work is for.
-///
-/// Errors: the arguments are not JSON (a usage error: "the arguments are not JSON: …"). Arguments that are
-/// JSON but do not match the tool's parameters are not an error: the decision is `never` with the reason.
-pub fn decide_command(
-    table: &Table,
-    agent: &str,
-    skill: &str,
-    tool: &str,
-    arguments: Option<&str>,
-    requester: Option<&str>,
-) -> Result<Decision, String> {
-    let arguments = match arguments {
-        Some(text) => serde_json::from_str(text).map_err(|e| format!("the arguments are not JSON: {e}"))?,
-        None => Value::Object(serde_json::Map::new()),
-    };
-    let mut call = Call::new(agent, skill, tool).with_arguments(arguments);
-    call.requester = requester.map(str::to_string);
-    Ok(decide_table(table, &call))
-}
-
-/// Checks a call's arguments against its tool's parameters in `table` (spec §5): `Err` with the reason for
-/// an unknown tool or missing, extra or mistyped arguments.
-pub fn check_call_arguments(table: &Table, call: &Call) -> Result<(), String> {
-    let Some(tool) = table.tools.get(&call.tool) else { return Err("unknown tool".into()) };
-    check_arguments(&call.tool, tool, &call.arguments)
 }
 
 /// The operation id a proposal's execution sends to the other side (spec §6): `OPERATION_KEY:P-n`, unique

@@ -278,7 +278,8 @@ fn arguments_must_match_the_parameters() {
     let refused = |args: Value| decide_table(&table, &call(args)).refusal.unwrap_or_default();
     assert_eq!(refused(json!({"repair": "T-7"})), "argument `price` of `SetPrice` is missing");
     assert_eq!(refused(json!({"repair": "T-7", "price": 45, "tip": 1})), "`SetPrice` has no parameter `tip`");
-    assert!(refused(json!({"repair": "T-7", "price": "45"})).contains("must be an integer amount"));
+    assert!(refused(json!({"repair": "T-7", "price": "45"})).contains("must be a non-negative integer amount"));
+    assert_eq!(refused(json!({"repair": "T-7", "price": -45})), "the amount `price` of `SetPrice` is -45: an amount is never negative");
     assert!(refused(json!({"repair": "T-7", "price": 45.5})).contains("a number with a fraction"));
     assert!(refused(json!({"repair": 7, "price": 45})).contains("the id of a `Repair`"));
     assert!(refused(json!(["T-7", 45])).contains("not a JSON object"));
@@ -773,14 +774,13 @@ fn an_unconfirmed_outcome_is_unknown_and_never_runs_again() -> R {
 }
 
 #[test]
-fn decide_command_reads_json_arguments() -> R {
+fn decide_table_resolves_the_decider_and_refuses_missing_arguments() {
     let table = workshop();
-    let d = decide_command(&table, "Estimator", "PriceFleetRepair", "SetPrice", Some(r#"{"repair":"T-7","price":38}"#), Some("Mia"))?;
+    let call = Call::new("Estimator", "PriceFleetRepair", "SetPrice").with_arguments(json!({"repair": "T-7", "price": 38}));
+    let d = decide_table(&table, &call.for_person("Mia"));
     assert_eq!((d.level, d.decider.map(|x| x.persons)), (Level::Propose, Some(vec!["Noor".to_string()])));
-    let d = decide_command(&table, "Estimator", "EstimateRepair", "PartsFor", None, None)?;
+    let d = decide_table(&table, &Call::new("Estimator", "EstimateRepair", "PartsFor"));
     assert_eq!(d.refusal.as_deref(), Some("argument `fault` of `PartsFor` is missing"));
-    assert!(decide_command(&table, "Estimator", "EstimateRepair", "PartsFor", Some("{fault"), None).is_err());
-    Ok(())
 }
 
 #[test]

@@ -7,3 +7,15 @@
 
 pub mod generator;
 pub mod spec;
+
+use permits::table::{CallRef, Level, Table};
+
+/// The level the one evaluator gives a call with these arguments and no person (`Table::level_of`), with
+/// the refusal's words when it refuses: what a `test` expectation with arguments states.
+pub fn level_with(table: &Table, agent: &str, skill: &str, tool: &str, args: &serde_json::Map<String, serde_json::Value>) -> (Level, String) {
+    let arguments = serde_json::Value::Object(args.clone());
+    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None }) {
+        Ok(of) => (of.level, String::new()),
+        Err(why) => (Level::Never, why.to_string()),
+    }
+}

@@ -41,7 +41,7 @@ fn compare(c: &mut Criterion) {
     let args = json!({ "amount": 500, "to": "ops@example.com" });
     for (a, s, t) in &sample {
         let p = decide_table(&table, &Call::new(a, s, t).with_arguments(args.clone())).level;
-        let quick = index.decide_level(a, s, t, &args, None).map_or(Level::Never, |l| l.level);
+        let quick = index.level_of(permits::table::CallRef { agent: a, skill: s, tool: t, arguments: &args, requester: None }).map_or(Level::Never, |l| l.level);
         let ce = cedar.decide(&CedarModel::call(a, s, t));
         let re = rego_decide(&mut rego, &rego_input(a, s, t));
         assert!(p == quick && p == ce && p == re, "({a}, {s}, {t}): permits {p} ({quick}), cedar {ce}, rego {re}");
@@ -60,7 +60,7 @@ fn compare(c: &mut Criterion) {
     // with the same checks as `decide_table` (offered, arguments against the parameters); `decide_table`
     // also builds the owned `Decision` (reasons, decider, digests), which Cedar and Rego do not give.
     g.bench_function("permits", |b| {
-        b.iter(|| black_box(&index).decide_level(&call.agent, &call.skill, &call.tool, black_box(&call.arguments), None).map(|l| l.level))
+        b.iter(|| black_box(&index).level_of(black_box(&call).as_ref()).map(|l| l.level))
     });
     g.bench_function("permits_decide_table", |b| b.iter(|| decide_table(black_box(&table), black_box(&call)).level));
     g.bench_function("cedar", |b| b.iter(|| cedar.decide(black_box(&cedar_call))));
