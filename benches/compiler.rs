@@ -97,7 +97,7 @@ fn stages_10k(c: &mut Criterion) {
     let out = check_compile(text.clone());
     eprintln!("stages_10k: {} diagnostics to render", out.diagnostics.len());
     g.bench_function("render_diagnostics", |b| {
-        b.iter(|| permits::cli::render_plain(black_box(&out.diagnostics), black_box(&out.sources)))
+        b.iter(|| permits::diagnostics::render_plain(black_box(&out.diagnostics), black_box(&out.sources)))
     });
     g.finish();
 }

@@ -6,278 +6,11 @@
 //! then left out, so one cause gives one error. This stage never does I/O.
 
 use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
 
-use crate::diagnostics::{Diagnostic, closest, codes};
-use crate::effects::EffectSet;
+use crate::diagnostics::{Diagnostic, closest, Code};
+pub use crate::model::*;
 use crate::syntax::ast::*;
 use crate::table::{EffectClass, Holder, Layer, Level, ParamType, Route as TableRoute};
-
-/// Index of a node (tool or function) in [`Model::nodes`].
-pub type NodeId = usize;
-
-/// A map keyed by names, hashed with [`crate::table::NameHasher`]: resolution looks a name up once per use,
-/// a million times in a large package. Never iterated where the order reaches the output (those maps are
-/// `BTreeMap`s).
-pub type NameMap<K, V> = HashMap<K, V, BuildHasherDefault<crate::table::NameHasher>>;
-
-/// The resolved package.
-#[derive(Debug)]
-pub struct Model<'a> {
-    /// Every tool and function, sorted by name. A node's index is its [`NodeId`].
-    pub nodes: Vec<Node<'a>>,
-    /// Node by name.
-    pub node_of: NameMap<&'a str, NodeId>,
-    /// Every agent, by name.
-    pub agents: BTreeMap<&'a str, AgentModel<'a>>,
-    /// Every skill, by name.
-    pub skills: BTreeMap<&'a str, SkillModel<'a>>,
-    /// Every person and their roles (sorted).
-    pub persons: BTreeMap<&'a str, Vec<&'a str>>,
-    /// Every role.
-    pub roles: BTreeMap<&'a str, Span>,
-    /// Every entity.
-    pub entities: BTreeMap<&'a str, &'a Entity>,
-    /// The doc comment of every named declaration that has one.
-    pub docs: NameMap<&'a str, String>,
-    /// Every queue and who decides it.
-    pub queues: BTreeMap<&'a str, Vec<Holder>>,
-    /// `supervises`, `decides_proposals`, `widens_autonomy`, in written order, duplicates removed.
-    pub authority: BTreeMap<AuthorityKind, Vec<Holder>>,
-    /// The package-wide `may`, if any.
-    pub package_rules: Option<Rules<'a>>,
-    /// The `test` blocks, resolved, in file and written order.
-    pub tests: Vec<TestModel<'a>>,
-    /// `proposal_lifetime` in seconds, if written.
-    pub proposal_lifetime: Option<u64>,
-    /// `grant_lifetime` in seconds, if written.
-    pub grant_lifetime: Option<u64>,
-    /// Every budget whose fields checked, by name (spec §6).
-    pub budgets: BTreeMap<&'a str, BudgetModel<'a>>,
-}
-
-/// A budget, checked (spec §6): figures are whole numbers in the minor unit (`unit`, e.g. cents).
-#[derive(Clone, Debug)]
-pub struct BudgetModel<'a> {
-    /// Where its name is written.
-    pub name_span: Span,
-    /// `currency` (`"USD"`).
-    pub currency: String,
-    /// `unit`: the minor unit amounts are counted in (`cents`).
-    pub unit: &'a str,
-    /// `ceiling`: the most that may be spent and reserved together, in the minor unit.
-    pub ceiling: u64,
-    /// `alone_up_to`: the largest amount a call may spend without a person (the automatic allowance).
-    pub alone_up_to: u64,
-}
-
-/// A `spend BUDGET by PARAM` operation, resolved: the budget and the `money` parameter of its node.
-#[derive(Clone, Copy, Debug)]
-pub struct SpendOp<'a> {
-    /// The budget.
-    pub budget: &'a str,
-    /// The `money` parameter that says how much.
-    pub param: &'a str,
-    /// The operation.
-    pub span: Span,
-}
-
-/// A `test` block, resolved.
-#[derive(Debug)]
-pub struct TestModel<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// Its expectations whose names resolved.
-    pub expects: Vec<ExpectModel<'a>>,
-}
-
-/// One `expect`, resolved: the triple, the arguments as a call's JSON object, the expected level.
-#[derive(Debug)]
-pub struct ExpectModel<'a> {
-    /// The agent.
-    pub agent: &'a str,
-    /// The skill.
-    pub skill: &'a str,
-    /// The tool.
-    pub tool: &'a str,
-    /// The arguments.
-    pub args: serde_json::Map<String, serde_json::Value>,
-    /// The expected level.
-    pub level: Level,
-    /// The whole statement.
-    pub span: Span,
-    /// Where the expected level is written.
-    pub level_span: Span,
-}
-
-/// A tool or a function: a node of the call graph.
-#[derive(Debug)]
-pub struct Node<'a> {
-    /// Its name.
-    pub name: &'a str,
-    /// Where its name is written.
-    pub name_span: Span,
-    /// The declaration (for docs and the definition digest).
-    pub declaration: &'a Declaration,
-    /// A tool (offerable) or a function.
-    pub kind: NodeKind<'a>,
-    /// Its parameters, resolved.
-    pub params: Vec<(&'a str, ParamType)>,
-    /// The effects its own operations prove, each with the operation's span and canonical text.
-    pub operations: Vec<Operation>,
-    /// Its resolved calls (a `call any` gives one edge per target; `call dynamic` gives an operation).
-    pub calls: Vec<(NodeId, Span)>,
-    /// The claim, resolved to a set.
-    pub claim: Option<(EffectSet, Span)>,
-    /// `version P.F`.
-    pub version: Option<(&'a str, &'a str)>,
-    /// `subject P`.
-    pub subject: Option<&'a str>,
-    /// Its own `spend` operation, resolved (at most one per tool or function).
-    pub spend: Option<SpendOp<'a>>,
-}
-
-impl Node<'_> {
-    /// Whether this is an `extern tool`.
-    pub fn is_extern(&self) -> bool {
-        matches!(self.kind, NodeKind::Tool(t) if t.kind == ToolKind::Extern)
-    }
-
-    /// Whether this is a tool (offerable) rather than a function.
-    pub fn is_tool(&self) -> bool {
-        matches!(self.kind, NodeKind::Tool(_))
-    }
-}
-
-/// What a node is.
-#[derive(Clone, Copy, Debug)]
-pub enum NodeKind<'a> {
-    /// `tool` or `extern tool`.
-    Tool(&'a Tool),
-    /// `fn`.
-    Function(&'a Function),
-}
-
-/// An operation of a body and what it proves.
-#[derive(Clone, Debug)]
-pub struct Operation {
-    /// The effects it proves (one class, or for `call dynamic` all of them and the reserved subject).
-    pub effects: EffectSet,
-    /// Where it is written.
-    pub span: Span,
-    /// Its canonical text (`write Repair.price`).
-    pub text: String,
-}
-
-/// An agent, resolved.
-#[derive(Debug)]
-pub struct AgentModel<'a> {
-    /// The declaration.
-    pub declaration: &'a Declaration,
-    /// The agent.
-    pub agent: &'a Agent,
-    /// `acts_as`.
-    pub acts_as: Vec<&'a str>,
-    /// The sponsor (a person), if it resolved.
-    pub sponsor: Option<&'a str>,
-    /// Skills in declared order (those that resolved).
-    pub skills: Vec<&'a str>,
-    /// The agent's layer (always present; empty without a `may`).
-    pub rules: Rules<'a>,
-    /// Routes, the default for all its skills.
-    pub routes: BTreeMap<NodeId, (TableRoute, Span)>,
-}
-
-/// A skill, resolved.
-#[derive(Debug)]
-pub struct SkillModel<'a> {
-    /// The declaration.
-    pub declaration: &'a Declaration,
-    /// The skill.
-    pub skill: &'a Skill,
-    /// Its tools in declared order (those that resolved; duplicates removed).
-    pub tools: Vec<NodeId>,
-    /// Its layer, if it has a `may`.
-    pub rules: Option<Rules<'a>>,
-    /// Its routes.
-    pub routes: BTreeMap<NodeId, (TableRoute, Span)>,
-}
-
-/// One layer's rules, resolved (a `may` block).
-#[derive(Debug)]
-pub struct Rules<'a> {
-    /// Which layer.
-    pub layer: Layer,
-    /// The block, if written.
-    pub block: Option<&'a MayBlock>,
-    /// The preset, if any.
-    pub preset: Option<(Preset, Span)>,
-    /// The class settings written, by class (never `reads`).
-    pub settings: BTreeMap<EffectClass, (Level, Span)>,
-    /// The named entries by tool (in node order, which is name order): level, the entry's span, the list's
-    /// span.
-    pub named: BTreeMap<NodeId, Vec<NamedRule>>,
-}
-
-/// A list entry naming a tool.
-#[derive(Clone, Debug)]
-pub struct NamedRule {
-    /// The list's level.
-    pub level: Level,
-    /// The entry's condition, lowered and type-checked (`None`: unconditional).
-    pub condition: Option<crate::table::Condition>,
-    /// The entry.
-    pub span: Span,
-    /// The whole list.
-    pub list_span: Span,
-}
-
-impl<'a> Rules<'a> {
-    fn empty(layer: Layer) -> Rules<'a> {
-        Rules { layer, block: None, preset: None, settings: BTreeMap::new(), named: BTreeMap::new() }
-    }
-
-    /// The strictest named entry for a tool in this layer.
-    pub fn named_level(&self, node: NodeId) -> Option<&NamedRule> {
-        self.named.get(&node)?.iter().max_by_key(|r| r.level)
-    }
-
-    /// The level this layer gives a class, and where that comes from: a setting (with its span), the
-    /// preset, or the agent layer's default. `None` when the layer says nothing about the class.
-    pub fn class_level(&self, class: EffectClass) -> Option<(Level, ClassSource)> {
-        if class == EffectClass::Reads {
-            return (self.layer == Layer::Agent).then_some((Level::Alone, ClassSource::Default));
-        }
-        if let Some((level, span)) = self.settings.get(&class) {
-            if self.layer != Layer::Agent && *level == Level::Alone {
-                return None; // those layers only tighten; warned in `check`
-            }
-            return Some((*level, ClassSource::Setting(*span)));
-        }
-        if let Some((preset, span)) = self.preset {
-            let level = match (preset, class) {
-                (Preset::Everything, _) | (Preset::ChangesAlone, EffectClass::Changes) => Level::Alone,
-                (Preset::ChangesAlone, _) => Level::Propose,
-            };
-            if self.layer != Layer::Agent && level == Level::Alone {
-                return None;
-            }
-            return Some((level, ClassSource::Preset(span)));
-        }
-        (self.layer == Layer::Agent).then_some((Level::Propose, ClassSource::Default))
-    }
-}
-
-/// Where a layer's class level comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClassSource {
-    /// A class setting, written at the span.
-    Setting(Span),
-    /// The block's preset, written at the span.
-    Preset(Span),
-    /// The agent layer's default: `reads` alone, every other class `propose`.
-    Default,
-}
 
 /// What a name is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -433,7 +166,7 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
             });
             if !decidable {
                 c.diags.push(
-                    Diagnostic::error(codes::CHECK_QUEUE_UNDECIDABLE, format!("nobody can decide the queue `{}`", q.name.name))
+                    Diagnostic::new(Code::CheckQueueUndecidable, format!("nobody can decide the queue `{}`", q.name.name))
                         .at(q.name.span, "no person decides what is routed here")
                         .help("add `decided_by [..]` with a person, or a role that some person holds"),
                 );
@@ -468,7 +201,7 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
 }
 
 fn repeated(what: &str, again: Span, first: Span) -> Diagnostic {
-    Diagnostic::error(codes::CHECK_REPEATED, format!("{what} is written twice"))
+    Diagnostic::new(Code::CheckRepeated, format!("{what} is written twice"))
         .at(again, "written again here")
         .with(first, "first written here")
         .help("keep one and merge the other into it")
@@ -491,7 +224,7 @@ impl<'a> Checker<'a> {
                 DeclarationKind::May(_) | DeclarationKind::Authority(_) | DeclarationKind::Lifetime(_) => {
                     if !d.docs.is_empty() {
                         self.diags.push(
-                            Diagnostic::warning(codes::CHECK_DOC_DROPPED, "this doc comment is not kept")
+                            Diagnostic::new(Code::CheckDocDropped, "this doc comment is not kept")
                                 .at(Span { end: d.span.start + 3, ..d.span }, "`///` documents a named declaration")
                                 .help("doc comments travel into the table with tools, agents, skills, people, roles, queues and entities; write `//` here"),
                         );
@@ -501,7 +234,7 @@ impl<'a> Checker<'a> {
             };
             if let Some((first_kind, first)) = self.names.get(ident.name.as_str()) {
                 self.diags.push(
-                    Diagnostic::error(codes::CHECK_DUPLICATE, format!("`{}` is defined twice", ident.name))
+                    Diagnostic::new(Code::CheckDuplicate, format!("`{}` is defined twice", ident.name))
                         .at(ident.span, format!("defined again here as {}", kind.with_article()))
                         .with(*first, format!("first defined here as {}", first_kind.with_article()))
                         .help("names are global within a package and share one namespace: rename one of them"),
@@ -530,7 +263,7 @@ impl<'a> Checker<'a> {
             Some((kind, _)) if kinds.contains(kind) => true,
             Some((kind, span)) => {
                 let wanted = wanted();
-                let mut d = Diagnostic::error(codes::CHECK_WRONG_KIND, format!("`{}` is {}, not a {wanted}", ident.name, kind.with_article()))
+                let mut d = Diagnostic::new(Code::CheckWrongKind, format!("`{}` is {}, not a {wanted}", ident.name, kind.with_article()))
                     .at(ident.span, format!("a {wanted} is expected here"))
                     .with(*span, format!("`{}` is defined here", ident.name));
                 d = if *kind == Kind::Function && kinds.contains(&Kind::Tool) {
@@ -544,7 +277,7 @@ impl<'a> Checker<'a> {
             None => {
                 let wanted = wanted();
                 let candidates = self.names.iter().filter(|(_, (k, _))| kinds.contains(k)).map(|(n, _)| *n);
-                let mut d = Diagnostic::error(codes::CHECK_UNKNOWN, format!("unknown {wanted} `{}`", ident.name))
+                let mut d = Diagnostic::new(Code::CheckUnknown, format!("unknown {wanted} `{}`", ident.name))
                     .at(ident.span, format!("no {wanted} has this name"));
                 d = match closest(&ident.name, candidates) {
                     Some(near) => d.help(format!("did you mean `{near}`?")),
@@ -560,7 +293,7 @@ impl<'a> Checker<'a> {
         for (i, n) in names.iter().enumerate() {
             if let Some(first) = names[..i].iter().find(|m| m.name == n.name) {
                 self.diags.push(
-                    Diagnostic::warning(codes::CHECK_LISTED_TWICE, format!("the {what} `{}` is listed twice", n.name))
+                    Diagnostic::new(Code::CheckListedTwice, format!("the {what} `{}` is listed twice", n.name))
                         .at(n.span, "listed again here")
                         .with(first.span, "first listed here")
                         .help("remove the repetition"),
@@ -595,7 +328,7 @@ impl<'a> Checker<'a> {
         for f in &b.fields {
             let key = f.key.name.as_str();
             if !FIELDS.contains(&key) {
-                let mut d = Diagnostic::error(codes::CHECK_BUDGET, format!("a budget has no field `{key}`"))
+                let mut d = Diagnostic::new(Code::CheckBudget, format!("a budget has no field `{key}`"))
                     .at(f.key.span, "unknown field");
                 d = match closest(key, FIELDS.iter().copied()) {
                     Some(n) => d.help(format!("did you mean `{n}`? a budget has `currency`, `unit`, `ceiling` and `alone_up_to`")),
@@ -610,7 +343,7 @@ impl<'a> Checker<'a> {
             }
             seen.insert(key, f.span);
             let wrong = |what: &str| {
-                Diagnostic::error(codes::CHECK_BUDGET, format!("the budget field `{key}` must be {what}"))
+                Diagnostic::new(Code::CheckBudget, format!("the budget field `{key}` must be {what}"))
                     .at(f.value.span(), format!("not {what}"))
             };
             match (key, &f.value) {
@@ -627,7 +360,7 @@ impl<'a> Checker<'a> {
                         }
                     }
                     _ => self.diags.push(
-                        Diagnostic::error(codes::CHECK_BUDGET, format!("the budget field `{key}` must be a whole number from 0 to {}", i64::MAX))
+                        Diagnostic::new(Code::CheckBudget, format!("the budget field `{key}` must be a whole number from 0 to {}", i64::MAX))
                             .at(*span, "out of range")
                             .help("amounts are whole numbers in the budget's minor unit (cents), never negative"),
                     ),
@@ -641,7 +374,7 @@ impl<'a> Checker<'a> {
         if !missing.is_empty() {
             let list = missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
             self.diags.push(
-                Diagnostic::error(codes::CHECK_BUDGET, format!("the budget `{}` is missing {list}", b.name.name))
+                Diagnostic::new(Code::CheckBudget, format!("the budget `{}` is missing {list}", b.name.name))
                     .at(b.name.span, "declared here")
                     .help(format!(
                         "write every field: `budget {} {{ currency: \"USD\", unit: cents, ceiling: 2500, alone_up_to: 0 }}`",
@@ -652,7 +385,7 @@ impl<'a> Checker<'a> {
         let (ceiling, (alone_up_to, alone_span)) = (ceiling?, alone_up_to?);
         if alone_up_to > ceiling {
             self.diags.push(
-                Diagnostic::warning(codes::CHECK_BUDGET_ALLOWANCE, format!("`alone_up_to` of budget `{}` is above its ceiling", b.name.name))
+                Diagnostic::new(Code::CheckBudgetAllowance, format!("`alone_up_to` of budget `{}` is above its ceiling", b.name.name))
                     .at(alone_span, format!("{alone_up_to} is more than the ceiling of {ceiling}"))
                     .help("no call can spend more than the ceiling: lower `alone_up_to`, or raise `ceiling`"),
             );
@@ -666,7 +399,7 @@ impl<'a> Checker<'a> {
             Some(p) if p.ty.name == "money" => true,
             Some(p) => {
                 self.diags.push(
-                    Diagnostic::error(codes::CHECK_SPEND, format!("`spend` by `{}`, which is not `money`", by.name))
+                    Diagnostic::new(Code::CheckSpend, format!("`spend` by `{}`, which is not `money`", by.name))
                         .at(by.span, format!("`{}` is `{}`", by.name, p.ty.name))
                         .with(p.ty.span, "declared here")
                         .help("an amount is a `money` parameter: a whole number in the budget's minor unit, computed by the host"),
@@ -675,7 +408,7 @@ impl<'a> Checker<'a> {
             }
             None => {
                 let near = closest(&by.name, params.iter().map(|p| p.name.name.as_str()));
-                let mut d = Diagnostic::error(codes::CHECK_SPEND, format!("`{}` has no parameter `{}` to spend by", node.name, by.name))
+                let mut d = Diagnostic::new(Code::CheckSpend, format!("`{}` has no parameter `{}` to spend by", node.name, by.name))
                     .at(by.span, "no parameter has this name");
                 d = match near {
                     Some(n) => d.help(format!("did you mean `{n}`? name a `money` parameter of `{}`", node.name)),
@@ -698,7 +431,7 @@ impl<'a> Checker<'a> {
                 _ => {
                     let entities = self.entities.keys().copied().chain(["string", "int", "bool", "money"]);
                     let near = closest(name, entities);
-                    let mut d = Diagnostic::error(codes::CHECK_TYPE, format!("unknown type `{name}`"))
+                    let mut d = Diagnostic::new(Code::CheckType, format!("unknown type `{name}`"))
                         .at(ty.span, "not a type");
                     d = match near {
                         Some(n) => d.help(format!("did you mean `{n}`? types are `string`, `int`, `bool`, `money` or an entity")),
@@ -721,7 +454,7 @@ impl<'a> Checker<'a> {
         if let (Some(field), Some(entity)) = (&r.field, self.entities.get(r.entity.name.as_str())) {
             if !entity.fields.iter().any(|f| f.name == field.name) {
                 let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
-                let mut d = Diagnostic::error(codes::CHECK_FIELD, format!("the entity `{}` has no field `{}`", r.entity.name, field.name))
+                let mut d = Diagnostic::new(Code::CheckField, format!("the entity `{}` has no field `{}`", r.entity.name, field.name))
                     .at(field.span, "no such field")
                     .with(entity.name.span, "the entity is declared here");
                 d = match near {
@@ -743,14 +476,14 @@ impl<'a> Checker<'a> {
         if let NodeKind::Tool(t) = kind {
             if t.label.is_none() {
                 self.diags.push(
-                    Diagnostic::error(codes::CHECK_MISSING_LABEL, format!("the tool `{}` has no label", name.name))
+                    Diagnostic::new(Code::CheckMissingLabel, format!("the tool `{}` has no label", name.name))
                         .at(name.span, "a label is expected after the name")
                         .help(format!("write what a person reads on the approval screen: `tool {} \"Set the price\" (..)`", name.name)),
                 );
             }
             if t.kind == ToolKind::Extern && t.claim.is_none() {
                 self.diags.push(
-                    Diagnostic::error(codes::CHECK_EXTERN_CLAIM, format!("the extern tool `{}` has no claim", name.name))
+                    Diagnostic::new(Code::CheckExternClaim, format!("the extern tool `{}` has no claim", name.name))
                         .at(name.span, "an extern tool has no body, so its claim is the only evidence")
                         .help("state what it does after the parameters, e.g. `: reaches_out` or `: changes + sends`"),
                 );
@@ -761,7 +494,7 @@ impl<'a> Checker<'a> {
         for (i, p) in params.iter().enumerate() {
             if let Some(first) = params[..i].iter().find(|q| q.name.name == p.name.name) {
                 self.diags.push(
-                    Diagnostic::error(codes::CHECK_DUPLICATE, format!("the parameter `{}` is declared twice", p.name.name))
+                    Diagnostic::new(Code::CheckDuplicate, format!("the parameter `{}` is declared twice", p.name.name))
                         .at(p.name.span, "declared again here")
                         .with(first.name.span, "first declared here")
                         .help("rename one of them"),
@@ -799,7 +532,7 @@ impl<'a> Checker<'a> {
         for s in body {
             if is_extern && !matches!(s.kind, StatementKind::Version { .. } | StatementKind::Subject(_)) {
                 self.diags.push(
-                    Diagnostic::error(codes::CHECK_EXTERN_BODY, format!("the extern tool `{}` has an operation", name.name))
+                    Diagnostic::new(Code::CheckExternBody, format!("the extern tool `{}` has an operation", name.name))
                         .at(s.span, "an extern tool has no body to prove")
                         .help("an extern tool's block holds only `version` and `subject`; to prove effects, make it a `tool` with a body"),
                 );
@@ -866,7 +599,7 @@ impl<'a> Checker<'a> {
                     version_span = Some(s.span);
                     if !node.is_tool() {
                         self.diags.push(
-                            Diagnostic::error(codes::CHECK_VERSION, "a function has no covered version")
+                            Diagnostic::new(Code::CheckVersion, "a function has no covered version")
                                 .at(s.span, "`version` is for tools")
                                 .help("move `version` to the tool that calls this function"),
                         );
@@ -875,7 +608,7 @@ impl<'a> Checker<'a> {
                     let ty = params.iter().find(|p| p.name.name == param.name).map(|p| &p.ty);
                     match ty.and_then(|t| self.entities.get(t.name.as_str()).copied()) {
                         None => self.diags.push(
-                            Diagnostic::error(codes::CHECK_VERSION, format!("`version {}.{}` needs a parameter of an entity type", param.name, field.name))
+                            Diagnostic::new(Code::CheckVersion, format!("`version {}.{}` needs a parameter of an entity type", param.name, field.name))
                                 .at(param.span, match ty {
                                     Some(_) => "this parameter is not of an entity type",
                                     None => "no parameter has this name",
@@ -887,7 +620,7 @@ impl<'a> Checker<'a> {
                                 node.version = Some((&param.name, &field.name));
                             } else {
                                 let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
-                                let mut d = Diagnostic::error(codes::CHECK_FIELD, format!("the entity `{}` has no field `{}`", entity.name.name, field.name))
+                                let mut d = Diagnostic::new(Code::CheckField, format!("the entity `{}` has no field `{}`", entity.name.name, field.name))
                                     .at(field.span, "no such field")
                                     .with(entity.name.span, "the entity is declared here");
                                 d = match near {
@@ -907,7 +640,7 @@ impl<'a> Checker<'a> {
                     subject_span = Some(s.span);
                     if !node.is_tool() {
                         self.diags.push(
-                            Diagnostic::error(codes::CHECK_VERSION, "a function has no subject")
+                            Diagnostic::new(Code::CheckVersion, "a function has no subject")
                                 .at(s.span, "`subject` is for tools")
                                 .help("move `subject` to the tool that calls this function"),
                         );
@@ -915,7 +648,7 @@ impl<'a> Checker<'a> {
                         node.subject = Some(&param.name);
                     } else {
                         let near = closest(&param.name, params.iter().map(|p| p.name.name.as_str()));
-                        let mut d = Diagnostic::error(codes::CHECK_VERSION, format!("`subject {}` names no parameter", param.name))
+                        let mut d = Diagnostic::new(Code::CheckVersion, format!("`subject {}` names no parameter", param.name))
                             .at(param.span, "no parameter has this name");
                         d = match near {
                             Some(n) => d.help(format!("did you mean `{n}`?")),
@@ -938,7 +671,7 @@ impl<'a> Checker<'a> {
                 MayStatement::Preset(preset, span) => {
                     if i > 0 {
                         self.diags.push(
-                            Diagnostic::error(codes::CHECK_PRESET, "a preset must be the first statement of its `may` block")
+                            Diagnostic::new(Code::CheckPreset, "a preset must be the first statement of its `may` block")
                                 .at(*span, "written after other rules")
                                 .with(block.span, "in this block")
                                 .help("move the preset to the top: the rules after it refine it"),
@@ -951,7 +684,7 @@ impl<'a> Checker<'a> {
                                 Preset::ChangesAlone => "the `alone` part of `changes_alone`",
                             };
                             self.diags.push(
-                                Diagnostic::warning(codes::LEVELS_ALONE_IGNORED, format!("{what} says nothing in the {} layer", layer_noun(layer)))
+                                Diagnostic::new(Code::LevelsAloneIgnored, format!("{what} says nothing in the {} layer", layer_noun(layer)))
                                     .at(*span, "this layer only tightens")
                                     .help("the agent's `may` decides what runs alone; set only the classes this layer tightens"),
                             );
@@ -961,7 +694,7 @@ impl<'a> Checker<'a> {
                 MayStatement::Setting(s) => {
                     if s.class == EffectClass::Reads {
                         self.diags.push(
-                            Diagnostic::error(codes::CHECK_READS_SETTING, "`reads` cannot be set")
+                            Diagnostic::new(Code::CheckReadsSetting, "`reads` cannot be set")
                                 .at(s.class_span, "reads is always `alone`")
                                 .help("to tighten a tool that only reads, name it in a list: `propose [ToolName]`"),
                         );
@@ -969,7 +702,7 @@ impl<'a> Checker<'a> {
                     }
                     if let Some((_, first)) = rules.settings.get(&s.class) {
                         self.diags.push(
-                            Diagnostic::error(codes::CHECK_REPEATED, format!("`{}` is set twice in one block", s.class))
+                            Diagnostic::new(Code::CheckRepeated, format!("`{}` is set twice in one block", s.class))
                                 .at(s.span, "set again here")
                                 .with(*first, "first set here")
                                 .help("keep one setting per class"),
@@ -978,7 +711,7 @@ impl<'a> Checker<'a> {
                     }
                     if layer != Layer::Agent && s.level == Level::Alone {
                         self.diags.push(
-                            Diagnostic::warning(codes::LEVELS_ALONE_IGNORED, format!("`{}: alone` says nothing in the {} layer", s.class, layer_noun(layer)))
+                            Diagnostic::new(Code::LevelsAloneIgnored, format!("`{}: alone` says nothing in the {} layer", s.class, layer_noun(layer)))
                                 .at(s.span, "this layer only tightens")
                                 .help("the agent's `may` decides what runs alone; remove this setting"),
                         );
@@ -999,12 +732,12 @@ impl<'a> Checker<'a> {
                                 let lowered = crate::conditions::lower(written, nodes[id].name, &nodes[id].params, &mut self.diags);
                                 match lowered.as_ref().and_then(crate::conditions::constant) {
                                     Some(crate::conditions::Constant::Never) => self.diags.push(
-                                        Diagnostic::warning(codes::CHECK_CONDITION_NEVER, "this condition never holds")
+                                        Diagnostic::new(Code::CheckConditionNever, "this condition never holds")
                                             .at(written.span, "no arguments satisfy it")
                                             .help(format!("the entry for `{}` never applies; fix the bounds or remove the entry", nodes[id].name)),
                                     ),
                                     Some(crate::conditions::Constant::Always) => self.diags.push(
-                                        Diagnostic::warning(codes::CHECK_CONDITION_ALWAYS, "this condition always holds")
+                                        Diagnostic::new(Code::CheckConditionAlways, "this condition always holds")
                                             .at(written.span, "every argument satisfies it")
                                             .help(format!("write `{} [{}]` without the condition", list.level, nodes[id].name)),
                                     ),
@@ -1021,7 +754,7 @@ impl<'a> Checker<'a> {
                         if let Some(other) = existing.iter().find(|r| r.level != list.level && !conditional && r.condition.is_none()) {
                             let wins = other.level.max(list.level);
                             self.diags.push(
-                                Diagnostic::warning(codes::LEVELS_TWO_LISTS, format!("`{}` is in two lists of one layer", nodes[id].name))
+                                Diagnostic::new(Code::LevelsTwoLists, format!("`{}` is in two lists of one layer", nodes[id].name))
                                     .at(entry.span, format!("named `{}` here", list.level))
                                     .with(other.span, format!("and `{}` here", other.level))
                                     .help(format!("the strictest wins, so it is `{wins}`; keep it in one list")),
@@ -1029,8 +762,8 @@ impl<'a> Checker<'a> {
                         }
                         if layer == Layer::Package && list.level == Level::Alone {
                             self.diags.push(
-                                Diagnostic::warning(
-                                    codes::LEVELS_ALONE_IGNORED,
+                                Diagnostic::new(
+                                    Code::LevelsAloneIgnored,
                                     format!("`alone [{}]` cannot make anything alone in the package-wide layer", nodes[id].name),
                                 )
                                 .at(entry.span, "this layer only tightens: a named entry only takes the tool out of this layer's class settings")
@@ -1047,7 +780,7 @@ impl<'a> Checker<'a> {
             let Some(strongest) = named.iter().filter(|r| r.condition.is_none()).max_by_key(|r| r.level) else { continue };
             for r in named.iter().filter(|r| r.condition.is_some() && r.level <= strongest.level) {
                 self.diags.push(
-                    Diagnostic::warning(codes::LEVELS_SHADOWED, format!("this entry for `{}` never decides", nodes[*id].name))
+                    Diagnostic::new(Code::LevelsShadowed, format!("this entry for `{}` never decides", nodes[*id].name))
                         .at(r.span, format!("`{}` when its condition holds", r.level))
                         .with(strongest.span, format!("but `{}` always applies here", strongest.level))
                         .help("the strictest applicable entry wins, so the condition changes nothing; remove one of them"),
@@ -1109,7 +842,7 @@ impl<'a> Checker<'a> {
                 let Some(&id) = model.node_of.get(r.tool.name.as_str()) else { continue };
                 if !out.tools.contains(&id) {
                     self.diags.push(
-                        Diagnostic::error(codes::CHECK_ROUTE_UNLISTED, format!("the skill `{}` routes `{}`, which it does not list", s.name.name, r.tool.name))
+                        Diagnostic::new(Code::CheckRouteUnlisted, format!("the skill `{}` routes `{}`, which it does not list", s.name.name, r.tool.name))
                             .at(r.tool.span, "not one of the skill's tools")
                             .help(format!("add `{}` to the skill's `tools`, or remove the route", r.tool.name)),
                     );
@@ -1139,7 +872,7 @@ impl<'a> Checker<'a> {
             let mut ok = true;
             for (name, value) in &e.args {
                 let Some((_, ty)) = params.iter().find(|(n, _)| *n == name.name) else {
-                    let mut d = Diagnostic::error(codes::CHECK_CONDITION_PARAM, format!("the tool `{}` has no parameter `{}`", e.tool.name, name.name))
+                    let mut d = Diagnostic::new(Code::CheckConditionParam, format!("the tool `{}` has no parameter `{}`", e.tool.name, name.name))
                         .at(name.span, "not a parameter of the tool");
                     d = match closest(&name.name, params.iter().map(|(n, _)| *n)) {
                         Some(near) => d.help(format!("did you mean `{near}`?")),
@@ -1155,7 +888,7 @@ impl<'a> Checker<'a> {
                     (crate::table::Literal::Bool(b), ParamType::Bool) => serde_json::Value::from(*b),
                     _ => {
                         self.diags.push(
-                            Diagnostic::error(codes::CHECK_CONDITION_TYPE, format!("the argument `{}` does not fit its parameter", name.name))
+                            Diagnostic::new(Code::CheckConditionType, format!("the argument `{}` does not fit its parameter", name.name))
                                 .at(value.span, "wrong type for the parameter")
                                 .help("numbers for `int` and `money`, strings for `string` and entities, `true`/`false` for `bool`"),
                         );
@@ -1165,7 +898,7 @@ impl<'a> Checker<'a> {
                 };
                 if args.insert(name.name.clone(), json).is_some() {
                     self.diags.push(
-                        Diagnostic::error(codes::CHECK_REPEATED, format!("the argument `{}` is given twice", name.name))
+                        Diagnostic::new(Code::CheckRepeated, format!("the argument `{}` is given twice", name.name))
                             .at(name.span, "given again here")
                             .help("give each argument once"),
                     );
@@ -1249,7 +982,7 @@ impl<'a> Checker<'a> {
         }
         if sponsor_span.is_none() {
             self.diags.push(
-                Diagnostic::error(codes::CHECK_NO_SPONSOR, format!("the agent `{}` has no sponsor", a.name.name))
+                Diagnostic::new(Code::CheckNoSponsor, format!("the agent `{}` has no sponsor", a.name.name))
                     .at(a.name.span, "every agent needs a person who answers for it")
                     .help("add `sponsor PERSON`: the sponsor decides proposals when the work is for nobody"),
             );
@@ -1264,7 +997,7 @@ impl<'a> Checker<'a> {
                 let listed = out.skills.iter().any(|s| model.skills.get(s).is_some_and(|sk| sk.tools.contains(&id)));
                 if !listed {
                     self.diags.push(
-                        Diagnostic::error(codes::CHECK_ROUTE_UNLISTED, format!("the agent `{}` routes `{}`, which none of its skills lists", a.name.name, r.tool.name))
+                        Diagnostic::new(Code::CheckRouteUnlisted, format!("the agent `{}` routes `{}`, which none of its skills lists", a.name.name, r.tool.name))
                             .at(r.tool.span, "not offered in any of the agent's skills")
                             .help("add the tool to one of the agent's skills, or remove the route"),
                     );
@@ -1280,73 +1013,5 @@ impl<'a> Checker<'a> {
             }
         }
         out
-    }
-}
-
-/// How a layer is named in messages.
-pub fn layer_noun(layer: Layer) -> &'static str {
-    match layer {
-        Layer::Package => "package-wide",
-        Layer::Agent => "agent",
-        Layer::Skill => "skill",
-    }
-}
-
-/// The canonical text of a statement: keywords and names, single spaces, no spans.
-pub fn statement_text(kind: &StatementKind) -> String {
-    let mut out = String::new();
-    statement_pieces(kind, |piece| out.push_str(piece));
-    out
-}
-
-/// The pieces of [`statement_text`] in order: the text is their concatenation. The definition digests
-/// write them straight into their canonical JSON, without a `String` per statement.
-pub fn statement_pieces(kind: &StatementKind, mut emit: impl FnMut(&str)) {
-    fn er(keyword: &str, r: &EntityRef, emit: &mut impl FnMut(&str)) {
-        emit(keyword);
-        emit(&r.entity.name);
-        if let Some(f) = &r.field {
-            emit(".");
-            emit(&f.name);
-        }
-    }
-    match kind {
-        StatementKind::Read(r) => er("read ", r, &mut emit),
-        StatementKind::Write(r) => er("write ", r, &mut emit),
-        StatementKind::Create(r) => er("create ", r, &mut emit),
-        StatementKind::Delete(r) => er("delete ", r, &mut emit),
-        StatementKind::Send(t) | StatementKind::Reach(t) => {
-            emit(if matches!(kind, StatementKind::Send(_)) { "send " } else { "reach " });
-            if t.quoted { emit(&format!("{:?}", t.text)) } else { emit(&t.text) }
-        }
-        StatementKind::Spend { budget, by } => {
-            for piece in ["spend ", &budget.name, " by ", &by.name] {
-                emit(piece);
-            }
-        }
-        StatementKind::Call(t) => {
-            emit("call ");
-            emit(&t.name);
-        }
-        StatementKind::CallAny(ts) => {
-            emit("call any [");
-            for (i, t) in ts.iter().enumerate() {
-                if i > 0 {
-                    emit(", ");
-                }
-                emit(&t.name);
-            }
-            emit("]");
-        }
-        StatementKind::CallDynamic => emit("call dynamic"),
-        StatementKind::Version { param, field } => {
-            for piece in ["version ", &param.name, ".", &field.name] {
-                emit(piece);
-            }
-        }
-        StatementKind::Subject(p) => {
-            emit("subject ");
-            emit(&p.name);
-        }
     }
 }

@@ -9,10 +9,9 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use miette::{GraphicalReportHandler, GraphicalTheme};
 
 use crate::compile::{self, Analysis, Output};
-use crate::diagnostics::{Diagnostic, Severity};
+use crate::diagnostics::{Diagnostic, Severity, render};
 use crate::effects::{self, Hop};
 use crate::syntax::{self, Sources};
 use crate::table::{EffectClass, Level, Route};
@@ -200,26 +199,6 @@ fn colour() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-/// Renders diagnostics as miette does on a terminal, without colour (for tests, logs and
-/// [`crate::compile::compile_path`]).
-pub fn render_plain(diagnostics: &[Diagnostic], sources: &Sources) -> String {
-    render(diagnostics, sources, false)
-}
-
-fn render(diagnostics: &[Diagnostic], sources: &Sources, colour: bool) -> String {
-    let theme = if colour { GraphicalTheme::unicode() } else { GraphicalTheme::unicode_nocolor() };
-    let handler = GraphicalReportHandler::new_themed(theme).with_width(100).with_links(false);
-    let mut out = String::new();
-    for d in diagnostics {
-        let report = d.to_report(sources);
-        if handler.render_report(&mut out, &report).is_err() {
-            out.push_str(&format!("{}: {} [{}]\n", d.severity.as_str(), d.message, d.code));
-        }
-        out.push('\n');
-    }
-    out
-}
-
 fn diagnostic_json(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
     let label = |l: &crate::diagnostics::Label, primary: bool| {
         let src = sources.get(l.span.file);
@@ -232,7 +211,7 @@ fn diagnostic_json(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
     };
     let labels: Vec<_> = d.primary.iter().map(|l| label(l, true)).chain(d.secondary.iter().map(|l| label(l, false))).collect();
     serde_json::json!({
-        "code": d.code, "severity": d.severity.as_str(), "message": d.message, "help": d.help, "labels": labels,
+        "code": d.code.as_str(), "severity": d.severity.as_str(), "message": d.message, "help": d.help, "labels": labels,
     })
 }
 
@@ -275,9 +254,9 @@ fn summary(path: &Path, out: &Output) -> String {
 
 fn io_error(e: &syntax::LoadError, format: Format) -> u8 {
     if format == Format::Human {
-        errln!("error: {e}");
+        errln!("error[{}]: {e}", e.code());
     } else {
-        outln!("{}", serde_json::json!({ "error": e.to_string() }));
+        outln!("{}", serde_json::json!({ "code": e.code().as_str(), "error": e.to_string() }));
     }
     2
 }
@@ -293,9 +272,13 @@ fn check(paths: &[PathBuf], format: CheckFormat, deny_warnings: bool) -> u8 {
             Ok(out) => out,
             Err(e) => {
                 match format {
-                    CheckFormat::Human => errln!("error: {e}"),
-                    CheckFormat::Json => json.push(serde_json::json!({ "path": path.display().to_string(), "error": e.to_string() })),
-                    CheckFormat::Sarif => sarif_failures.push(serde_json::json!({ "level": "error", "message": { "text": e.to_string() } })),
+                    CheckFormat::Human => errln!("error[{}]: {e}", e.code()),
+                    CheckFormat::Json => json.push(serde_json::json!({
+                        "path": path.display().to_string(), "code": e.code().as_str(), "error": e.to_string(),
+                    })),
+                    CheckFormat::Sarif => sarif_failures.push(serde_json::json!({
+                        "level": "error", "message": { "text": format!("{e} [{}]", e.code()) },
+                    })),
                 }
                 worst = 2;
                 continue;
@@ -367,7 +350,7 @@ fn sarif_result(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
         text.push_str(&format!(" (help: {help})"));
     }
     let mut result = serde_json::json!({
-        "ruleId": d.code,
+        "ruleId": d.code.as_str(),
         "level": if d.is_error() { "error" } else { "warning" },
         "message": { "text": text },
     });
@@ -402,7 +385,7 @@ fn sarif_log(results: Vec<serde_json::Value>, failures: Vec<serde_json::Value>) 
     let rules: Vec<_> = codes
         .iter()
         .map(|c| {
-            let text = crate::diagnostics::codes::describe(c).unwrap_or("a permits diagnostic");
+            let text = crate::diagnostics::Code::from_name(c).map_or("a permits diagnostic", crate::diagnostics::Code::meaning);
             serde_json::json!({ "id": c, "shortDescription": { "text": text } })
         })
         .collect();
@@ -661,7 +644,7 @@ fn test(paths: &[PathBuf], format: Format) -> u8 {
             }
         };
         let other_errors: Vec<Diagnostic> =
-            out.diagnostics.iter().filter(|d| d.is_error() && !crate::diagnostics::codes::is_test_failure(d.code)).cloned().collect();
+            out.diagnostics.iter().filter(|d| d.is_error() && !d.code.is_test_failure()).cloned().collect();
         if !other_errors.is_empty() {
             if format == Format::Human {
                 err!("{}", render(&other_errors, &out.sources, colour()));
@@ -856,7 +839,7 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
             }
         }
         let class = effects::slot_name(s);
-        let assumed = s < 5 && !a.effects.real[d.tool].has_slot(s);
+        let assumed = s < effects::RESERVED_SLOT && !a.effects.real[d.tool].has_slot(s);
         witnesses.push((class, hops.join(" → "), end, assumed));
     }
     // The budget the tool spends from (spec §6), with its figures.

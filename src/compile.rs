@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::check::{self, ClassSource, Model, NodeId, Rules, layer_noun};
-use crate::diagnostics::{Diagnostic, codes};
+use crate::diagnostics::{Diagnostic, Code};
 use crate::effects::{self, EffectSet, Effects, Hop, RESERVED_SLOT};
 use crate::syntax::{self, Loaded, Sources, Span};
 use crate::table::{
     self, AgentInfo, Authority, EffectClass, EffectInfo, Entry, Header, Hop as TableHop, HopKind, Layer, Level, NamedRow,
     EntityInfo, PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Reason, ReasonKind, Route, Row, SkillInfo, SourceRef, Table,
-    ToolInfo, VersionInfo, canonical_digest, sha256_hex, BudgetInfo, SpendInfo,
+    ToolInfo, VersionInfo, canonical_digest, BudgetInfo, SpendInfo,
 };
 
 /// The compiler's name and version, as written in `header.compiler`.
@@ -107,7 +107,7 @@ impl Output {
     /// Whether every error is a failed `test` expectation (`test::failed`, `test::depends_on_arguments`):
     /// the table was built, only its tests failed.
     pub fn only_tests_failed(&self) -> bool {
-        self.diagnostics.iter().filter(|d| d.is_error()).all(|d| codes::is_test_failure(d.code))
+        self.diagnostics.iter().filter(|d| d.is_error()).all(|d| d.code.is_test_failure())
     }
 }
 
@@ -127,7 +127,7 @@ pub fn compile_path(path: &Path) -> Result<Table, String> {
     let out = compile_package(path).map_err(|e| e.to_string())?;
     match out.table {
         Some(t) if !out.has_errors() => Ok(t),
-        _ => Err(crate::cli::render_plain(&out.diagnostics, &out.sources)),
+        _ => Err(crate::diagnostics::render_plain(&out.diagnostics, &out.sources)),
     }
 }
 
@@ -170,7 +170,7 @@ pub fn analyze<'a>(package: &'a syntax::ast::Package, sources: &'a Sources) -> (
     diagnostics.append(&mut d);
     if analysis.decisions.is_empty() && !sources.is_empty() && !diagnostics.iter().any(Diagnostic::is_error) {
         diagnostics.push(
-            Diagnostic::error(codes::LEVELS_NO_DECISIONS, "the package compiles to zero decisions")
+            Diagnostic::new(Code::LevelsNoDecisions, "the package compiles to zero decisions")
                 .help("give an agent a `skills [..]` list whose skills list `tools [..]`; a package that decides nothing has lost something"),
         );
     }
@@ -214,8 +214,8 @@ fn check_spend_binding(model: &Model<'_>, effects: &Effects) -> Vec<Diagnostic> 
                 let cc = effects.component_of[*c];
                 reached[cc].contains(budget) || model.nodes[*c].spend.is_some_and(|sp| sp.budget == *budget)
             });
-            let mut d = Diagnostic::error(
-                codes::CHECK_SPEND_UNBOUND,
+            let mut d = Diagnostic::new(
+                Code::CheckSpendUnbound,
                 format!("`{}` spends from the budget `{budget}` but says no amount of its own", node.name),
             )
             .at(node.name_span, "every execution of a spending tool is checked against its budget");
@@ -449,8 +449,8 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                         span,
                     ));
                     if reserved_warned.insert(tool) {
-                        let mut d = Diagnostic::warning(
-                            codes::EFFECTS_RESERVED,
+                        let mut d = Diagnostic::new(
+                            Code::EffectsReserved,
                             format!("`{}` writes the reserved entity `permits`, so it is never for every agent", a.model.nodes[tool].name),
                         )
                         .at(a.model.nodes[tool].name_span, "an agent must not widen its own authority");
@@ -468,7 +468,7 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                         if n.level == Level::Alone && l.max() > Some(Level::Alone) && alone_inherit_warned.insert(n.span) {
                             let callee_name = a.model.nodes[callee].name;
                             diags.push(
-                                Diagnostic::warning(codes::LEVELS_ALONE_INHERITS, format!("`{}` is named `alone` but calls `{callee_name}`", a.model.nodes[tool].name))
+                                Diagnostic::new(Code::LevelsAloneInherits, format!("`{}` is named `alone` but calls `{callee_name}`", a.model.nodes[tool].name))
                                     .at(n.span, "named alone here")
                                     .with(span, format!("`{callee_name}` is named `{}` here, and that wins", l.max().unwrap_or(Level::Alone)))
                                     .help("a wrapper cannot launder a tool it calls; name the wrapper at the callee's level, or stop calling it"),
@@ -484,8 +484,8 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                                 .iter()
                                 .find(|l| l.row.as_ref().is_some_and(|r| r.layer == Layer::Agent))
                                 .and_then(|l| l.because.iter().rev().find(|(r, _)| Some(r.level) == l.max()).cloned());
-                            let mut d = Diagnostic::warning(
-                                codes::LEVELS_SKILL_LOOSENS,
+                            let mut d = Diagnostic::new(
+                                Code::LevelsSkillLoosens,
                                 format!(
                                     "the skill `{skill_name}` names `{}` `{}`, but the agent `{agent_name}` says `{}`",
                                     a.model.nodes[tool].name,
@@ -509,8 +509,8 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                         if let Some((al, _)) = agent.rules.class_level(*class) {
                             if *sl < al && *sl != Level::Alone && loosen_warned.insert((*span, agent_name)) {
                                 diags.push(
-                                    Diagnostic::warning(
-                                        codes::LEVELS_SKILL_LOOSENS,
+                                    Diagnostic::new(
+                                        Code::LevelsSkillLoosens,
                                         format!("the skill `{skill_name}` sets `{class}: {sl}`, but the agent `{agent_name}` says `{class}: {al}`"),
                                     )
                                     .at(*span, "this setting cannot take effect")
@@ -531,8 +531,8 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                     if skill.routes.contains_key(&tool) {
                         if !proposes {
                             diags.push(
-                                Diagnostic::warning(
-                                    codes::LEVELS_ROUTE_UNUSED,
+                                Diagnostic::new(
+                                    Code::LevelsRouteUnused,
                                     format!("the route of `{}` in `{skill_name}` can never be used for the agent `{agent_name}`", a.model.nodes[tool].name),
                                 )
                                 .at(span, format!("the triple is `{shown}`, so nothing is proposed"))
@@ -562,7 +562,7 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
     for (span, used) in agent_route_used {
         if !used {
             diags.push(
-                Diagnostic::warning(codes::LEVELS_ROUTE_UNUSED, "this route can never be used")
+                Diagnostic::new(Code::LevelsRouteUnused, "this route can never be used")
                     .at(span, "every triple it covers is `alone` or `never`")
                     .help("routes apply to `propose` and `propose_every_time`; remove the route or change the level"),
             );
@@ -587,7 +587,7 @@ fn table_hop(a: &Analysis<'_>, node: NodeId, hop: Hop) -> TableHop {
 /// The canonical form of a layer's rules: preset, settings and named entries (no spans).
 fn rules_form(a: &Analysis<'_>, rules: Option<&Rules<'_>>) -> serde_json::Value {
     let Some(rules) = rules else { return serde_json::Value::Null };
-    let preset = rules.preset.map(|(p, _)| format!("{p:?}"));
+    let preset = rules.preset.map(|(p, _)| p.as_str());
     let settings: BTreeMap<&str, &str> = rules.settings.iter().map(|(c, (l, _))| (c.as_str(), l.as_str())).collect();
     let named: BTreeMap<&str, Vec<&str>> = rules
         .named
@@ -602,7 +602,16 @@ fn rules_form(a: &Analysis<'_>, rules: Option<&Rules<'_>>) -> serde_json::Value 
 }
 
 fn digest_of(value: &serde_json::Value) -> String {
-    canonical_digest(value).unwrap_or_else(|_| sha256_hex(b""))
+    // INVARIANT: a `Value` always serializes (its map keys are strings); a failure here would otherwise be
+    // a well-formed wrong digest.
+    canonical_digest(value).expect("a JSON value serializes")
+}
+
+/// A table value as JSON, for a digest.
+fn json_of<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Value {
+    // INVARIANT: the table's types derive `Serialize` with string map keys only, so this cannot fail; a
+    // default here would be a well-formed wrong digest.
+    serde_json::to_value(value).expect("table values serialize")
 }
 
 /// Builds the decision table from an analysis without errors.
@@ -613,7 +622,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
         let crate::check::NodeKind::Tool(t) = node.kind else { continue };
         let mut effects_map = BTreeMap::new();
         for class in a.effects.sets[i].classes() {
-            let s = EffectClass::ALL.iter().position(|c| *c == class).unwrap_or(0);
+            let s = crate::model::slot(class);
             if let Some(hop) = a.effects.witness[i][s] {
                 effects_map.insert(class, EffectInfo { assumed: !a.effects.real[i].contains(class), witness: table_hop(a, i, hop) });
             }
@@ -639,7 +648,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
     let mut skill_digests = BTreeMap::new();
     for (name, s) in &model.skills {
         let routes: BTreeMap<String, Route> = s.routes.iter().map(|(id, (r, _))| (model.nodes[*id].name.to_string(), r.clone())).collect();
-        let digest = digest_of(&serde_json::json!({ "may": rules_form(a, s.rules.as_ref()), "routes": serde_json::to_value(&routes).unwrap_or_default() }));
+        let digest = digest_of(&serde_json::json!({ "may": rules_form(a, s.rules.as_ref()), "routes": json_of(&routes) }));
         skill_digests.insert(*name, digest.clone());
         skills.insert(
             name.to_string(),
@@ -678,14 +687,14 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
             .map(|(r, _)| serde_json::json!({ "layer": r.layer, "kind": r.kind, "level": r.level, "rule": r.rule, "via": r.via }))
             .collect();
         let digest = digest_of(&serde_json::json!({
-            "rows": serde_json::to_value(&d.rows).unwrap_or_default(),
+            "rows": json_of(&d.rows),
             "reserved": d.reserved,
-            "route": serde_json::to_value(&d.route).unwrap_or_default(),
-            "effects": serde_json::to_value(&info.effects).unwrap_or_default()
+            "route": json_of(&d.route),
+            "effects": json_of(&info.effects)
                 .as_object().map(|m| m.iter().map(|(k, v)| (k.clone(), v.get("assumed").cloned().unwrap_or_default())).collect::<serde_json::Map<_, _>>()),
-            "claim": serde_json::to_value(&info.claim).unwrap_or_default(),
+            "claim": json_of(&info.claim),
             "definition_digest": info.definition_digest,
-            "version": serde_json::to_value(&info.version).unwrap_or_default(),
+            "version": json_of(&info.version),
             "rules": rules,
             "skill": skill_digests.get(d.skill),
         }));
@@ -766,7 +775,7 @@ fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnost
                     let words: Vec<String> = levels.iter().map(|l| format!("`{l}`")).collect();
                     let words = words.join(" or ");
                     diags.push(
-                        Diagnostic::error(codes::TEST_DEPENDS, format!("test `{}`: the level of {triple} depends on the arguments: {words}", t.name))
+                        Diagnostic::new(Code::TestDependsOnArguments, format!("test `{}`: the level of {triple} depends on the arguments: {words}", t.name))
                             .at(e.span, "no arguments given")
                             .help(format!("give the call's arguments, one `expect` per case: `expect {}.{}.{}(…) is {}`", e.agent, e.skill, e.tool, e.level)),
                     );
@@ -777,7 +786,7 @@ fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnost
             };
             if actual != e.level {
                 diags.push(
-                    Diagnostic::error(codes::TEST_FAILED, format!("test `{}`: {triple} is `{actual}`, not `{}`", t.name, e.level))
+                    Diagnostic::new(Code::TestFailed, format!("test `{}`: {triple} is `{actual}`, not `{}`", t.name, e.level))
                         .at(e.level_span, format!("expected `{}`", e.level))
                         .with(e.span, format!("the table says `{actual}`"))
                         .help(format!("why: {why}; change the policy or the expectation")),

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::diagnostics::{Diagnostic, closest, codes};
+use crate::diagnostics::{Diagnostic, closest, Code};
 use crate::syntax::ast::{Condition as Written, ConditionKind, Literal};
 use crate::table::{CompareOp, Condition, Literal as Value, ParamType};
 
@@ -52,7 +52,7 @@ fn lower_inner(w: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mu
         match params.iter().find(|(n, _)| *n == param.name) {
             Some((_, ty)) => Some(ty.clone()),
             None => {
-                let mut d = Diagnostic::error(codes::CHECK_CONDITION_PARAM, format!("the tool `{tool}` has no parameter `{}`", param.name))
+                let mut d = Diagnostic::new(Code::CheckConditionParam, format!("the tool `{tool}` has no parameter `{}`", param.name))
                     .at(param.span, "not a parameter of the tool");
                 d = match closest(&param.name, params.iter().map(|(n, _)| *n)) {
                     Some(near) => d.help(format!("did you mean `{near}`?")),
@@ -85,7 +85,7 @@ fn lower_inner(w: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mu
             let ordering = !matches!(op, CompareOp::Eq | CompareOp::Ne);
             if ordering && !matches!(ty, ParamType::Int | ParamType::Money) {
                 diags.push(
-                    Diagnostic::error(codes::CHECK_CONDITION_TYPE, format!("`{}` orders numbers, but `{}` is `{}`", op.as_str(), param.name, type_name(&ty)))
+                    Diagnostic::new(Code::CheckConditionType, format!("`{}` orders numbers, but `{}` is `{}`", op.as_str(), param.name, type_name(&ty)))
                         .at(w.span, "not a number")
                         .help("`<`, `<=`, `>=`, `>` compare `int` and `money` parameters; strings take `==`, `!=`, `in [..]` and `matches`"),
                 );
@@ -97,7 +97,7 @@ fn lower_inner(w: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mu
             let ty = param_type(param, diags)?;
             if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
                 diags.push(
-                    Diagnostic::error(codes::CHECK_CONDITION_TYPE, format!("`in` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)))
+                    Diagnostic::new(Code::CheckConditionType, format!("`in` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)))
                         .at(w.span, "not a string")
                         .help("for numbers, compare with `==` or a range: `amount >= 1 and amount <= 5`"),
                 );
@@ -119,7 +119,7 @@ fn lower_inner(w: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mu
             let ty = param_type(param, diags)?;
             if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
                 diags.push(
-                    Diagnostic::error(codes::CHECK_CONDITION_TYPE, format!("`matches` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)))
+                    Diagnostic::new(Code::CheckConditionType, format!("`matches` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)))
                         .at(w.span, "not a string")
                         .help("`matches \"glob\"` tests strings; compare numbers with `<`, `<=`, `==`, `!=`, `>=`, `>`"),
                 );
@@ -136,8 +136,8 @@ fn mismatch(param: &crate::syntax::ast::Ident, ty: &ParamType, value: &Literal) 
         ParamType::String | ParamType::Entity(_) => "a string",
         ParamType::Bool => "`true` or `false`",
     };
-    Diagnostic::error(
-        codes::CHECK_CONDITION_TYPE,
+    Diagnostic::new(
+        Code::CheckConditionType,
         format!("`{}` is `{}`, but it is compared with {}", param.name, type_name(ty), value_kind(&value.value)),
     )
     .at(value.span, format!("expected {wanted}"))

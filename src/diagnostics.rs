@@ -15,6 +15,8 @@ use crate::syntax::{FileId, Source, Sources, Span};
 
 pub mod codes;
 
+pub use codes::Code;
+
 /// How bad a diagnostic is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Severity {
@@ -53,8 +55,8 @@ impl Label {
 /// One diagnostic of any stage.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
-    /// The stable code, e.g. `permits::effects::understated` (see [`codes`]).
-    pub code: &'static str,
+    /// The stable code, e.g. `permits::effects::understated` ([`Code`]); it sets the severity.
+    pub code: Code,
     /// Error or warning.
     pub severity: Severity,
     /// The message: lowercase, no final period.
@@ -68,14 +70,16 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    /// An error with a code and message and nothing else yet.
-    pub fn error(code: &'static str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { code, severity: Severity::Error, message: message.into(), primary: None, secondary: Vec::new(), help: None }
-    }
-
-    /// A warning with a code and message and nothing else yet.
-    pub fn warning(code: &'static str, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, message) }
+    /// A diagnostic with a code and message and nothing else yet; its severity is the code's.
+    pub fn new(code: Code, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            code,
+            severity: code.severity(),
+            message: message.into(),
+            primary: None,
+            secondary: Vec::new(),
+            help: None,
+        }
     }
 
     /// Sets the primary label.
@@ -126,7 +130,7 @@ impl Diagnostic {
             })
             .collect();
         Report {
-            code: self.code,
+            code: self.code.as_str(),
             severity: self.severity,
             message: self.message.clone(),
             help: self.help.clone(),
@@ -379,6 +383,28 @@ fn edit_distance(a: &str, b: &str) -> usize {
     }
     prev[b.len()]
 }
+
+/// Renders diagnostics as miette does on a terminal, without colour (for tests, logs and
+/// [`crate::compile::compile_path`]).
+pub fn render_plain(diagnostics: &[Diagnostic], sources: &Sources) -> String {
+    render(diagnostics, sources, false)
+}
+
+/// Renders diagnostics as miette does on a terminal, with colour when `colour` is on.
+pub fn render(diagnostics: &[Diagnostic], sources: &Sources, colour: bool) -> String {
+    let theme = if colour { miette::GraphicalTheme::unicode() } else { miette::GraphicalTheme::unicode_nocolor() };
+    let handler = miette::GraphicalReportHandler::new_themed(theme).with_width(100).with_links(false);
+    let mut out = String::new();
+    for d in diagnostics {
+        let report = d.to_report(sources);
+        if handler.render_report(&mut out, &report).is_err() {
+            out.push_str(&format!("{}: {} [{}]\n", d.severity.as_str(), d.message, d.code));
+        }
+        out.push('\n');
+    }
+    out
+}
+
 
 #[cfg(test)]
 mod tests {

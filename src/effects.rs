@@ -9,99 +9,13 @@
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use crate::check::{Model, NodeId, NodeKind};
-use crate::diagnostics::{Diagnostic, codes};
+use crate::model::{Model, NodeId, NodeKind};
+pub use crate::model::{EffectSet, RESERVED_SLOT, SLOTS, slot};
+use crate::diagnostics::{Diagnostic, Code};
 use crate::syntax::{Sources, Span};
 use sha2::{Digest, Sha256};
 
 use crate::table::{EffectClass, hex, push_json_escaped, sha256_hex};
-
-/// A set of effect classes plus the reserved subject (writing the entity `permits`), as bits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct EffectSet(u8);
-
-/// The slot of the reserved subject in an [`EffectSet`] and in a witness array.
-pub const RESERVED_SLOT: usize = 5;
-/// How many slots: five classes and the reserved subject.
-pub const SLOTS: usize = 6;
-
-impl EffectSet {
-    /// No effects.
-    pub const EMPTY: EffectSet = EffectSet(0);
-    /// Every class and the reserved subject: what `call dynamic` proves.
-    pub const ALL_AND_RESERVED: EffectSet = EffectSet(0b11_1111);
-
-    /// The set of one class.
-    pub fn of(class: EffectClass) -> EffectSet {
-        EffectSet(1 << slot(class))
-    }
-
-    /// Adds a class.
-    pub fn insert_class(&mut self, class: EffectClass) {
-        self.0 |= 1 << slot(class);
-    }
-
-    /// Adds the reserved subject.
-    pub fn insert_reserved(&mut self) {
-        self.0 |= 1 << RESERVED_SLOT;
-    }
-
-    /// Whether the set holds a class.
-    pub fn contains(self, class: EffectClass) -> bool {
-        self.0 & (1 << slot(class)) != 0
-    }
-
-    /// Whether the set holds a slot (0–4 classes, 5 the reserved subject).
-    pub fn has_slot(self, s: usize) -> bool {
-        self.0 & (1 << s) != 0
-    }
-
-    /// Whether the reserved subject is in the set.
-    pub fn is_reserved(self) -> bool {
-        self.has_slot(RESERVED_SLOT)
-    }
-
-    /// The union.
-    pub fn union(self, other: EffectSet) -> EffectSet {
-        EffectSet(self.0 | other.0)
-    }
-
-    /// The classes only (without the reserved subject).
-    pub fn classes_only(self) -> EffectSet {
-        EffectSet(self.0 & 0b1_1111)
-    }
-
-    /// Whether every element of `self` is in `other`.
-    pub fn is_subset(self, other: EffectSet) -> bool {
-        self.0 & !other.0 == 0
-    }
-
-    /// Whether the set is empty.
-    pub fn is_empty(self) -> bool {
-        self.0 == 0
-    }
-
-    /// The classes in the set, in the order of spec §2.
-    pub fn classes(self) -> impl Iterator<Item = EffectClass> {
-        EffectClass::ALL.into_iter().filter(move |c| self.contains(*c))
-    }
-
-    /// `reads + changes` (or `nothing`).
-    pub fn describe(self) -> String {
-        let v: Vec<&str> = self.classes().map(EffectClass::as_str).collect();
-        if v.is_empty() { "nothing".to_string() } else { v.join(" + ") }
-    }
-}
-
-fn slot(class: EffectClass) -> usize {
-    match class {
-        EffectClass::Reads => 0,
-        EffectClass::Changes => 1,
-        EffectClass::Sends => 2,
-        EffectClass::Spends => 3,
-        EffectClass::ReachesOut => 4,
-    }
-}
 
 /// The next hop of a witness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -401,7 +315,7 @@ fn push_local_form(out: &mut Vec<u8>, model: &Model<'_>, m: NodeId) {
             out.push(b',');
         }
         out.push(b'"');
-        crate::check::statement_pieces(&s.kind, |piece| push_json_escaped(out, piece));
+        crate::model::statement_pieces(&s.kind, |piece| push_json_escaped(out, piece));
         out.push(b'"');
     }
     out.extend_from_slice(b"],\"claim\":");
@@ -450,13 +364,9 @@ fn push_local_form(out: &mut Vec<u8>, model: &Model<'_>, m: NodeId) {
         out.push(b'[');
         push_json_str(out, name);
         out.push(b',');
-        // A type is a string or a one-member object, so serde_json's compact form is already canonical;
-        // `null` if it could not be written, as `to_value(..).unwrap_or_default()` gave.
-        let at = out.len();
-        if serde_json::to_writer(&mut *out, ty).is_err() {
-            out.truncate(at);
-            out.extend_from_slice(b"null");
-        }
+        // A type is a string or a one-member object, so serde_json's compact form is already canonical.
+        // INVARIANT: `ParamType` derives `Serialize` and a `Vec` never refuses a write.
+        serde_json::to_writer(&mut *out, ty).expect("a parameter type serializes");
         out.push(b']');
     }
     out.extend_from_slice(b"]}");
@@ -497,7 +407,7 @@ fn check_claims(model: &Model<'_>, effects: &Effects, _sources: &Sources) -> Vec
         for op in &node.operations {
             if op.effects == EffectSet::ALL_AND_RESERVED {
                 out.push(
-                    Diagnostic::warning(codes::EFFECTS_DYNAMIC, format!("`call dynamic` makes `{}` never for every agent", node.name))
+                    Diagnostic::new(Code::EffectsDynamic, format!("`call dynamic` makes `{}` never for every agent", node.name))
                         .at(op.span, "a call to anything proves every effect and the reserved subject")
                         .help("list every possible target with `call any [A, B, ..]`"),
                 );
@@ -512,7 +422,7 @@ fn check_claims(model: &Model<'_>, effects: &Effects, _sources: &Sources) -> Vec
         if !missing.is_empty() {
             let kind = if node.is_tool() { "tool" } else { "function" };
             let names = missing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
-            let mut d = Diagnostic::error(codes::EFFECTS_UNDERSTATED, format!("the {kind} `{}` is claimed safer than it is", node.name))
+            let mut d = Diagnostic::new(Code::EffectsUnderstated, format!("the {kind} `{}` is claimed safer than it is", node.name))
                 .at(claim_span, format!("claimed `{}`, but it also {}", claim.describe(), missing.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(" and ")));
             for class in &missing {
                 for (span, msg) in witness_labels(model, effects, i, slot(*class)) {
@@ -528,8 +438,8 @@ fn check_claims(model: &Model<'_>, effects: &Effects, _sources: &Sources) -> Vec
             claim.classes().filter(|c| *c != EffectClass::Reads && !proven.contains(*c)).collect();
         if !unproven.is_empty() && missing.is_empty() {
             out.push(
-                Diagnostic::warning(
-                    codes::EFFECTS_OVERSTATED,
+                Diagnostic::new(
+                    Code::EffectsOverstated,
                     format!("the claim of `{}` is wider than what it does", node.name),
                 )
                 .at(claim_span, format!("nothing proves {}", unproven.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or ")))

@@ -9,7 +9,8 @@
 //! | module | stage |
 //! |---|---|
 //! | [`syntax`] | pest grammar → syntax tree, one package from a folder of `.permits` files (§1) |
-//! | [`check`] | name resolution and declaration checks (§1–§3) |
+//! | [`model`] | the resolved package: call-graph nodes, operations, effect sets, layers' rules (the IR) |
+//! | [`check`] | name resolution and declaration checks (§1–§3) → the model |
 //! | [`conditions`] | conditions on arguments: type checks, lowering, interval analysis (§3 item 5) |
 //! | [`effects`] | call graph, effect inference over strongly connected components, witnesses, claims (§2) |
 //! | [`compile`] | levels of every offered triple → the decision table (§3–§4) |
@@ -30,6 +31,8 @@
 pub mod syntax;
 #[cfg(feature = "compiler")]
 pub mod diagnostics;
+#[cfg(feature = "compiler")]
+pub mod model;
 #[cfg(feature = "compiler")]
 pub mod check;
 #[cfg(feature = "compiler")]

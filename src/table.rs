@@ -765,7 +765,9 @@ impl Table {
     /// SHA-256 (hex) of the canonical JSON of everything but the header.
     pub fn compute_digest(&self) -> String {
         // The canonical form is written straight from the struct (no `Value` tree), leaving out `header`.
-        let bytes = canonical::to_canonical_bytes(self, None, Some("header")).unwrap_or_else(|_| b"null".to_vec());
+        // INVARIANT: the table's types serialize with string map keys only; a fallback here would be a
+        // well-formed wrong digest.
+        let bytes = canonical::to_canonical_bytes(self, None, Some("header")).expect("a table serializes");
         sha256_hex(&bytes)
     }
 
@@ -777,10 +779,11 @@ impl Table {
     /// The table as written by `permitc compile`: JSON with sorted keys, two-space indentation and a final
     /// newline. The same table always gives the same bytes.
     pub fn to_pretty_json(&self) -> String {
-        let mut bytes = canonical::to_canonical_bytes(self, Some(2), None).unwrap_or_else(|_| b"null".to_vec());
+        // INVARIANT: the table's types serialize with string map keys only.
+        let mut bytes = canonical::to_canonical_bytes(self, Some(2), None).expect("a table serializes");
         bytes.push(b'\n');
         // INVARIANT: the writer writes only `str`s and ASCII punctuation, so the bytes are UTF-8.
-        String::from_utf8(bytes).unwrap_or_default()
+        String::from_utf8(bytes).expect("canonical JSON is UTF-8")
     }
 
     /// The entry for a triple, if it is offered.
@@ -892,7 +895,8 @@ pub fn canonical_digest<T: Serialize + ?Sized>(value: &T) -> Result<String, serd
 /// The canonical JSON of a JSON value: keys sorted (explicitly, whatever map type serde_json uses),
 /// no whitespace.
 pub fn canonical_value(value: &serde_json::Value) -> String {
-    canonical_json(value).unwrap_or_default()
+    // INVARIANT: a `Value`'s map keys are strings, so it always serializes.
+    canonical_json(value).expect("a JSON value serializes")
 }
 
 /// The reference the canonical writer is tested against: the `Value` tree, keys sorted explicitly.

@@ -138,7 +138,7 @@ fn compile(files: &[(&str, &[u8])]) -> Result<Table, (Vec<String>, String)> {
                 .filter(|d| d.is_error())
                 .map(|d| d.code.to_string())
                 .collect(),
-            permits::cli::render_plain(&out.diagnostics, &out.sources),
+            permits::diagnostics::render_plain(&out.diagnostics, &out.sources),
         )),
     }
 }

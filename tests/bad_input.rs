@@ -253,7 +253,7 @@ fn missing_path_exits_2_naming_it() {
     let run = check(&missing);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr.lines().any(|l| l.starts_with(&format!("error: cannot read `{}`: ", missing.display()))),
+        run.stderr.lines().any(|l| l.starts_with(&format!("error[permits::load::io]: cannot read `{}`: ", missing.display()))),
         "{}",
         run.stderr
     );

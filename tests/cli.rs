@@ -285,7 +285,7 @@ fn check_exit_code_is_the_worst_over_all_packages() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("checked `policies/workshop`: "), "{}", run.stderr);
     assert!(run.stderr.contains("permits::check::unknown"), "{}", run.stderr);
-    assert!(run.stderr.contains(&format!("error: cannot read `{}`", missing.display())), "{}", run.stderr);
+    assert!(run.stderr.contains(&format!("error[permits::load::io]: cannot read `{}`", missing.display())), "{}", run.stderr);
 }
 
 #[test]
@@ -293,7 +293,7 @@ fn missing_path_exits_2_naming_the_path() {
     let t = Temp::new("missing");
     let missing = t.path("no-such-package");
     let m = missing.display().to_string();
-    let message = format!("error: cannot read `{m}`: ");
+    let message = format!("error[permits::load::io]: cannot read `{m}`: ");
 
     let run = permitc(&["check", &m]);
     assert_eq!(run.code, 2);
@@ -304,6 +304,7 @@ fn missing_path_exits_2_naming_the_path() {
     let doc = json(&run);
     assert_eq!(doc["packages"][0]["path"], Value::from(m.as_str()));
     assert!(doc["packages"][0]["error"].as_str().expect("error").starts_with(&format!("cannot read `{m}`")), "{doc:#}");
+    assert_eq!(doc["packages"][0]["code"], Value::from("permits::load::io"));
 
     let out = t.path("out.json");
     let run = permitc(&["compile".as_ref(), missing.as_os_str(), "-o".as_ref(), out.as_os_str()]);

@@ -22,9 +22,9 @@
 
 use std::path::Path;
 
-use permits::cli::render_plain;
+use permits::diagnostics::render_plain;
 use permits::compile::{Output, compile_package};
-use permits::diagnostics::{Diagnostic, codes};
+use permits::diagnostics::Diagnostic;
 use permits::table::Table;
 
 /// Compiles one corpus file. Diagnostics show the path as given, so it is given relative to the crate root
@@ -76,14 +76,14 @@ fn assert_named_codes(path: &Path, header: &[String], diagnostics: &[Diagnostic]
     let bugs = named_codes(&known_bugs(header));
     for code in &bugs {
         assert!(
-            !diagnostics.iter().any(|d| d.code == *code),
+            !diagnostics.iter().any(|d| d.code.as_str() == *code),
             "`{}`: the known bug about {code} looks fixed; check the snapshot and remove the `known bug:` line:\n{rendered}",
             path.display()
         );
     }
     for code in named_codes(&intent(header)).into_iter().filter(|c| !bugs.contains(c)) {
         assert!(
-            diagnostics.iter().any(|d| d.code == code),
+            diagnostics.iter().any(|d| d.code.as_str() == code),
             "`{}` expects {code}, which is not among the diagnostics:\n{rendered}",
             path.display()
         );

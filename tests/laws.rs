@@ -444,7 +444,7 @@ proptest! {
         files.rotate_left((order as usize) % len);
         if order & 1 == 1 { files.reverse(); }
         let out = compile_files(&files);
-        prop_assert!(!out.has_errors(), "{}", permits::cli::render_plain(&out.diagnostics, &out.sources));
+        prop_assert!(!out.has_errors(), "{}", permits::diagnostics::render_plain(&out.diagnostics, &out.sources));
         let split_table = out.table.ok_or_else(|| TestCaseError::fail("no table"))?;
         let whole = compile_pkg(&p);
         prop_assert_eq!(decisions(&whole), decisions(&split_table));
@@ -722,7 +722,7 @@ fn files_written_in_another_order_compile_to_the_same_bytes() {
         assert!(
             !out.has_errors(),
             "{}",
-            permits::cli::render_plain(&out.diagnostics, &out.sources)
+            permits::diagnostics::render_plain(&out.diagnostics, &out.sources)
         );
         bytes.push(out.table.expect("table").to_pretty_json());
     }

@@ -8,38 +8,14 @@
 //! what was **spent**, and the **reservations** held for granted, unsent spends (by holder: a proposal id,
 //! or `A-n` for a call that ran alone). Amounts are whole numbers in the budget's minor unit (cents).
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::error::StoreError;
 use super::store::Transaction;
 use crate::table::{BudgetInfo, Table, ToolInfo};
 
-/// What the store keeps of one budget (spec §6): the installed ceiling and what was spent, in the minor
-/// unit. What is reserved is the sum of the budget's [`Reservation`]s.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct BudgetRecord {
-    /// The budget's name.
-    pub name: String,
-    /// The ceiling installed when the runtime first used the budget (or raised explicitly since).
-    pub installed_ceiling: u64,
-    /// What executions spent (moved from reservations by conclusive receipts).
-    pub spent: u64,
-}
-
-/// Money held for a granted, unsent spend (spec §6 "reservation"): moves to spent on acceptance,
-/// released on rejection, revocation or supersession.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reservation {
-    /// Who holds it: a proposal id (`P-3`), or `A-n` for a call that ran alone.
-    pub holder: String,
-    /// The budget.
-    pub budget: String,
-    /// The amount, in the budget's minor unit.
-    pub amount: u64,
-    /// When it was made, in seconds since the Unix epoch.
-    pub created_at: u64,
-}
+use super::records::{BudgetRecord, Reservation};
 
 /// A budget as it stands now (spec §6), for a host or a person to read: the table's figures and the
 /// ledger's. Amounts in the minor unit.

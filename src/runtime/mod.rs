@@ -65,9 +65,10 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, decide_table, fingerprint};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, NoVersions, Naming, PlainNaming, Principal, VersionQuery, Versions};
-pub use ledger::{BudgetRecord, BudgetStatus, Reservation, conclusive};
+pub use ledger::{BudgetStatus, conclusive};
 pub use records::{
-    Basis, Decider, Evidence, Grant, Proposal, RuleRevocation, ShownArgument, StandingRule, Status, WorkFor,
+    Basis, BudgetRecord, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, ShownArgument, StandingRule,
+    Status, WorkFor,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;

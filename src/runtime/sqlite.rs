@@ -68,8 +68,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::StoreError;
-use super::ledger::{BudgetRecord, Reservation};
-use super::records::{Proposal, StandingRule};
+use super::records::{BudgetRecord, Proposal, Reservation, StandingRule};
 use super::store::{Store, Transaction};
 
 /// The current schema, for a new file. Version 2 changed the proposal records (grants gained `basis`), not

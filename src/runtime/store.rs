@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::error::StoreError;
-use super::ledger::{BudgetRecord, Reservation};
-use super::records::{Proposal, StandingRule};
+use super::records::{BudgetRecord, Proposal, Reservation, StandingRule};
 
 /// A store of proposals and standing rules.
 pub trait Store {

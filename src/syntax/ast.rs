@@ -435,6 +435,16 @@ pub enum Preset {
     ChangesAlone,
 }
 
+impl Preset {
+    /// The keyword as written: `everything`, `changes_alone`. Digests use it (never a Rust name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Preset::Everything => "everything",
+            Preset::ChangesAlone => "changes_alone",
+        }
+    }
+}
+
 /// `changes: propose`
 #[derive(Clone, Debug)]
 pub struct ClassSetting {

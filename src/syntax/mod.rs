@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 pub use ast::{FileId, Span};
 
-use crate::diagnostics::{Diagnostic, codes};
+use crate::diagnostics::{Diagnostic, Code};
 
 /// One source file of a package.
 #[derive(Clone, Debug)]
@@ -188,6 +188,15 @@ pub enum LoadError {
     },
 }
 
+impl LoadError {
+    /// The diagnostic code of a load error: `permits::load::io`.
+    pub fn code(&self) -> Code {
+        match self {
+            LoadError::Io { .. } => Code::LoadIo,
+        }
+    }
+}
+
 /// Reads a package: `path` is a folder (every `*.permits` file under it, see [`package_files`]) or one
 /// file. Parses every file.
 ///
@@ -217,7 +226,7 @@ pub fn parse_sources(sources: Sources) -> Loaded {
     let mut package = ast::Package::default();
     if sources.is_empty() {
         diagnostics.push(
-            Diagnostic::error(codes::LOAD_EMPTY, format!("no `.permits` files in `{}`", sources.root.display()))
+            Diagnostic::new(Code::LoadEmpty, format!("no `.permits` files in `{}`", sources.root.display()))
                 .help("a package is a folder of `.permits` files, read recursively, or one file"),
         );
     }
@@ -278,8 +287,8 @@ fn parse_run(sources: &Sources, run: &[(FileId, &Source)]) -> Vec<(Option<ast::F
 fn parse_one(sources: &Sources, id: FileId, source: &Source) -> (Option<ast::File>, Vec<Diagnostic>) {
     let body = source.bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(&source.bytes);
     if let Err(e) = std::str::from_utf8(body) {
-        let diag = Diagnostic::error(
-            codes::LOAD_UTF8,
+        let diag = Diagnostic::new(
+            Code::LoadUtf8,
             format!("`{}` is not valid UTF-8 (byte {})", sources.display_name(id), e.valid_up_to()),
         )
         .help("save the file as UTF-8");
@@ -287,7 +296,7 @@ fn parse_one(sources: &Sources, id: FileId, source: &Source) -> (Option<ast::Fil
     }
     if let Some(pos) = source.text.find('\0') {
         let at = u32::try_from(pos).unwrap_or(u32::MAX);
-        let diag = Diagnostic::error(codes::SYNTAX_NUL, "a NUL byte in a source file")
+        let diag = Diagnostic::new(Code::SyntaxNul, "a NUL byte in a source file")
             .at(Span { file: id, start: at, end: at.saturating_add(1) }, "here")
             .help("remove the NUL byte; `.permits` files are text");
         return (None, vec![diag]);

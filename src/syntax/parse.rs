@@ -8,7 +8,7 @@ use pest::Parser;
 use pest::iterators::Pair;
 
 use super::ast::*;
-use crate::diagnostics::{Diagnostic, codes};
+use crate::diagnostics::{Diagnostic, Code};
 use crate::table::{CompareOp, EffectClass, Level};
 
 #[derive(pest_derive::Parser)]
@@ -95,7 +95,7 @@ pub(super) fn parse_file(file: FileId, text: &str) -> (Option<File>, Vec<Diagnos
     if let Some(at) = too_deep(text) {
         let at = to_u32(at);
         ctx.diags.push(
-            Diagnostic::error(codes::SYNTAX_TOO_DEEP, format!("parentheses nest more than {MAX_NESTING} deep"))
+            Diagnostic::new(Code::SyntaxTooDeep, format!("parentheses nest more than {MAX_NESTING} deep"))
                 .at(Span { file, start: at, end: at.saturating_add(1) }, "too deep here")
                 .help("split the condition, or write it with fewer parentheses (`and` binds tighter than `or`)"),
         );
@@ -188,7 +188,7 @@ fn ident_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Ident {
     let name = pair.as_str().to_string();
     if !name.is_ascii() {
         ctx.diags.push(
-            Diagnostic::error(codes::SYNTAX_NON_ASCII, format!("the name `{name}` has a non-ASCII character"))
+            Diagnostic::new(Code::SyntaxNonAscii, format!("the name `{name}` has a non-ASCII character"))
                 .at(span, "not ASCII")
                 .help("names are ASCII letters, digits and `_`: look-alike letters from other scripts would let two different names read the same to a reviewer"),
         );
@@ -201,7 +201,7 @@ fn defining_ident(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Ident {
     let ident = ident_from_pair(pair, ctx);
     if RESERVED.contains(&ident.name.as_str()) {
         ctx.diags.push(
-            Diagnostic::error(codes::SYNTAX_RESERVED, format!("`{}` is a reserved word", ident.name))
+            Diagnostic::new(Code::SyntaxReserved, format!("`{}` is a reserved word", ident.name))
                 .at(ident.span, "cannot be used as a name")
                 .help("choose another name; levels, effect classes, types, `permits` and keywords are reserved"),
         );
@@ -219,7 +219,7 @@ fn param_ident(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Ident {
     let ident = ident_from_pair(pair, ctx);
     if NOT_FOR_PARAMS.contains(&ident.name.as_str()) {
         ctx.diags.push(
-            Diagnostic::error(codes::SYNTAX_RESERVED, format!("`{}` is a reserved word", ident.name))
+            Diagnostic::new(Code::SyntaxReserved, format!("`{}` is a reserved word", ident.name))
                 .at(ident.span, "cannot be used as a parameter name")
                 .help("choose another name; levels, effect classes, `permits` and the words of conditions are reserved"),
         );
@@ -264,7 +264,7 @@ fn string_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> StringLit {
                 match u32::from_str_radix(&hex, 16).ok().filter(|_| closed && hex.len() <= 6).and_then(char::from_u32) {
                     Some(c) => value.push(c),
                     None => ctx.diags.push(
-                        Diagnostic::error(codes::SYNTAX_ESCAPE, "a bad unicode escape")
+                        Diagnostic::new(Code::SyntaxEscape, "a bad unicode escape")
                             .at(at, "here")
                             .help("write `\\u{…}` with 1 to 6 hex digits naming a Unicode scalar value"),
                     ),
@@ -273,7 +273,7 @@ fn string_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> StringLit {
             other => {
                 let shown = other.map(|(_, c)| c.to_string()).unwrap_or_default();
                 ctx.diags.push(
-                    Diagnostic::error(codes::SYNTAX_ESCAPE, format!("unknown escape `\\{shown}`"))
+                    Diagnostic::new(Code::SyntaxEscape, format!("unknown escape `\\{shown}`"))
                         .at(at, "here")
                         .help("the escapes are `\\\"`, `\\\\`, `\\n`, `\\t` and `\\u{…}`"),
                 );
@@ -543,7 +543,7 @@ fn lifetime_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> LifetimeStmt {
         Some(s) if s > 0 => s,
         _ => {
             ctx.diags.push(
-                Diagnostic::error(codes::SYNTAX_NUMBER, format!("the duration `{text}` is out of range"))
+                Diagnostic::new(Code::SyntaxNumber, format!("the duration `{text}` is out of range"))
                     .at(value_span, "here")
                     .help("write a positive whole number of seconds, minutes, hours or days, like `7d`"),
             );
@@ -736,7 +736,7 @@ fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Literal {
             Ok(n) => crate::table::Literal::Int(n),
             Err(_) => {
                 ctx.diags.push(
-                    Diagnostic::error(codes::SYNTAX_NUMBER, format!("the number `{}` is out of range", p.as_str()))
+                    Diagnostic::new(Code::SyntaxNumber, format!("the number `{}` is out of range", p.as_str()))
                         .at(span, "does not fit in 64 bits")
                         .help("numbers in conditions are signed 64-bit integers (money in minor units, like cents)"),
                 );
@@ -874,7 +874,7 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
     } else {
         "see the grammar in `grammar/permits.pest` and the language tour in the README"
     };
-    Diagnostic::error(codes::SYNTAX_PARSE, format!("unexpected {found}")).at(span, label).help(help)
+    Diagnostic::new(Code::SyntaxParse, format!("unexpected {found}")).at(span, label).help(help)
 }
 
 /// How a rule reads in a message.
@@ -998,7 +998,7 @@ mod tests {
     fn non_ascii_and_reserved_names_are_refused_with_their_codes() {
         let (_, diags) = parse("role Mаnager\nrole never\n");
         let codes: Vec<_> = diags.iter().map(|d| d.code).collect();
-        assert_eq!(codes, vec![codes::SYNTAX_NON_ASCII, codes::SYNTAX_RESERVED]);
+        assert_eq!(codes, vec![Code::SyntaxNonAscii, Code::SyntaxReserved]);
     }
 
     #[test]
@@ -1009,7 +1009,7 @@ mod tests {
         let DeclarationKind::Agent(agent) = &file.declarations[0].kind else { panic!("an agent") };
         assert_eq!(agent.purpose.as_ref().map(|p| p.value.as_str()), Some("a\"bé\n"));
         let (_, diags) = parse("agent A \"\\q\" { }\n");
-        assert_eq!(diags[0].code, codes::SYNTAX_ESCAPE);
+        assert_eq!(diags[0].code, Code::SyntaxEscape);
     }
 
     #[test]

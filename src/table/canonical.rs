@@ -43,7 +43,8 @@ pub(crate) fn push_json_escaped(out: &mut Vec<u8>, s: &str) {
         out.extend_from_slice(s.as_bytes());
         return;
     }
-    let quoted = serde_json::to_string(s).unwrap_or_default();
+    // INVARIANT: a `str` always serializes.
+    let quoted = serde_json::to_string(s).expect("a string serializes");
     if let Some(inner) = quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
         out.extend_from_slice(inner.as_bytes());
     }

@@ -396,7 +396,7 @@ pub fn compile_text(text: &str) -> permits::table::Table {
         Some(t) if !out.has_errors() => t,
         _ => panic!(
             "a generated package did not compile:\n{}\n--- source ---\n{text}",
-            permits::cli::render_plain(&out.diagnostics, &out.sources)
+            permits::diagnostics::render_plain(&out.diagnostics, &out.sources)
         ),
     }
 }
