@@ -129,6 +129,7 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
                 }
             }
         }
+        #[expect(clippy::needless_range_loop, reason = "the slot indexes the sets, the witnesses and the queue alike")]
         for s in 0..SLOTS {
             if !set.has_slot(s) {
                 continue;
