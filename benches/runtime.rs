@@ -90,18 +90,18 @@ fn decide(c: &mut Criterion) {
     assert!(!d.offered && d.level == Level::Never, "{d:?}");
     let d = decide_table(&table, &calls.conditional);
     assert!(d.offered && d.refusal.is_none(), "{d:?}");
-    assert!(table.entry(&calls.conditional.agent, &calls.conditional.skill, &calls.conditional.tool).is_some_and(|e| e.level.is_none()));
+    assert!(
+        table
+            .entry(&calls.conditional.agent, &calls.conditional.skill, &calls.conditional.tool)
+            .is_some_and(|e| e.level.is_none())
+    );
 
     // The level alone, borrowed from the table: the same checks as `decide_table` (offered, person,
     // arguments against the parameters, conditions) and the same level, no allocation. Through the
     // `LevelIndex` an embedding agent builds once per table; `table_hit` asks the table's `BTreeMap`s.
     let index = LevelIndex::new(&table);
-    let level = |call: &Call| {
-        index.level_of(call.as_ref()).map(|l| l.level)
-    };
-    let table_level = |call: &Call| {
-        table.level_of(call.as_ref()).map(|l| l.level)
-    };
+    let level = |call: &Call| index.level_of(call.as_ref()).map(|l| l.level);
+    let table_level = |call: &Call| table.level_of(call.as_ref()).map(|l| l.level);
     for call in [&calls.hit, &calls.miss, &calls.conditional] {
         assert_eq!(level(call).unwrap_or(Level::Never), decide_table(&table, call).level);
         assert_eq!(table_level(call), level(call));

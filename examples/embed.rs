@@ -123,7 +123,11 @@ fn handle_request(
                     println!("      {} = {}", arg.name, arg.shown);
                 }
                 println!("      why: {}", p.why);
-                println!("      evidence: {} earlier call(s); covered version {:?}", p.evidence.len(), p.covered_version);
+                println!(
+                    "      evidence: {} earlier call(s); covered version {:?}",
+                    p.evidence.len(),
+                    p.covered_version
+                );
                 return Ok(Some(*p));
             }
             Err(e) => println!("  {tool}: refused: {e}"),
@@ -158,10 +162,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })),
     };
     let audit = MemorySink::new();
-    let rt = Runtime::new(table, app.clone())
-        .with_versions(app.clone())
-        .with_naming(app.clone())
-        .with_audit(audit.clone());
+    let rt =
+        Runtime::new(table, app.clone()).with_versions(app.clone()).with_naming(app.clone()).with_audit(audit.clone());
 
     // Step 2: Mia asks for an estimate; the note is written alone, the price is proposed to her.
     let Some(first) = handle_request(&rt, &app, "Mia", "request-1")? else { return Err("no proposal".into()) };

@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::diagnostics::{Diagnostic, closest, Code};
+use crate::diagnostics::{Code, Diagnostic, closest};
 pub use crate::model::*;
 use crate::syntax::ast::*;
 use crate::table::{EffectClass, Holder, Layer, Level, ParamType, Route as TableRoute};
@@ -107,7 +107,8 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
                 model.roles.entry(&r.name.name).or_insert(r.name.span);
             }
             DeclarationKind::Person(p) => {
-                let mut roles: Vec<&str> = p.roles.iter().filter(|r| c.resolve(r, &[Kind::Role])).map(|r| r.name.as_str()).collect();
+                let mut roles: Vec<&str> =
+                    p.roles.iter().filter(|r| c.resolve(r, &[Kind::Role])).map(|r| r.name.as_str()).collect();
                 c.warn_repeats(&p.roles, "role");
                 roles.sort_unstable();
                 roles.dedup();
@@ -166,9 +167,12 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
             });
             if !decidable {
                 c.diags.push(
-                    Diagnostic::new(Code::CheckQueueUndecidable, format!("nobody can decide the queue `{}`", q.name.name))
-                        .at(q.name.span, "no person decides what is routed here")
-                        .help("add `decided_by [..]` with a person, or a role that some person holds"),
+                    Diagnostic::new(
+                        Code::CheckQueueUndecidable,
+                        format!("nobody can decide the queue `{}`", q.name.name),
+                    )
+                    .at(q.name.span, "no person decides what is routed here")
+                    .help("add `decided_by [..]` with a person, or a role that some person holds"),
                 );
             }
         }
@@ -263,11 +267,16 @@ impl<'a> Checker<'a> {
             Some((kind, _)) if kinds.contains(kind) => true,
             Some((kind, span)) => {
                 let wanted = wanted();
-                let mut d = Diagnostic::new(Code::CheckWrongKind, format!("`{}` is {}, not a {wanted}", ident.name, kind.with_article()))
-                    .at(ident.span, format!("a {wanted} is expected here"))
-                    .with(*span, format!("`{}` is defined here", ident.name));
+                let mut d = Diagnostic::new(
+                    Code::CheckWrongKind,
+                    format!("`{}` is {}, not a {wanted}", ident.name, kind.with_article()),
+                )
+                .at(ident.span, format!("a {wanted} is expected here"))
+                .with(*span, format!("`{}` is defined here", ident.name));
                 d = if *kind == Kind::Function && kinds.contains(&Kind::Tool) {
-                    d.help("a `fn` is never offered to an agent and never named in a list; make it a `tool` to offer it")
+                    d.help(
+                        "a `fn` is never offered to an agent and never named in a list; make it a `tool` to offer it",
+                    )
                 } else {
                     d.help(format!("name a {wanted} here"))
                 };
@@ -331,7 +340,9 @@ impl<'a> Checker<'a> {
                 let mut d = Diagnostic::new(Code::CheckBudget, format!("a budget has no field `{key}`"))
                     .at(f.key.span, "unknown field");
                 d = match closest(key, FIELDS.iter().copied()) {
-                    Some(n) => d.help(format!("did you mean `{n}`? a budget has `currency`, `unit`, `ceiling` and `alone_up_to`")),
+                    Some(n) => d.help(format!(
+                        "did you mean `{n}`? a budget has `currency`, `unit`, `ceiling` and `alone_up_to`"
+                    )),
                     None => d.help("a budget has `currency`, `unit`, `ceiling` and `alone_up_to`"),
                 };
                 self.diags.push(d);
@@ -348,9 +359,13 @@ impl<'a> Checker<'a> {
             };
             match (key, &f.value) {
                 ("currency", BudgetValue::String(s)) => currency = Some(s.value.clone()),
-                ("currency", _) => self.diags.push(wrong("a string").help("write the currency code in quotes: `currency: \"USD\"`")),
+                ("currency", _) => {
+                    self.diags.push(wrong("a string").help("write the currency code in quotes: `currency: \"USD\"`"))
+                }
                 ("unit", BudgetValue::Name(n)) => unit = Some(n.name.as_str()),
-                ("unit", _) => self.diags.push(wrong("a name").help("name the minor unit amounts are counted in: `unit: cents`")),
+                ("unit", _) => {
+                    self.diags.push(wrong("a name").help("name the minor unit amounts are counted in: `unit: cents`"))
+                }
                 (_, BudgetValue::Number(text, span)) => match text.parse::<u64>() {
                     Ok(v) if v <= i64::MAX as u64 => {
                         if key == "ceiling" {
@@ -360,13 +375,17 @@ impl<'a> Checker<'a> {
                         }
                     }
                     _ => self.diags.push(
-                        Diagnostic::new(Code::CheckBudget, format!("the budget field `{key}` must be a whole number from 0 to {}", i64::MAX))
-                            .at(*span, "out of range")
-                            .help("amounts are whole numbers in the budget's minor unit (cents), never negative"),
+                        Diagnostic::new(
+                            Code::CheckBudget,
+                            format!("the budget field `{key}` must be a whole number from 0 to {}", i64::MAX),
+                        )
+                        .at(*span, "out of range")
+                        .help("amounts are whole numbers in the budget's minor unit (cents), never negative"),
                     ),
                 },
                 _ => self.diags.push(
-                    wrong("a whole number").help("amounts are whole numbers in the budget's minor unit: `ceiling: 2500` for $25.00"),
+                    wrong("a whole number")
+                        .help("amounts are whole numbers in the budget's minor unit: `ceiling: 2500` for $25.00"),
                 ),
             }
         }
@@ -385,9 +404,12 @@ impl<'a> Checker<'a> {
         let (ceiling, (alone_up_to, alone_span)) = (ceiling?, alone_up_to?);
         if alone_up_to > ceiling {
             self.diags.push(
-                Diagnostic::new(Code::CheckBudgetAllowance, format!("`alone_up_to` of budget `{}` is above its ceiling", b.name.name))
-                    .at(alone_span, format!("{alone_up_to} is more than the ceiling of {ceiling}"))
-                    .help("no call can spend more than the ceiling: lower `alone_up_to`, or raise `ceiling`"),
+                Diagnostic::new(
+                    Code::CheckBudgetAllowance,
+                    format!("`alone_up_to` of budget `{}` is above its ceiling", b.name.name),
+                )
+                .at(alone_span, format!("{alone_up_to} is more than the ceiling of {ceiling}"))
+                .help("no call can spend more than the ceiling: lower `alone_up_to`, or raise `ceiling`"),
             );
         }
         Some(BudgetModel { name_span: b.name.span, currency: currency?, unit: unit?, ceiling, alone_up_to })
@@ -408,8 +430,11 @@ impl<'a> Checker<'a> {
             }
             None => {
                 let near = closest(&by.name, params.iter().map(|p| p.name.name.as_str()));
-                let mut d = Diagnostic::new(Code::CheckSpend, format!("`{}` has no parameter `{}` to spend by", node.name, by.name))
-                    .at(by.span, "no parameter has this name");
+                let mut d = Diagnostic::new(
+                    Code::CheckSpend,
+                    format!("`{}` has no parameter `{}` to spend by", node.name, by.name),
+                )
+                .at(by.span, "no parameter has this name");
                 d = match near {
                     Some(n) => d.help(format!("did you mean `{n}`? name a `money` parameter of `{}`", node.name)),
                     None => d.help(format!("add a parameter like `amount: money` to `{}` and spend by it", node.name)),
@@ -431,10 +456,12 @@ impl<'a> Checker<'a> {
                 _ => {
                     let entities = self.entities.keys().copied().chain(["string", "int", "bool", "money"]);
                     let near = closest(name, entities);
-                    let mut d = Diagnostic::new(Code::CheckType, format!("unknown type `{name}`"))
-                        .at(ty.span, "not a type");
+                    let mut d =
+                        Diagnostic::new(Code::CheckType, format!("unknown type `{name}`")).at(ty.span, "not a type");
                     d = match near {
-                        Some(n) => d.help(format!("did you mean `{n}`? types are `string`, `int`, `bool`, `money` or an entity")),
+                        Some(n) => d.help(format!(
+                            "did you mean `{n}`? types are `string`, `int`, `bool`, `money` or an entity"
+                        )),
                         None => d.help("types are `string`, `int`, `bool`, `money` or an entity"),
                     };
                     self.diags.push(d);
@@ -454,9 +481,12 @@ impl<'a> Checker<'a> {
         if let (Some(field), Some(entity)) = (&r.field, self.entities.get(r.entity.name.as_str())) {
             if !entity.fields.iter().any(|f| f.name == field.name) {
                 let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
-                let mut d = Diagnostic::new(Code::CheckField, format!("the entity `{}` has no field `{}`", r.entity.name, field.name))
-                    .at(field.span, "no such field")
-                    .with(entity.name.span, "the entity is declared here");
+                let mut d = Diagnostic::new(
+                    Code::CheckField,
+                    format!("the entity `{}` has no field `{}`", r.entity.name, field.name),
+                )
+                .at(field.span, "no such field")
+                .with(entity.name.span, "the entity is declared here");
                 d = match near {
                     Some(n) => d.help(format!("did you mean `{n}`?")),
                     None => d.help("add the field to the entity's declaration"),
@@ -478,7 +508,10 @@ impl<'a> Checker<'a> {
                 self.diags.push(
                     Diagnostic::new(Code::CheckMissingLabel, format!("the tool `{}` has no label", name.name))
                         .at(name.span, "a label is expected after the name")
-                        .help(format!("write what a person reads on the approval screen: `tool {} \"Set the price\" (..)`", name.name)),
+                        .help(format!(
+                            "write what a person reads on the approval screen: `tool {} \"Set the price\" (..)`",
+                            name.name
+                        )),
                 );
             }
             if t.kind == ToolKind::Extern && t.claim.is_none() {
@@ -558,10 +591,9 @@ impl<'a> Checker<'a> {
                 StatementKind::Reach(_) => node.operations.push(op(EffectSet::of(EffectClass::ReachesOut))),
                 StatementKind::Spend { budget, by } => {
                     if let Some(first) = spend_span {
-                        self.diags.push(
-                            repeated("`spend`", s.span, first)
-                                .help("a tool spends from one budget, by one `money` parameter: the runtime checks that amount"),
-                        );
+                        self.diags.push(repeated("`spend`", s.span, first).help(
+                            "a tool spends from one budget, by one `money` parameter: the runtime checks that amount",
+                        ));
                         continue;
                     }
                     spend_span = Some(s.span);
@@ -608,21 +640,30 @@ impl<'a> Checker<'a> {
                     let ty = params.iter().find(|p| p.name.name == param.name).map(|p| &p.ty);
                     match ty.and_then(|t| self.entities.get(t.name.as_str()).copied()) {
                         None => self.diags.push(
-                            Diagnostic::new(Code::CheckVersion, format!("`version {}.{}` needs a parameter of an entity type", param.name, field.name))
-                                .at(param.span, match ty {
+                            Diagnostic::new(
+                                Code::CheckVersion,
+                                format!("`version {}.{}` needs a parameter of an entity type", param.name, field.name),
+                            )
+                            .at(
+                                param.span,
+                                match ty {
                                     Some(_) => "this parameter is not of an entity type",
                                     None => "no parameter has this name",
-                                })
-                                .help("name a parameter whose type is an entity, and one of that entity's fields"),
+                                },
+                            )
+                            .help("name a parameter whose type is an entity, and one of that entity's fields"),
                         ),
                         Some(entity) => {
                             if entity.fields.iter().any(|f| f.name == field.name) {
                                 node.version = Some((&param.name, &field.name));
                             } else {
                                 let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
-                                let mut d = Diagnostic::new(Code::CheckField, format!("the entity `{}` has no field `{}`", entity.name.name, field.name))
-                                    .at(field.span, "no such field")
-                                    .with(entity.name.span, "the entity is declared here");
+                                let mut d = Diagnostic::new(
+                                    Code::CheckField,
+                                    format!("the entity `{}` has no field `{}`", entity.name.name, field.name),
+                                )
+                                .at(field.span, "no such field")
+                                .with(entity.name.span, "the entity is declared here");
                                 d = match near {
                                     Some(n) => d.help(format!("did you mean `{n}`?")),
                                     None => d.help("add the field to the entity's declaration"),
@@ -648,8 +689,9 @@ impl<'a> Checker<'a> {
                         node.subject = Some(&param.name);
                     } else {
                         let near = closest(&param.name, params.iter().map(|p| p.name.name.as_str()));
-                        let mut d = Diagnostic::new(Code::CheckVersion, format!("`subject {}` names no parameter", param.name))
-                            .at(param.span, "no parameter has this name");
+                        let mut d =
+                            Diagnostic::new(Code::CheckVersion, format!("`subject {}` names no parameter", param.name))
+                                .at(param.span, "no parameter has this name");
                         d = match near {
                             Some(n) => d.help(format!("did you mean `{n}`?")),
                             None => d.help("name one of the tool's parameters"),
@@ -663,7 +705,13 @@ impl<'a> Checker<'a> {
     }
 
     /// Resolves a `may` block of a layer and checks it.
-    fn rules(&mut self, layer: Layer, block: &'a MayBlock, node_of: &NameMap<&str, NodeId>, nodes: &[Node<'a>]) -> Rules<'a> {
+    fn rules(
+        &mut self,
+        layer: Layer,
+        block: &'a MayBlock,
+        node_of: &NameMap<&str, NodeId>,
+        nodes: &[Node<'a>],
+    ) -> Rules<'a> {
         let mut rules = Rules::empty(layer);
         rules.block = Some(block);
         for (i, stmt) in block.statements.iter().enumerate() {
@@ -671,10 +719,13 @@ impl<'a> Checker<'a> {
                 MayStatement::Preset(preset, span) => {
                     if i > 0 {
                         self.diags.push(
-                            Diagnostic::new(Code::CheckPreset, "a preset must be the first statement of its `may` block")
-                                .at(*span, "written after other rules")
-                                .with(block.span, "in this block")
-                                .help("move the preset to the top: the rules after it refine it"),
+                            Diagnostic::new(
+                                Code::CheckPreset,
+                                "a preset must be the first statement of its `may` block",
+                            )
+                            .at(*span, "written after other rules")
+                            .with(block.span, "in this block")
+                            .help("move the preset to the top: the rules after it refine it"),
                         );
                     } else {
                         rules.preset = Some((*preset, *span));
@@ -711,9 +762,12 @@ impl<'a> Checker<'a> {
                     }
                     if layer != Layer::Agent && s.level == Level::Alone {
                         self.diags.push(
-                            Diagnostic::new(Code::LevelsAloneIgnored, format!("`{}: alone` says nothing in the {} layer", s.class, layer_noun(layer)))
-                                .at(s.span, "this layer only tightens")
-                                .help("the agent's `may` decides what runs alone; remove this setting"),
+                            Diagnostic::new(
+                                Code::LevelsAloneIgnored,
+                                format!("`{}: alone` says nothing in the {} layer", s.class, layer_noun(layer)),
+                            )
+                            .at(s.span, "this layer only tightens")
+                            .help("the agent's `may` decides what runs alone; remove this setting"),
                         );
                     }
                     rules.settings.insert(s.class, (s.level, s.span));
@@ -729,17 +783,28 @@ impl<'a> Checker<'a> {
                         let condition = match &entry.condition {
                             None => None,
                             Some(written) => {
-                                let lowered = crate::conditions::lower(written, nodes[id].name, &nodes[id].params, &mut self.diags);
+                                let lowered = crate::conditions::lower(
+                                    written,
+                                    nodes[id].name,
+                                    &nodes[id].params,
+                                    &mut self.diags,
+                                );
                                 match lowered.as_ref().and_then(crate::conditions::constant) {
                                     Some(crate::conditions::Constant::Never) => self.diags.push(
                                         Diagnostic::new(Code::CheckConditionNever, "this condition never holds")
                                             .at(written.span, "no arguments satisfy it")
-                                            .help(format!("the entry for `{}` never applies; fix the bounds or remove the entry", nodes[id].name)),
+                                            .help(format!(
+                                                "the entry for `{}` never applies; fix the bounds or remove the entry",
+                                                nodes[id].name
+                                            )),
                                     ),
                                     Some(crate::conditions::Constant::Always) => self.diags.push(
                                         Diagnostic::new(Code::CheckConditionAlways, "this condition always holds")
                                             .at(written.span, "every argument satisfies it")
-                                            .help(format!("write `{} [{}]` without the condition", list.level, nodes[id].name)),
+                                            .help(format!(
+                                                "write `{} [{}]` without the condition",
+                                                list.level, nodes[id].name
+                                            )),
                                     ),
                                     None => {}
                                 }
@@ -751,13 +816,18 @@ impl<'a> Checker<'a> {
                         };
                         let existing = rules.named.entry(id).or_default();
                         let conditional = condition.is_some();
-                        if let Some(other) = existing.iter().find(|r| r.level != list.level && !conditional && r.condition.is_none()) {
+                        if let Some(other) =
+                            existing.iter().find(|r| r.level != list.level && !conditional && r.condition.is_none())
+                        {
                             let wins = other.level.max(list.level);
                             self.diags.push(
-                                Diagnostic::new(Code::LevelsTwoLists, format!("`{}` is in two lists of one layer", nodes[id].name))
-                                    .at(entry.span, format!("named `{}` here", list.level))
-                                    .with(other.span, format!("and `{}` here", other.level))
-                                    .help(format!("the strictest wins, so it is `{wins}`; keep it in one list")),
+                                Diagnostic::new(
+                                    Code::LevelsTwoLists,
+                                    format!("`{}` is in two lists of one layer", nodes[id].name),
+                                )
+                                .at(entry.span, format!("named `{}` here", list.level))
+                                .with(other.span, format!("and `{}` here", other.level))
+                                .help(format!("the strictest wins, so it is `{wins}`; keep it in one list")),
                             );
                         }
                         if layer == Layer::Package && list.level == Level::Alone {
@@ -770,20 +840,30 @@ impl<'a> Checker<'a> {
                                 .help("the agent's `may` decides what runs alone; name the tool `alone` there, and here only what this layer tightens"),
                             );
                         }
-                        existing.push(NamedRule { level: list.level, condition, span: entry.span, list_span: list.span });
+                        existing.push(NamedRule {
+                            level: list.level,
+                            condition,
+                            span: entry.span,
+                            list_span: list.span,
+                        });
                     }
                 }
             }
         }
         // A conditional entry never decides when an unconditional entry of the same layer is as strict.
         for (id, named) in &rules.named {
-            let Some(strongest) = named.iter().filter(|r| r.condition.is_none()).max_by_key(|r| r.level) else { continue };
+            let Some(strongest) = named.iter().filter(|r| r.condition.is_none()).max_by_key(|r| r.level) else {
+                continue;
+            };
             for r in named.iter().filter(|r| r.condition.is_some() && r.level <= strongest.level) {
                 self.diags.push(
-                    Diagnostic::new(Code::LevelsShadowed, format!("this entry for `{}` never decides", nodes[*id].name))
-                        .at(r.span, format!("`{}` when its condition holds", r.level))
-                        .with(strongest.span, format!("but `{}` always applies here", strongest.level))
-                        .help("the strictest applicable entry wins, so the condition changes nothing; remove one of them"),
+                    Diagnostic::new(
+                        Code::LevelsShadowed,
+                        format!("this entry for `{}` never decides", nodes[*id].name),
+                    )
+                    .at(r.span, format!("`{}` when its condition holds", r.level))
+                    .with(strongest.span, format!("but `{}` always applies here", strongest.level))
+                    .help("the strictest applicable entry wins, so the condition changes nothing; remove one of them"),
                 );
             }
         }
@@ -800,7 +880,8 @@ impl<'a> Checker<'a> {
     }
 
     fn skill(&mut self, decl: &'a Declaration, s: &'a Skill, model: &Model<'a>) -> SkillModel<'a> {
-        let mut out = SkillModel { declaration: decl, skill: s, tools: Vec::new(), rules: None, routes: BTreeMap::new() };
+        let mut out =
+            SkillModel { declaration: decl, skill: s, tools: Vec::new(), rules: None, routes: BTreeMap::new() };
         let mut tools_span = None;
         let mut may_span = None;
         for stmt in &s.statements {
@@ -842,9 +923,12 @@ impl<'a> Checker<'a> {
                 let Some(&id) = model.node_of.get(r.tool.name.as_str()) else { continue };
                 if !out.tools.contains(&id) {
                     self.diags.push(
-                        Diagnostic::new(Code::CheckRouteUnlisted, format!("the skill `{}` routes `{}`, which it does not list", s.name.name, r.tool.name))
-                            .at(r.tool.span, "not one of the skill's tools")
-                            .help(format!("add `{}` to the skill's `tools`, or remove the route", r.tool.name)),
+                        Diagnostic::new(
+                            Code::CheckRouteUnlisted,
+                            format!("the skill `{}` routes `{}`, which it does not list", s.name.name, r.tool.name),
+                        )
+                        .at(r.tool.span, "not one of the skill's tools")
+                        .help(format!("add `{}` to the skill's `tools`, or remove the route", r.tool.name)),
                     );
                     continue;
                 }
@@ -866,14 +950,19 @@ impl<'a> Checker<'a> {
             let agent = self.resolve(&e.agent, &[Kind::Agent]);
             let skill = self.resolve(&e.skill, &[Kind::Skill]);
             let tool = self.resolve(&e.tool, &[Kind::Tool]);
-            let Some(&node) = model.node_of.get(e.tool.name.as_str()).filter(|_| agent && skill && tool) else { continue };
+            let Some(&node) = model.node_of.get(e.tool.name.as_str()).filter(|_| agent && skill && tool) else {
+                continue;
+            };
             let params = &model.nodes[node].params;
             let mut args = serde_json::Map::new();
             let mut ok = true;
             for (name, value) in &e.args {
                 let Some((_, ty)) = params.iter().find(|(n, _)| *n == name.name) else {
-                    let mut d = Diagnostic::new(Code::CheckConditionParam, format!("the tool `{}` has no parameter `{}`", e.tool.name, name.name))
-                        .at(name.span, "not a parameter of the tool");
+                    let mut d = Diagnostic::new(
+                        Code::CheckConditionParam,
+                        format!("the tool `{}` has no parameter `{}`", e.tool.name, name.name),
+                    )
+                    .at(name.span, "not a parameter of the tool");
                     d = match closest(&name.name, params.iter().map(|(n, _)| *n)) {
                         Some(near) => d.help(format!("did you mean `{near}`?")),
                         None => d.help("name the tool's own parameters"),
@@ -884,7 +973,9 @@ impl<'a> Checker<'a> {
                 };
                 let json = match (&value.value, ty) {
                     (crate::table::Literal::Int(n), ParamType::Int | ParamType::Money) => serde_json::Value::from(*n),
-                    (crate::table::Literal::String(s), ParamType::String | ParamType::Entity(_)) => serde_json::Value::from(s.clone()),
+                    (crate::table::Literal::String(s), ParamType::String | ParamType::Entity(_)) => {
+                        serde_json::Value::from(s.clone())
+                    }
                     (crate::table::Literal::Bool(b), ParamType::Bool) => serde_json::Value::from(*b),
                     _ => {
                         self.diags.push(
@@ -997,9 +1088,15 @@ impl<'a> Checker<'a> {
                 let listed = out.skills.iter().any(|s| model.skills.get(s).is_some_and(|sk| sk.tools.contains(&id)));
                 if !listed {
                     self.diags.push(
-                        Diagnostic::new(Code::CheckRouteUnlisted, format!("the agent `{}` routes `{}`, which none of its skills lists", a.name.name, r.tool.name))
-                            .at(r.tool.span, "not offered in any of the agent's skills")
-                            .help("add the tool to one of the agent's skills, or remove the route"),
+                        Diagnostic::new(
+                            Code::CheckRouteUnlisted,
+                            format!(
+                                "the agent `{}` routes `{}`, which none of its skills lists",
+                                a.name.name, r.tool.name
+                            ),
+                        )
+                        .at(r.tool.span, "not offered in any of the agent's skills")
+                        .help("add the tool to one of the agent's skills, or remove the route"),
                     );
                     continue;
                 }

@@ -209,7 +209,8 @@ fn diagnostic_json(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
             "message": l.message, "primary": primary,
         })
     };
-    let labels: Vec<_> = d.primary.iter().map(|l| label(l, true)).chain(d.secondary.iter().map(|l| label(l, false))).collect();
+    let labels: Vec<_> =
+        d.primary.iter().map(|l| label(l, true)).chain(d.secondary.iter().map(|l| label(l, false))).collect();
     serde_json::json!({
         "code": d.code.as_str(), "severity": d.severity.as_str(), "message": d.message, "help": d.help, "labels": labels,
     })
@@ -294,8 +295,11 @@ fn check(paths: &[PathBuf], format: CheckFormat, deny_warnings: bool) -> u8 {
                 errln!("{}", summary(path, &out));
             }
             CheckFormat::Json => {
-                let decisions: usize =
-                    out.table.as_ref().map(|t| t.entries.values().flat_map(|s| s.values()).map(|m| m.len()).sum()).unwrap_or(0);
+                let decisions: usize = out
+                    .table
+                    .as_ref()
+                    .map(|t| t.entries.values().flat_map(|s| s.values()).map(|m| m.len()).sum())
+                    .unwrap_or(0);
                 json.push(serde_json::json!({
                     "path": path.display().to_string(),
                     "ok": errors == 0,
@@ -310,8 +314,12 @@ fn check(paths: &[PathBuf], format: CheckFormat, deny_warnings: bool) -> u8 {
     }
     match format {
         CheckFormat::Human => {}
-        CheckFormat::Json => outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "packages": json })).unwrap_or_default()),
-        CheckFormat::Sarif => outln!("{}", serde_json::to_string_pretty(&sarif_log(sarif_results, sarif_failures)).unwrap_or_default()),
+        CheckFormat::Json => {
+            outln!("{}", serde_json::to_string_pretty(&serde_json::json!({ "packages": json })).unwrap_or_default())
+        }
+        CheckFormat::Sarif => {
+            outln!("{}", serde_json::to_string_pretty(&sarif_log(sarif_results, sarif_failures)).unwrap_or_default())
+        }
     }
     worst
 }
@@ -369,7 +377,8 @@ fn sarif_result(d: &Diagnostic, sources: &Sources) -> serde_json::Value {
             .map(|(i, l)| {
                 let mut loc = sarif_location(l, sources);
                 loc["id"] = serde_json::json!(i + 1);
-                loc["message"] = serde_json::json!({ "text": if l.message.is_empty() { "related" } else { l.message.as_str() } });
+                loc["message"] =
+                    serde_json::json!({ "text": if l.message.is_empty() { "related" } else { l.message.as_str() } });
                 loc
             })
             .collect();
@@ -385,7 +394,8 @@ fn sarif_log(results: Vec<serde_json::Value>, failures: Vec<serde_json::Value>) 
     let rules: Vec<_> = codes
         .iter()
         .map(|c| {
-            let text = crate::diagnostics::Code::from_name(c).map_or("a permits diagnostic", crate::diagnostics::Code::meaning);
+            let text = crate::diagnostics::Code::from_name(c)
+                .map_or("a permits diagnostic", crate::diagnostics::Code::meaning);
             serde_json::json!({ "id": c, "shortDescription": { "text": text } })
         })
         .collect();
@@ -505,7 +515,11 @@ fn table_from(path: &Path) -> Result<crate::table::Table, u8> {
     match out.table {
         Some(t) if only_tests_fail => {
             if has_errors {
-                errln!("warning: `{}` compiles, but its tests fail (`permitc test {}`); diffing it anyway", path.display(), path.display());
+                errln!(
+                    "warning: `{}` compiles, but its tests fail (`permitc test {}`); diffing it anyway",
+                    path.display(),
+                    path.display()
+                );
             }
             Ok(t)
         }
@@ -543,7 +557,15 @@ fn diff_cmd(old: &Path, new: &Path, format: Format, fail_on_widen: bool) -> u8 {
     if fail_on_widen && widening { 1 } else { 0 }
 }
 
-fn decide(table: &Path, agent: &str, skill: &str, tool: &str, args: Option<&str>, requester: Option<&str>, format: Format) -> u8 {
+fn decide(
+    table: &Path,
+    agent: &str,
+    skill: &str,
+    tool: &str,
+    args: Option<&str>,
+    requester: Option<&str>,
+    format: Format,
+) -> u8 {
     let table = match crate::table::Table::load_path(table) {
         Ok(t) => t,
         Err(e) => {
@@ -627,7 +649,11 @@ fn fmt(paths: &[PathBuf], check: bool) -> u8 {
         }
     }
     if check && changed > 0 {
-        errln!("{} would be reformatted; run `permitc fmt` on {}", plural(changed, "file"), if changed == 1 { "it" } else { "them" });
+        errln!(
+            "{} would be reformatted; run `permitc fmt` on {}",
+            plural(changed, "file"),
+            if changed == 1 { "it" } else { "them" }
+        );
     }
     worst
 }
@@ -663,7 +689,12 @@ fn test(paths: &[PathBuf], format: Format) -> u8 {
                 worst = worst.max(1);
             }
             if format == Format::Human {
-                outln!("test {} :: {} ... {}", path.display(), t.name, if t.failures.is_empty() { "ok" } else { "FAILED" });
+                outln!(
+                    "test {} :: {} ... {}",
+                    path.display(),
+                    t.name,
+                    if t.failures.is_empty() { "ok" } else { "FAILED" }
+                );
                 for f in &t.failures {
                     outln!("    {} is `{}`, expected `{}`: {}", f.triple, f.actual, f.expected, f.why);
                 }
@@ -686,7 +717,8 @@ fn test(paths: &[PathBuf], format: Format) -> u8 {
         Format::Human => outln!("{passed} passed, {failed} failed"),
         Format::Json => outln!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "packages": json, "passed": passed, "failed": failed })).unwrap_or_default()
+            serde_json::to_string_pretty(&serde_json::json!({ "packages": json, "passed": passed, "failed": failed }))
+                .unwrap_or_default()
         ),
     }
     worst
@@ -795,10 +827,15 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
     if let Some(why) = not_offered(a, agent, skill, tool) {
         return match format {
             Format::Human => format!("{triple}: never\n  not offered: {why}\n"),
-            Format::Json => format!("{}\n", serde_json::json!({ "agent": agent, "skill": skill, "tool": tool, "level": Level::Never, "offered": false, "reason": why })),
+            Format::Json => format!(
+                "{}\n",
+                serde_json::json!({ "agent": agent, "skill": skill, "tool": tool, "level": Level::Never, "offered": false, "reason": why })
+            ),
         };
     }
-    let Some(d) = a.decisions.iter().find(|d| d.agent == agent && d.skill == skill && a.model.nodes[d.tool].name == tool) else {
+    let Some(d) =
+        a.decisions.iter().find(|d| d.agent == agent && d.skill == skill && a.model.nodes[d.tool].name == tool)
+    else {
         return format!("{triple}: never\n  not offered\n");
     };
     let line_text = |span: crate::syntax::Span| {
@@ -901,13 +938,18 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
                 };
                 let decisive = if d.level.is_none_or(|l| l == r.level) || r.level == strictest { "*" } else { " " };
                 let inherited = match (r.kind, &r.via) {
-                    (crate::table::ReasonKind::Inherited, Some(callee)) => format!(" (inherited: `{tool}` calls `{callee}`)"),
+                    (crate::table::ReasonKind::Inherited, Some(callee)) => {
+                        format!(" (inherited: `{tool}` calls `{callee}`)")
+                    }
                     _ => String::new(),
                 };
                 match span {
                     Some(s) => {
                         let (place, text) = line_text(*s);
-                        out.push_str(&format!("  {decisive} {layer}: {} — {}{inherited} at {place}: `{text}`\n", r.level, r.rule));
+                        out.push_str(&format!(
+                            "  {decisive} {layer}: {} — {}{inherited} at {place}: `{text}`\n",
+                            r.level, r.rule
+                        ));
                     }
                     None => out.push_str(&format!("  {decisive} {layer}: {} — {}\n", r.level, r.rule)),
                 }
@@ -938,7 +980,9 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
             if d.level.is_some() {
                 out.push_str("  (* marks the rules that decide the level)\n");
             } else {
-                out.push_str("  (the strictest entry whose condition holds decides; the class level when none holds)\n");
+                out.push_str(
+                    "  (the strictest entry whose condition holds decides; the class level when none holds)\n",
+                );
             }
             out
         }

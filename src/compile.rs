@@ -9,13 +9,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use crate::check::{self, ClassSource, Model, NodeId, Rules, layer_noun};
-use crate::diagnostics::{Diagnostic, Code};
+use crate::diagnostics::{Code, Diagnostic};
 use crate::effects::{self, EffectSet, Effects, Hop, RESERVED_SLOT};
 use crate::syntax::{self, Loaded, Sources, Span};
 use crate::table::{
-    self, AgentInfo, Authority, EffectClass, EffectInfo, Entry, Header, Hop as TableHop, HopKind, Layer, Level, NamedRow,
-    EntityInfo, PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Reason, ReasonKind, Route, Row, SkillInfo, SourceRef, Table,
-    ToolInfo, VersionInfo, canonical_digest, BudgetInfo, SpendInfo,
+    self, AgentInfo, Authority, BudgetInfo, EffectClass, EffectInfo, EntityInfo, Entry, Header, Hop as TableHop,
+    HopKind, Layer, Level, NamedRow, PackageSettings, ParamInfo, PersonInfo, QueueInfo, Reason, ReasonKind, RoleInfo,
+    Route, Row, SkillInfo, SourceRef, SpendInfo, Table, ToolInfo, VersionInfo, canonical_digest,
 };
 
 /// The compiler's name and version, as written in `header.compiler`.
@@ -319,9 +319,11 @@ fn eval_layer(
         (Reason { layer: Some(layer), kind, level, rule, via, at: span.map(|s| source_ref(a.sources, s)) }, span)
     };
     let named_rules: &[crate::check::NamedRule] = rules.named.get(&tool).map(Vec::as_slice).unwrap_or(&[]);
-    let named: Vec<NamedRow> = named_rules.iter().map(|r| NamedRow { level: r.level, when: r.condition.clone() }).collect();
+    let named: Vec<NamedRow> =
+        named_rules.iter().map(|r| NamedRow { level: r.level, when: r.condition.clone() }).collect();
     // Class level over the tool's classes; an empty set counts as `reads` (alone in the agent layer).
-    let classes: Vec<EffectClass> = if level_set.is_empty() { vec![EffectClass::Reads] } else { level_set.classes().collect() };
+    let classes: Vec<EffectClass> =
+        if level_set.is_empty() { vec![EffectClass::Reads] } else { level_set.classes().collect() };
     let per_class: Vec<(EffectClass, Level, ClassSource)> =
         classes.iter().filter_map(|c| rules.class_level(*c).map(|(l, src)| (*c, l, src))).collect();
     let class = per_class.iter().map(|(_, l, _)| *l).max();
@@ -364,12 +366,22 @@ fn eval_layer(
             for (c, l, src) in per_class.iter().filter(|(_, l, _)| *l == cl) {
                 let shown = if level_set.is_empty() { "no effects".to_string() } else { c.to_string() };
                 match src {
-                    ClassSource::Setting(span) => {
-                        because.push(reason(ReasonKind::Class, *l, format!("{c}: {l}"), Some(c.to_string()), Some(*span)))
-                    }
+                    ClassSource::Setting(span) => because.push(reason(
+                        ReasonKind::Class,
+                        *l,
+                        format!("{c}: {l}"),
+                        Some(c.to_string()),
+                        Some(*span),
+                    )),
                     ClassSource::Preset(span) => {
                         let preset = a.sources.slice(*span).trim().to_string();
-                        because.push(reason(ReasonKind::Class, *l, format!("{preset}: {c} -> {l}"), Some(c.to_string()), Some(*span)));
+                        because.push(reason(
+                            ReasonKind::Class,
+                            *l,
+                            format!("{preset}: {c} -> {l}"),
+                            Some(c.to_string()),
+                            Some(*span),
+                        ));
                     }
                     ClassSource::Default => because.push(reason(
                         ReasonKind::Default,
@@ -394,7 +406,12 @@ fn eval_layer(
         }
     }
     let says_something = !row.named.is_empty() || row.class.is_some() || row.inherited.is_some();
-    LayerEval { row: says_something.then_some(row), possible, because, inherited_from: inherited.map(|(_, c, s)| (c, s)) }
+    LayerEval {
+        row: says_something.then_some(row),
+        possible,
+        because,
+        inherited_from: inherited.map(|(_, c, s)| (c, s)),
+    }
 }
 
 fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
@@ -429,12 +446,15 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                     possible = possible.iter().flat_map(|x| l.possible.iter().map(move |y| (*x).max(*y))).collect();
                 }
                 let mut possible: BTreeSet<Level> = possible.into_iter().map(|l| l.unwrap_or(Level::Alone)).collect();
-                let mut because: Vec<(Reason, Option<Span>)> = layers.iter().flat_map(|l| l.because.iter().cloned()).collect();
+                let mut because: Vec<(Reason, Option<Span>)> =
+                    layers.iter().flat_map(|l| l.because.iter().cloned()).collect();
                 if reserved {
                     possible = BTreeSet::from([Level::Never]);
                     let path = a.effects.witness_path(tool, RESERVED_SLOT);
                     let (via, span) = match path.last() {
-                        Some((at, Hop::Operation(i))) => (a.model.nodes[*at].name.to_string(), Some(a.model.nodes[*at].operations[*i].span)),
+                        Some((at, Hop::Operation(i))) => {
+                            (a.model.nodes[*at].name.to_string(), Some(a.model.nodes[*at].operations[*i].span))
+                        }
                         _ => (a.model.nodes[tool].name.to_string(), None),
                     };
                     because.push((
@@ -451,21 +471,30 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                     if reserved_warned.insert(tool) {
                         let mut d = Diagnostic::new(
                             Code::EffectsReserved,
-                            format!("`{}` writes the reserved entity `permits`, so it is never for every agent", a.model.nodes[tool].name),
+                            format!(
+                                "`{}` writes the reserved entity `permits`, so it is never for every agent",
+                                a.model.nodes[tool].name
+                            ),
                         )
                         .at(a.model.nodes[tool].name_span, "an agent must not widen its own authority");
                         for (span, msg) in effects::witness_labels(&a.model, &a.effects, tool, RESERVED_SLOT) {
                             d = d.with(span, msg);
                         }
-                        diags.push(d.help("remove it from the skills that offer it; no list or approval can make it run"));
+                        diags.push(
+                            d.help("remove it from the skills that offer it; no list or approval can make it run"),
+                        );
                     }
                 }
                 // Warnings that need levels.
-                for (l, rules) in layers.iter().zip(
-                    a.model.package_rules.iter().chain(std::iter::once(&agent.rules)).chain(skill.rules.iter()),
-                ) {
+                for (l, rules) in layers
+                    .iter()
+                    .zip(a.model.package_rules.iter().chain(std::iter::once(&agent.rules)).chain(skill.rules.iter()))
+                {
                     if let (Some(n), Some((callee, span))) = (rules.named_level(tool), l.inherited_from) {
-                        if n.level == Level::Alone && l.max() > Some(Level::Alone) && alone_inherit_warned.insert(n.span) {
+                        if n.level == Level::Alone
+                            && l.max() > Some(Level::Alone)
+                            && alone_inherit_warned.insert(n.span)
+                        {
                             let callee_name = a.model.nodes[callee].name;
                             diags.push(
                                 Diagnostic::new(Code::LevelsAloneInherits, format!("`{}` is named `alone` but calls `{callee_name}`", a.model.nodes[tool].name))
@@ -568,7 +597,9 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
             );
         }
     }
-    decisions.sort_by(|x, y| (x.agent, x.skill, a.model.nodes[x.tool].name).cmp(&(y.agent, y.skill, a.model.nodes[y.tool].name)));
+    decisions.sort_by(|x, y| {
+        (x.agent, x.skill, a.model.nodes[x.tool].name).cmp(&(y.agent, y.skill, a.model.nodes[y.tool].name))
+    });
     a.decisions = decisions;
     diags
 }
@@ -579,8 +610,14 @@ fn table_hop(a: &Analysis<'_>, node: NodeId, hop: Hop) -> TableHop {
             let op = &a.model.nodes[node].operations[i];
             TableHop { kind: HopKind::Operation, text: op.text.clone(), at: source_ref(a.sources, op.span) }
         }
-        Hop::Call(c, span) => TableHop { kind: HopKind::Call, text: a.model.nodes[c].name.to_string(), at: source_ref(a.sources, span) },
-        Hop::Claim(span) => TableHop { kind: HopKind::Claim, text: a.sources.slice(span).trim().to_string(), at: source_ref(a.sources, span) },
+        Hop::Call(c, span) => {
+            TableHop { kind: HopKind::Call, text: a.model.nodes[c].name.to_string(), at: source_ref(a.sources, span) }
+        }
+        Hop::Claim(span) => TableHop {
+            kind: HopKind::Claim,
+            text: a.sources.slice(span).trim().to_string(),
+            at: source_ref(a.sources, span),
+        },
     }
 }
 
@@ -624,7 +661,10 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
         for class in a.effects.sets[i].classes() {
             let s = crate::model::slot(class);
             if let Some(hop) = a.effects.witness[i][s] {
-                effects_map.insert(class, EffectInfo { assumed: !a.effects.real[i].contains(class), witness: table_hop(a, i, hop) });
+                effects_map.insert(
+                    class,
+                    EffectInfo { assumed: !a.effects.real[i].contains(class), witness: table_hop(a, i, hop) },
+                );
             }
         }
         tools.insert(
@@ -639,7 +679,10 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
                 reserved: a.effects.witness[i][RESERVED_SLOT].map(|h| table_hop(a, i, h)),
                 version: node.version.map(|(p, f)| VersionInfo { param: p.to_string(), field: f.to_string() }),
                 subject: node.subject.map(str::to_string),
-                spends: node.spend.filter(|_| !node.is_extern()).map(|sp| SpendInfo { budget: sp.budget.to_string(), param: sp.param.to_string() }),
+                spends: node
+                    .spend
+                    .filter(|_| !node.is_extern())
+                    .map(|sp| SpendInfo { budget: sp.budget.to_string(), param: sp.param.to_string() }),
                 definition_digest: a.effects.definition_digest[i].clone(),
             },
         );
@@ -647,8 +690,10 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
     let mut skills = BTreeMap::new();
     let mut skill_digests = BTreeMap::new();
     for (name, s) in &model.skills {
-        let routes: BTreeMap<String, Route> = s.routes.iter().map(|(id, (r, _))| (model.nodes[*id].name.to_string(), r.clone())).collect();
-        let digest = digest_of(&serde_json::json!({ "may": rules_form(a, s.rules.as_ref()), "routes": json_of(&routes) }));
+        let routes: BTreeMap<String, Route> =
+            s.routes.iter().map(|(id, (r, _))| (model.nodes[*id].name.to_string(), r.clone())).collect();
+        let digest =
+            digest_of(&serde_json::json!({ "may": rules_form(a, s.rules.as_ref()), "routes": json_of(&routes) }));
         skill_digests.insert(*name, digest.clone());
         skills.insert(
             name.to_string(),
@@ -713,7 +758,12 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
     let doc = |name: &str| model.docs.get(name).cloned();
     let holders = |k| model.authority.get(&k).cloned().unwrap_or_default();
     let mut table = Table {
-        header: Header { format: table::FORMAT, compiler: COMPILER.to_string(), source_digest: a.sources.digest(), table_digest: String::new() },
+        header: Header {
+            format: table::FORMAT,
+            compiler: COMPILER.to_string(),
+            source_digest: a.sources.digest(),
+            table_digest: String::new(),
+        },
         package: PackageSettings {
             proposal_lifetime_seconds: model.proposal_lifetime.unwrap_or(table::DEFAULT_PROPOSAL_LIFETIME_SECONDS),
             grant_lifetime_seconds: model.grant_lifetime.unwrap_or(table::DEFAULT_GRANT_LIFETIME_SECONDS),
@@ -724,14 +774,22 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
         persons: model
             .persons
             .iter()
-            .map(|(n, roles)| (n.to_string(), PersonInfo { doc: doc(n), roles: roles.iter().map(|r| r.to_string()).collect() }))
+            .map(|(n, roles)| {
+                (n.to_string(), PersonInfo { doc: doc(n), roles: roles.iter().map(|r| r.to_string()).collect() })
+            })
             .collect(),
         roles: model.roles.keys().map(|r| (r.to_string(), RoleInfo { doc: doc(r) })).collect(),
-        queues: model.queues.iter().map(|(n, h)| (n.to_string(), QueueInfo { doc: doc(n), decided_by: h.clone() })).collect(),
+        queues: model
+            .queues
+            .iter()
+            .map(|(n, h)| (n.to_string(), QueueInfo { doc: doc(n), decided_by: h.clone() }))
+            .collect(),
         entities: model
             .entities
             .iter()
-            .map(|(n, e)| (n.to_string(), EntityInfo { doc: doc(n), fields: e.fields.iter().map(|f| f.name.clone()).collect() }))
+            .map(|(n, e)| {
+                (n.to_string(), EntityInfo { doc: doc(n), fields: e.fields.iter().map(|f| f.name.clone()).collect() })
+            })
             .collect(),
         authority: Authority {
             supervises: holders(crate::syntax::ast::AuthorityKind::Supervises),
@@ -775,21 +833,35 @@ fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnost
                     let words: Vec<String> = levels.iter().map(|l| format!("`{l}`")).collect();
                     let words = words.join(" or ");
                     diags.push(
-                        Diagnostic::new(Code::TestDependsOnArguments, format!("test `{}`: the level of {triple} depends on the arguments: {words}", t.name))
-                            .at(e.span, "no arguments given")
-                            .help(format!("give the call's arguments, one `expect` per case: `expect {}.{}.{}(…) is {}`", e.agent, e.skill, e.tool, e.level)),
+                        Diagnostic::new(
+                            Code::TestDependsOnArguments,
+                            format!("test `{}`: the level of {triple} depends on the arguments: {words}", t.name),
+                        )
+                        .at(e.span, "no arguments given")
+                        .help(format!(
+                            "give the call's arguments, one `expect` per case: `expect {}.{}.{}(…) is {}`",
+                            e.agent, e.skill, e.tool, e.level
+                        )),
                     );
                     let actual = levels.last().copied().unwrap_or(Level::Never);
-                    failures.push(TestFailure { triple, expected: e.level, actual, why: format!("it depends on the arguments: {words}") });
+                    failures.push(TestFailure {
+                        triple,
+                        expected: e.level,
+                        actual,
+                        why: format!("it depends on the arguments: {words}"),
+                    });
                     continue;
                 }
             };
             if actual != e.level {
                 diags.push(
-                    Diagnostic::new(Code::TestFailed, format!("test `{}`: {triple} is `{actual}`, not `{}`", t.name, e.level))
-                        .at(e.level_span, format!("expected `{}`", e.level))
-                        .with(e.span, format!("the table says `{actual}`"))
-                        .help(format!("why: {why}; change the policy or the expectation")),
+                    Diagnostic::new(
+                        Code::TestFailed,
+                        format!("test `{}`: {triple} is `{actual}`, not `{}`", t.name, e.level),
+                    )
+                    .at(e.level_span, format!("expected `{}`", e.level))
+                    .with(e.span, format!("the table says `{actual}`"))
+                    .help(format!("why: {why}; change the policy or the expectation")),
                 );
                 failures.push(TestFailure { triple, expected: e.level, actual, why });
             }
@@ -807,14 +879,16 @@ fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result
             Err(why) => Ok((Level::Never, why.to_string())),
             Ok(levels) if levels.len() == 1 => {
                 let level = levels.first().copied().unwrap_or(Level::Never);
-                let because = table.entry(e.agent, e.skill, e.tool).map(|entry| entry.because.as_slice()).unwrap_or(&[]);
+                let because =
+                    table.entry(e.agent, e.skill, e.tool).map(|entry| entry.because.as_slice()).unwrap_or(&[]);
                 Ok((level, deciding_rules(because, level)))
             }
             Ok(levels) => Err(levels.into_iter().collect()),
         };
     }
     let arguments = serde_json::Value::Object(e.args.clone());
-    let call = crate::table::CallRef { agent: e.agent, skill: e.skill, tool: e.tool, arguments: &arguments, requester: None };
+    let call =
+        crate::table::CallRef { agent: e.agent, skill: e.skill, tool: e.tool, arguments: &arguments, requester: None };
     Ok(match table.level_of(call) {
         Err(why) => (Level::Never, why.to_string()),
         Ok(of) if of.floored => (of.level, of.spend.map(|s| s.allowance_words()).unwrap_or_default()),

@@ -6,13 +6,18 @@
 
 use std::collections::BTreeSet;
 
-use crate::diagnostics::{Diagnostic, closest, Code};
+use crate::diagnostics::{Code, Diagnostic, closest};
 use crate::syntax::ast::{Condition as Written, ConditionKind, Literal};
 use crate::table::{CompareOp, Condition, Literal as Value, ParamType};
 
 /// Type-checks `written` against the parameters of `tool` and lowers it. Every error is pushed to
 /// `diags`; `None` when there was any.
-pub fn lower(written: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mut Vec<Diagnostic>) -> Option<Condition> {
+pub fn lower(
+    written: &Written,
+    tool: &str,
+    params: &[(&str, ParamType)],
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Condition> {
     let before = diags.len();
     let lowered = lower_inner(written, tool, params, diags);
     if diags.len() > before { None } else { lowered }
@@ -47,18 +52,30 @@ fn fits(ty: &ParamType, v: &Value) -> bool {
     )
 }
 
-fn lower_inner(w: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mut Vec<Diagnostic>) -> Option<Condition> {
+fn lower_inner(
+    w: &Written,
+    tool: &str,
+    params: &[(&str, ParamType)],
+    diags: &mut Vec<Diagnostic>,
+) -> Option<Condition> {
     let param_type = |param: &crate::syntax::ast::Ident, diags: &mut Vec<Diagnostic>| -> Option<ParamType> {
         match params.iter().find(|(n, _)| *n == param.name) {
             Some((_, ty)) => Some(ty.clone()),
             None => {
-                let mut d = Diagnostic::new(Code::CheckConditionParam, format!("the tool `{tool}` has no parameter `{}`", param.name))
-                    .at(param.span, "not a parameter of the tool");
+                let mut d = Diagnostic::new(
+                    Code::CheckConditionParam,
+                    format!("the tool `{tool}` has no parameter `{}`", param.name),
+                )
+                .at(param.span, "not a parameter of the tool");
                 d = match closest(&param.name, params.iter().map(|(n, _)| *n)) {
                     Some(near) => d.help(format!("did you mean `{near}`?")),
                     None => d.help(format!(
                         "a condition reads the tool's own parameters: {}",
-                        if params.is_empty() { "this tool has none".to_string() } else { params.iter().map(|(n, _)| format!("`{n}`")).collect::<Vec<_>>().join(", ") }
+                        if params.is_empty() {
+                            "this tool has none".to_string()
+                        } else {
+                            params.iter().map(|(n, _)| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+                        }
                     )),
                 };
                 diags.push(d);
@@ -97,9 +114,12 @@ fn lower_inner(w: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mu
             let ty = param_type(param, diags)?;
             if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
                 diags.push(
-                    Diagnostic::new(Code::CheckConditionType, format!("`in` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)))
-                        .at(w.span, "not a string")
-                        .help("for numbers, compare with `==` or a range: `amount >= 1 and amount <= 5`"),
+                    Diagnostic::new(
+                        Code::CheckConditionType,
+                        format!("`in` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)),
+                    )
+                    .at(w.span, "not a string")
+                    .help("for numbers, compare with `==` or a range: `amount >= 1 and amount <= 5`"),
                 );
                 return None;
             }
@@ -119,9 +139,12 @@ fn lower_inner(w: &Written, tool: &str, params: &[(&str, ParamType)], diags: &mu
             let ty = param_type(param, diags)?;
             if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
                 diags.push(
-                    Diagnostic::new(Code::CheckConditionType, format!("`matches` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)))
-                        .at(w.span, "not a string")
-                        .help("`matches \"glob\"` tests strings; compare numbers with `<`, `<=`, `==`, `!=`, `>=`, `>`"),
+                    Diagnostic::new(
+                        Code::CheckConditionType,
+                        format!("`matches` needs a string parameter, but `{}` is `{}`", param.name, type_name(&ty)),
+                    )
+                    .at(w.span, "not a string")
+                    .help("`matches \"glob\"` tests strings; compare numbers with `<`, `<=`, `==`, `!=`, `>=`, `>`"),
                 );
                 return None;
             }
@@ -143,7 +166,9 @@ fn mismatch(param: &crate::syntax::ast::Ident, ty: &ParamType, value: &Literal) 
     .at(value.span, format!("expected {wanted}"))
     .with(param.span, format!("`{}` is `{}`", param.name, type_name(ty)))
     .help(match ty {
-        ParamType::Money => "money is an integer in the budget's minor unit (cents): write `amount <= 10000`, not `100.00` or `\"100\"`",
+        ParamType::Money => {
+            "money is an integer in the budget's minor unit (cents): write `amount <= 10000`, not `100.00` or `\"100\"`"
+        }
         ParamType::Int => "write a whole number",
         ParamType::Bool => "write `true` or `false`",
         _ => "write a quoted string",

@@ -167,7 +167,11 @@ pub struct SourceText {
 impl SourceText {
     /// The text and line starts of `source` (shared, not copied).
     pub fn new(source: &Source) -> SourceText {
-        SourceText { text: source.text.clone(), line_starts: source.line_starts().clone(), lone_cr: source.has_lone_cr() }
+        SourceText {
+            text: source.text.clone(),
+            line_starts: source.line_starts().clone(),
+            lone_cr: source.has_lone_cr(),
+        }
     }
 }
 
@@ -182,7 +186,8 @@ impl SourceCode for SourceText {
             // A lone `\r` is a line break to miette but not in the line starts: let miette scan.
             return <str as SourceCode>::read_span(&self.text, span, context_lines_before, context_lines_after);
         }
-        let contents = context_info(self.text.as_bytes(), &self.line_starts, span, context_lines_before, context_lines_after)?;
+        let contents =
+            context_info(self.text.as_bytes(), &self.line_starts, span, context_lines_before, context_lines_after)?;
         Ok(Box::new(contents))
     }
 }
@@ -259,10 +264,8 @@ fn context_info<'a>(
     }
 
     if offset >= (span.offset() + span.len()).saturating_sub(1) {
-        let starting_offset = before_lines_starts
-            .front()
-            .copied()
-            .unwrap_or(if context_lines_before == 0 { span.offset() } else { 0 });
+        let starting_offset =
+            before_lines_starts.front().copied().unwrap_or(if context_lines_before == 0 { span.offset() } else { 0 });
         Ok(MietteSpanContents::new(
             &input[starting_offset..offset],
             (starting_offset, offset - starting_offset).into(),
@@ -406,7 +409,6 @@ pub fn render(diagnostics: &[Diagnostic], sources: &Sources, colour: bool) -> St
     out
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -416,7 +418,15 @@ mod tests {
     /// several context sizes.
     #[test]
     fn source_text_reads_spans_as_miette_does() {
-        let texts = ["", "a", "\n", "ab\ncd\n\nef", "x\r\ny\r\n\r\nzz\r\n", "a\rb\nc", "tool T {\n  reads X\n}\n\n\nagent A {}\nlast"];
+        let texts = [
+            "",
+            "a",
+            "\n",
+            "ab\ncd\n\nef",
+            "x\r\ny\r\n\r\nzz\r\n",
+            "a\rb\nc",
+            "tool T {\n  reads X\n}\n\n\nagent A {}\nlast",
+        ];
         for text in texts {
             let source = Source::new("t.permits", text.as_bytes().to_vec());
             let ours = SourceText::new(&source);
@@ -433,7 +443,11 @@ mod tests {
                                 let what = format!("{text:?} {start}+{len} ({before}, {after})");
                                 assert_eq!(a.data(), b.data(), "{what}");
                                 assert_eq!(a.span(), b.span(), "{what}");
-                                assert_eq!((a.line(), a.column(), a.line_count()), (b.line(), b.column(), b.line_count()), "{what}");
+                                assert_eq!(
+                                    (a.line(), a.column(), a.line_count()),
+                                    (b.line(), b.column(), b.line_count()),
+                                    "{what}"
+                                );
                             }
                             (Err(_), Err(_)) => {}
                             (a, b) => panic!("{text:?} {start}+{len}: {:?} vs {:?}", a.is_ok(), b.is_ok()),

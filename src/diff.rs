@@ -204,10 +204,13 @@ fn compare_effects(old: &Table, new: &Table, tool: &str, details: &mut Vec<(Dire
     for (class, ne) in &n.effects {
         match o.effects.get(class) {
             None => details.push((Direction::Neutral, format!("now `{class}`"))),
-            Some(oe) if !oe.assumed && ne.assumed => {
-                details.push((Direction::Widening, format!("`{class}` is now only assumed (an extern tool's claim), no longer proven")))
+            Some(oe) if !oe.assumed && ne.assumed => details.push((
+                Direction::Widening,
+                format!("`{class}` is now only assumed (an extern tool's claim), no longer proven"),
+            )),
+            Some(oe) if oe.assumed && !ne.assumed => {
+                details.push((Direction::Narrowing, format!("`{class}` is now proven")))
             }
-            Some(oe) if oe.assumed && !ne.assumed => details.push((Direction::Narrowing, format!("`{class}` is now proven"))),
             _ => {}
         }
     }
@@ -222,7 +225,8 @@ fn responsible_rules(e: &Entry) -> Vec<String> {
         Some(at) => format!("{} ({at})", r.rule),
         None => r.rule.clone(),
     };
-    let deciding: Vec<String> = e.because.iter().filter(|r| Some(r.level) == top || e.level.is_none()).map(render).collect();
+    let deciding: Vec<String> =
+        e.because.iter().filter(|r| Some(r.level) == top || e.level.is_none()).map(render).collect();
     if deciding.is_empty() { e.because.iter().map(render).collect() } else { deciding }
 }
 

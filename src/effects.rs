@@ -9,9 +9,9 @@
 
 use petgraph::graph::{DiGraph, NodeIndex};
 
-use crate::model::{Model, NodeId, NodeKind};
+use crate::diagnostics::{Code, Diagnostic};
 pub use crate::model::{EffectSet, RESERVED_SLOT, SLOTS, slot};
-use crate::diagnostics::{Diagnostic, Code};
+use crate::model::{Model, NodeId, NodeKind};
 use crate::syntax::{Sources, Span};
 use sha2::{Digest, Sha256};
 
@@ -91,8 +91,10 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
             graph.add_edge(NodeIndex::new(i), NodeIndex::new(*callee), ());
         }
     }
-    let components: Vec<Vec<NodeId>> =
-        petgraph::algo::kosaraju_scc(&graph).into_iter().map(|c| c.into_iter().map(NodeIndex::index).collect()).collect();
+    let components: Vec<Vec<NodeId>> = petgraph::algo::kosaraju_scc(&graph)
+        .into_iter()
+        .map(|c| c.into_iter().map(NodeIndex::index).collect())
+        .collect();
     let mut component_of = vec![0; n];
     for (ci, c) in components.iter().enumerate() {
         for &m in c {
@@ -144,12 +146,18 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
                     let node = &model.nodes[m];
                     let hop = if phase == 0 {
                         node.operations.iter().position(|op| op.effects.has_slot(s)).map(Hop::Operation).or_else(|| {
-                            node.calls.iter().find(|(c, _)| component_of[*c] != ci && real[*c].has_slot(s)).map(|(c, sp)| Hop::Call(*c, *sp))
+                            node.calls
+                                .iter()
+                                .find(|(c, _)| component_of[*c] != ci && real[*c].has_slot(s))
+                                .map(|(c, sp)| Hop::Call(*c, *sp))
                         })
                     } else {
                         let claimed = node.is_extern() && node.claim.is_some_and(|(c, _)| c.has_slot(s));
                         node.claim.filter(|_| claimed).map(|(_, sp)| Hop::Claim(sp)).or_else(|| {
-                            node.calls.iter().find(|(c, _)| component_of[*c] != ci && sets[*c].has_slot(s)).map(|(c, sp)| Hop::Call(*c, *sp))
+                            node.calls
+                                .iter()
+                                .find(|(c, _)| component_of[*c] != ci && sets[*c].has_slot(s))
+                                .map(|(c, sp)| Hop::Call(*c, *sp))
                         })
                     };
                     if let Some(h) = hop {
@@ -386,13 +394,21 @@ pub fn witness_labels(model: &Model<'_>, effects: &Effects, node: NodeId, s: usi
         .witness_path(node, s)
         .into_iter()
         .map(|(at, hop)| match hop {
-            Hop::Call(callee, span) => (span, format!("`{}` calls `{}`", model.nodes[at].name, model.nodes[callee].name)),
+            Hop::Call(callee, span) => {
+                (span, format!("`{}` calls `{}`", model.nodes[at].name, model.nodes[callee].name))
+            }
             Hop::Operation(i) => {
                 let op = &model.nodes[at].operations[i];
-                let what = if s == RESERVED_SLOT { "the reserved subject `permits`".to_string() } else { format!("`{}`", slot_name(s)) };
+                let what = if s == RESERVED_SLOT {
+                    "the reserved subject `permits`".to_string()
+                } else {
+                    format!("`{}`", slot_name(s))
+                };
                 (op.span, format!("`{}` proves {what}", op.text))
             }
-            Hop::Claim(span) => (span, format!("the extern tool `{}` claims `{}` (assumed)", model.nodes[at].name, slot_name(s))),
+            Hop::Claim(span) => {
+                (span, format!("the extern tool `{}` claims `{}` (assumed)", model.nodes[at].name, slot_name(s)))
+            }
         })
         .collect()
 }
@@ -408,9 +424,12 @@ fn check_claims(model: &Model<'_>, effects: &Effects, _sources: &Sources) -> Vec
         for op in &node.operations {
             if op.effects == EffectSet::ALL_AND_RESERVED {
                 out.push(
-                    Diagnostic::new(Code::EffectsDynamic, format!("`call dynamic` makes `{}` never for every agent", node.name))
-                        .at(op.span, "a call to anything proves every effect and the reserved subject")
-                        .help("list every possible target with `call any [A, B, ..]`"),
+                    Diagnostic::new(
+                        Code::EffectsDynamic,
+                        format!("`call dynamic` makes `{}` never for every agent", node.name),
+                    )
+                    .at(op.span, "a call to anything proves every effect and the reserved subject")
+                    .help("list every possible target with `call any [A, B, ..]`"),
                 );
             }
         }
@@ -423,14 +442,26 @@ fn check_claims(model: &Model<'_>, effects: &Effects, _sources: &Sources) -> Vec
         if !missing.is_empty() {
             let kind = if node.is_tool() { "tool" } else { "function" };
             let names = missing.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ");
-            let mut d = Diagnostic::new(Code::EffectsUnderstated, format!("the {kind} `{}` is claimed safer than it is", node.name))
-                .at(claim_span, format!("claimed `{}`, but it also {}", claim.describe(), missing.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(" and ")));
+            let mut d = Diagnostic::new(
+                Code::EffectsUnderstated,
+                format!("the {kind} `{}` is claimed safer than it is", node.name),
+            )
+            .at(
+                claim_span,
+                format!(
+                    "claimed `{}`, but it also {}",
+                    claim.describe(),
+                    missing.iter().map(|c| c.as_str()).collect::<Vec<_>>().join(" and ")
+                ),
+            );
             for class in &missing {
                 for (span, msg) in witness_labels(model, effects, i, slot(*class)) {
                     d = d.with(span, msg);
                 }
             }
-            d = d.help(format!("add {names} to the claim, or remove what proves it; a claim is an upper bound the checker must prove"));
+            d = d.help(format!(
+                "add {names} to the claim, or remove what proves it; a claim is an upper bound the checker must prove"
+            ));
             out.push(d);
         }
         // Claiming `reads` adds no caution (reads is always alone), so it is never "too wide"; and a claim
@@ -443,7 +474,13 @@ fn check_claims(model: &Model<'_>, effects: &Effects, _sources: &Sources) -> Vec
                     Code::EffectsOverstated,
                     format!("the claim of `{}` is wider than what it does", node.name),
                 )
-                .at(claim_span, format!("nothing proves {}", unproven.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or ")))
+                .at(
+                    claim_span,
+                    format!(
+                        "nothing proves {}",
+                        unproven.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(" or ")
+                    ),
+                )
                 .help("the level uses the claim, so this only adds caution; narrow the claim if the tool cannot do it"),
             );
         }
@@ -463,9 +500,11 @@ mod tests {
         fn local_form(model: &Model<'_>, m: NodeId) -> serde_json::Value {
             let node = &model.nodes[m];
             let (kind, label, body) = match node.kind {
-                NodeKind::Tool(t) => {
-                    (if node.is_extern() { "extern_tool" } else { "tool" }, t.label.as_ref().map(|l| l.value.clone()), &t.body)
-                }
+                NodeKind::Tool(t) => (
+                    if node.is_extern() { "extern_tool" } else { "tool" },
+                    t.label.as_ref().map(|l| l.value.clone()),
+                    &t.body,
+                ),
                 NodeKind::Function(f) => ("fn", None, &f.body),
             };
             let params: Vec<serde_json::Value> = node
@@ -497,7 +536,8 @@ mod tests {
             called.dedup();
             let unit = canonical_digest(&serde_json::json!({ "members": forms, "calls": called })).unwrap_or_default();
             for &m in members {
-                out[m] = canonical_digest(&serde_json::json!({ "name": model.nodes[m].name, "unit": unit })).unwrap_or_default();
+                out[m] = canonical_digest(&serde_json::json!({ "name": model.nodes[m].name, "unit": unit }))
+                    .unwrap_or_default();
             }
         }
         out

@@ -344,7 +344,17 @@ impl<'s> Printer<'s> {
     /// Prints `prefix` + a delimited list + `suffix`, on one line when it fits and holds no comment,
     /// else one item per line with a trailing comma. `lo..hi` is the whole construct in the source.
     #[expect(clippy::too_many_arguments, reason = "a list's place, delimiters and surroundings, all needed")]
-    fn list(&mut self, indent: usize, lo: u32, hi: u32, prefix: &str, items: &[Item], d: &Delims, suffix: &str, gap: Gap) {
+    fn list(
+        &mut self,
+        indent: usize,
+        lo: u32,
+        hi: u32,
+        prefix: &str,
+        items: &[Item],
+        d: &Delims,
+        suffix: &str,
+        gap: Gap,
+    ) {
         let flat = self.flat_list(prefix, items, d, suffix);
         if fits(indent, &flat) && !self.has_comment(d.open_pos, d.close_pos) {
             self.line(indent, lo, hi, flat, gap);
@@ -423,10 +433,12 @@ impl<'s> Printer<'s> {
         let mut pad_of = vec![0usize; file.declarations.len()];
         let mut start = 0;
         while start < file.declarations.len() {
-            let end = (start..file.declarations.len()).find(|&j| group_of[j] != start).unwrap_or(file.declarations.len());
+            let end =
+                (start..file.declarations.len()).find(|&j| group_of[j] != start).unwrap_or(file.declarations.len());
             let members: Vec<&OneLiner> = one_liners[start..end].iter().flatten().collect();
             let pad = members.iter().filter(|m| !m.tail.is_empty()).map(|m| m.head.chars().count()).max().unwrap_or(0);
-            let widest = members.iter().filter(|m| !m.tail.is_empty()).map(|m| pad + m.tail.chars().count()).max().unwrap_or(0);
+            let widest =
+                members.iter().filter(|m| !m.tail.is_empty()).map(|m| pad + m.tail.chars().count()).max().unwrap_or(0);
             pad_of[start] = if widest <= MAX_WIDTH { pad } else { 0 };
             start = end;
         }
@@ -437,7 +449,8 @@ impl<'s> Printer<'s> {
             match &one_liners[i] {
                 Some(one) => {
                     let pad = pad_of[group_of[i]];
-                    let text = if one.tail.is_empty() { one.head.clone() } else { format!("{:<pad$}{}", one.head, one.tail) };
+                    let text =
+                        if one.tail.is_empty() { one.head.clone() } else { format!("{:<pad$}{}", one.head, one.tail) };
                     let lo = self.header(decl);
                     self.line(0, lo, decl.span.end, text, Gap::Keep);
                 }
@@ -496,7 +509,11 @@ impl<'s> Printer<'s> {
                     if self.has_comment(open, close) {
                         return None;
                     }
-                    OneLiner { key: 1, head: format!("person {}", p.name.name), tail: format!(" {{ roles [{}] }}", names(&p.roles)) }
+                    OneLiner {
+                        key: 1,
+                        head: format!("person {}", p.name.name),
+                        tail: format!(" {{ roles [{}] }}", names(&p.roles)),
+                    }
                 }
             }
             DeclarationKind::Queue(q) => {
@@ -533,7 +550,11 @@ impl<'s> Printer<'s> {
                     LifetimeKind::Proposal => "proposal_lifetime",
                     LifetimeKind::Grant => "grant_lifetime",
                 };
-                OneLiner { key: 5, head: kw.to_string(), tail: format!(" {}", self.slice(l.value_span.start, l.value_span.end)) }
+                OneLiner {
+                    key: 5,
+                    head: kw.to_string(),
+                    tail: format!(" {}", self.slice(l.value_span.start, l.value_span.end)),
+                }
             }
             _ => return None,
         };
@@ -588,7 +609,16 @@ impl<'s> Printer<'s> {
             DeclarationKind::Entity(e) => {
                 let open_pos = self.skip_trivia(e.name.span.end);
                 let d = Delims { open: "{", close: "}", spaced: true, open_pos, close_pos: end - 1 };
-                self.list(0, lo, end, &format!("entity {} ", e.name.name), &Self::name_items(&e.fields), &d, "", Gap::Keep);
+                self.list(
+                    0,
+                    lo,
+                    end,
+                    &format!("entity {} ", e.name.name),
+                    &Self::name_items(&e.fields),
+                    &d,
+                    "",
+                    Gap::Keep,
+                );
             }
             DeclarationKind::Budget(b) => {
                 let open_pos = self.skip_trivia(b.name.span.end);
@@ -694,7 +724,9 @@ impl<'s> Printer<'s> {
     fn agent_statement(&mut self, indent: usize, s: &AgentStatement) {
         match s {
             AgentStatement::ActsAs(names, span) => self.name_list_stmt(indent, *span, "acts_as", names),
-            AgentStatement::Sponsor(p, span) => self.line(indent, span.start, span.end, format!("sponsor {}", p.name), Gap::Keep),
+            AgentStatement::Sponsor(p, span) => {
+                self.line(indent, span.start, span.end, format!("sponsor {}", p.name), Gap::Keep)
+            }
             AgentStatement::May(m) => self.may(indent, m, Gap::Keep),
             AgentStatement::Skills(names, span) => self.name_list_stmt(indent, *span, "skills", names),
             AgentStatement::Route(r) => self.route(indent, r),
@@ -787,9 +819,8 @@ impl<'s> Printer<'s> {
     ) {
         let open_paren = self.skip_trivia(after);
         let close_paren = self.close_after(params.last().map_or(open_paren + 1, |p| p.span.end));
-        let claim_text = claim.map(|c| {
-            format!(": {}", c.classes.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(" + "))
-        });
+        let claim_text =
+            claim.map(|c| format!(": {}", c.classes.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(" + ")));
         let empty = body.is_some_and(|(o, c)| self.empty_block(o, c, stmts.len()));
         let body_sfx = match body {
             None => "",
@@ -801,8 +832,10 @@ impl<'s> Printer<'s> {
             Some((o, _)) => o + 1,
             None => claim.map_or(close_paren + 1, |c| c.span.end),
         };
-        let items: Vec<Item> =
-            params.iter().map(|p| Item::flat(p.span.start, p.span.end, format!("{}: {}", p.name.name, p.ty.name))).collect();
+        let items: Vec<Item> = params
+            .iter()
+            .map(|p| Item::flat(p.span.start, p.span.end, format!("{}: {}", p.name.name, p.ty.name)))
+            .collect();
         let d = Delims { open: "(", close: ")", spaced: false, open_pos: open_paren, close_pos: close_paren };
         let claim_sfx = claim_text.as_ref().map(|c| format!(" {c}")).unwrap_or_default();
         let sig = self.flat_list(prefix, &items, &d, "");
@@ -894,7 +927,9 @@ fn condition(c: &Condition, outer: u8) -> String {
         ConditionKind::Or(parts) => parts.iter().map(|p| condition(p, 2)).collect::<Vec<_>>().join(" or "),
         ConditionKind::And(parts) => parts.iter().map(|p| condition(p, 3)).collect::<Vec<_>>().join(" and "),
         ConditionKind::Not(inner) => format!("not {}", condition(inner, 4)),
-        ConditionKind::Compare { param, op, value } => format!("{} {} {}", param.name, op.as_str(), literal(&value.value)),
+        ConditionKind::Compare { param, op, value } => {
+            format!("{} {} {}", param.name, op.as_str(), literal(&value.value))
+        }
         ConditionKind::In { param, values } => {
             format!("{} in [{}]", param.name, values.iter().map(|v| literal(&v.value)).collect::<Vec<_>>().join(", "))
         }
@@ -918,7 +953,12 @@ fn entry_item(e: &ListEntry) -> Item {
     let Some(cond) = &e.condition else {
         return Item::flat(e.span.start, e.span.end, name.clone());
     };
-    let mut alts = vec![vec![Piece { extra: 0, lo: e.span.start, hi: e.span.end, text: format!("{name} when {}", condition(cond, 0)) }]];
+    let mut alts = vec![vec![Piece {
+        extra: 0,
+        lo: e.span.start,
+        hi: e.span.end,
+        text: format!("{name} when {}", condition(cond, 0)),
+    }]];
     let (parts, word, inner_outer) = match &cond.kind {
         ConditionKind::Or(parts) => (parts, "or", 2),
         ConditionKind::And(parts) => (parts, "and", 3),
@@ -932,7 +972,12 @@ fn entry_item(e: &ListEntry) -> Item {
         parts
             .iter()
             .enumerate()
-            .map(|(i, p)| Piece { extra: usize::from(i > 0), lo: piece_lo(i, p), hi: piece_hi(i, p), text: lead(i, condition(p, inner_outer)) })
+            .map(|(i, p)| Piece {
+                extra: usize::from(i > 0),
+                lo: piece_lo(i, p),
+                hi: piece_hi(i, p),
+                text: lead(i, condition(p, inner_outer)),
+            })
             .collect(),
     );
     if word == "or" && parts.iter().any(|p| matches!(p.kind, ConditionKind::And(_))) {
@@ -949,7 +994,12 @@ fn entry_item(e: &ListEntry) -> Item {
                         deep.push(Piece { extra, lo, hi, text });
                     }
                 }
-                _ => deep.push(Piece { extra: usize::from(i > 0), lo: piece_lo(i, p), hi: piece_hi(i, p), text: lead(i, condition(p, 2)) }),
+                _ => deep.push(Piece {
+                    extra: usize::from(i > 0),
+                    lo: piece_lo(i, p),
+                    hi: piece_hi(i, p),
+                    text: lead(i, condition(p, 2)),
+                }),
             }
         }
         alts.push(deep);
@@ -1003,8 +1053,13 @@ mod tests {
 
     #[test]
     fn conditions_keep_the_parentheses_that_matter() {
-        let out = fmt("agent A { may { never [M when (a == 1 or b == 2) and not (c == 3) and not not d == 4 or (e == 5 or f == 6)] } }");
-        assert!(out.contains("never [M when (a == 1 or b == 2) and not c == 3 and d == 4 or (e == 5 or f == 6)]"), "{out}");
+        let out = fmt(
+            "agent A { may { never [M when (a == 1 or b == 2) and not (c == 3) and not not d == 4 or (e == 5 or f == 6)] } }",
+        );
+        assert!(
+            out.contains("never [M when (a == 1 or b == 2) and not c == 3 and d == 4 or (e == 5 or f == 6)]"),
+            "{out}"
+        );
     }
 
     #[test]

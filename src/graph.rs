@@ -43,7 +43,8 @@ pub fn dot(a: &Analysis<'_>, name: &str, agent: Option<&str>) -> String {
         let mut fill = "";
         if let Some(agent) = agent {
             // Fill by the strictest level the agent meets the tool at.
-            let strictest = a.decisions.iter().filter(|d| d.agent == agent && d.tool == i).flat_map(|d| d.possible.iter()).max();
+            let strictest =
+                a.decisions.iter().filter(|d| d.agent == agent && d.tool == i).flat_map(|d| d.possible.iter()).max();
             fill = match strictest {
                 Some(crate::table::Level::Alone) => ", fillcolor=\"#d9f2d9\"",
                 Some(crate::table::Level::Propose) => ", fillcolor=\"#fff2cc\"",
@@ -67,7 +68,12 @@ pub fn dot(a: &Analysis<'_>, name: &str, agent: Option<&str>) -> String {
             ("box", if fill.is_empty() { "solid" } else { "filled" })
         };
         let colour = if set.is_reserved() { ", color=\"red\"" } else { "" };
-        let _ = writeln!(out, "  {} [shape={shape}, style={style}, label={}{colour}{fill}];", quote(node.name), quote(&label));
+        let _ = writeln!(
+            out,
+            "  {} [shape={shape}, style={style}, label={}{colour}{fill}];",
+            quote(node.name),
+            quote(&label)
+        );
     }
     let mut edges = BTreeSet::new();
     for (i, node) in model.nodes.iter().enumerate() {

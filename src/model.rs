@@ -276,7 +276,6 @@ pub enum ClassSource {
     Default,
 }
 
-
 /// A set of effect classes plus the reserved subject (writing the entity `permits`), as bits.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct EffectSet(u8);
@@ -366,7 +365,6 @@ pub fn slot(class: EffectClass) -> usize {
     }
 }
 
-
 /// How a layer is named in messages.
 pub fn layer_noun(layer: Layer) -> &'static str {
     match layer {
@@ -403,7 +401,11 @@ pub fn statement_pieces(kind: &StatementKind, mut emit: impl FnMut(&str)) {
             emit(if matches!(kind, StatementKind::Send(_)) { "send " } else { "reach " });
             // A quoted target as a JSON string (the canonical escaper), never Rust's `Debug` form.
             // INVARIANT: a `str` always serializes.
-            if t.quoted { emit(&crate::table::canonical_json(&t.text).expect("a string serializes")) } else { emit(&t.text) }
+            if t.quoted {
+                emit(&crate::table::canonical_json(&t.text).expect("a string serializes"))
+            } else {
+                emit(&t.text)
+            }
         }
         StatementKind::Spend { budget, by } => {
             for piece in ["spend ", &budget.name, " by ", &by.name] {

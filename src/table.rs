@@ -19,7 +19,8 @@ mod canonical;
 mod decide;
 
 pub use decide::{
-    ArgumentError, CallRef, LevelIndex, LevelOf, NotOffered, Refused, arguments_fit, check_arguments, type_words, value_fits,
+    ArgumentError, CallRef, LevelIndex, LevelOf, NotOffered, Refused, arguments_fit, check_arguments, type_words,
+    value_fits,
 };
 
 #[cfg(feature = "compiler")]
@@ -590,7 +591,10 @@ impl Row {
     /// level; at least the inherited floor. `None` when the layer says nothing.
     ///
     /// Errors: [`ConditionError`] when a condition cannot be evaluated.
-    pub fn level_for(&self, args: &serde_json::Map<String, serde_json::Value>) -> Result<Option<Level>, ConditionError> {
+    pub fn level_for(
+        &self,
+        args: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Option<Level>, ConditionError> {
         let mut named: Option<Level> = None;
         for n in &self.named {
             let applies = match &n.when {
@@ -702,7 +706,9 @@ pub enum LoadError {
         expected: u32,
     },
     /// The content does not match `header.table_digest`: the table was edited after compiling.
-    #[error("the table's digest does not match its content (stated {stated}, computed {computed}): it was changed after compiling")]
+    #[error(
+        "the table's digest does not match its content (stated {stated}, computed {computed}): it was changed after compiling"
+    )]
     DigestMismatch {
         /// The digest in the header.
         stated: String,
@@ -804,7 +810,8 @@ impl Table {
     ) -> Result<Option<SpendOf<'t>>, SpendError> {
         let Some(spends) = &tool.spends else { return Ok(None) };
         let (budget, info) = self.budgets.get_key_value(&spends.budget).ok_or(SpendError::UnknownBudget)?;
-        let amount = arguments.get(&spends.param).and_then(serde_json::Value::as_i64).ok_or(SpendError::MissingAmount)?;
+        let amount =
+            arguments.get(&spends.param).and_then(serde_json::Value::as_i64).ok_or(SpendError::MissingAmount)?;
         let amount = u64::try_from(amount).map_err(|_| SpendError::NegativeAmount(amount))?;
         Ok(Some(SpendOf { budget, info, amount }))
     }
@@ -1127,15 +1134,21 @@ impl Condition {
                 let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
                 let ordering = match value {
                     Literal::Int(n) => {
-                        let a = arg.as_i64().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a whole number" })?;
+                        let a = arg
+                            .as_i64()
+                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a whole number" })?;
                         a.cmp(n)
                     }
                     Literal::String(s) => {
-                        let a = arg.as_str().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                        let a = arg
+                            .as_str()
+                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
                         a.cmp(s.as_str())
                     }
                     Literal::Bool(b) => {
-                        let a = arg.as_bool().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "true or false" })?;
+                        let a = arg
+                            .as_bool()
+                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "true or false" })?;
                         a.cmp(b)
                     }
                 };
@@ -1168,7 +1181,9 @@ impl Condition {
                 let vs: Vec<String> = values.iter().map(|v| Literal::String(v.clone()).to_string()).collect();
                 return write!(f, "{param} in [{}]", vs.join(", "));
             }
-            Condition::Matches { param, glob } => return write!(f, "{param} matches {}", Literal::String(glob.clone())),
+            Condition::Matches { param, glob } => {
+                return write!(f, "{param} matches {}", Literal::String(glob.clone()));
+            }
         };
         if prec < outer {
             f.write_str("(")?;
@@ -1284,7 +1299,8 @@ mod tests {
         assert!(matches!(c.eval(&args(json!({ "amount": "50" }))), Err(ConditionError::Mistyped { .. })));
         assert!(matches!(c.eval(&args(json!({ "amount": 50.5 }))), Err(ConditionError::Mistyped { .. })));
         // An `or` whose first part holds still fails closed on a missing argument in another part.
-        let either = Condition::Any(vec![cmp("a", CompareOp::Eq, Literal::Int(1)), cmp("b", CompareOp::Eq, Literal::Int(1))]);
+        let either =
+            Condition::Any(vec![cmp("a", CompareOp::Eq, Literal::Int(1)), cmp("b", CompareOp::Eq, Literal::Int(1))]);
         assert_eq!(either.eval(&args(json!({ "a": 1 }))), Err(ConditionError::Missing("b".into())));
     }
 
@@ -1306,7 +1322,10 @@ mod tests {
             level: None,
             rows: vec![Row {
                 layer: Layer::Agent,
-                named: vec![NamedRow { level: Level::Alone, when: Some(cmp("amount", CompareOp::Lt, Literal::Int(100))) }],
+                named: vec![NamedRow {
+                    level: Level::Alone,
+                    when: Some(cmp("amount", CompareOp::Lt, Literal::Int(100))),
+                }],
                 class: Some(Level::Propose),
                 inherited: None,
             }],
@@ -1328,7 +1347,10 @@ mod tests {
             Condition::Not(Box::new(Condition::In { param: "t".into(), values: vec!["x\"y".into()] })),
         ]);
         assert_eq!(c.to_string(), r#"a >= 1 and a <= 5 or not t in ["x\"y"]"#);
-        let nested = Condition::All(vec![Condition::Any(vec![cmp("a", CompareOp::Eq, Literal::Int(1)), cmp("b", CompareOp::Eq, Literal::Bool(false))])]);
+        let nested = Condition::All(vec![Condition::Any(vec![
+            cmp("a", CompareOp::Eq, Literal::Int(1)),
+            cmp("b", CompareOp::Eq, Literal::Bool(false)),
+        ])]);
         assert_eq!(nested.to_string(), "(a == 1 or b == false)");
     }
 
@@ -1362,21 +1384,37 @@ mod tests {
         }
         let odd = json!({ "z": [1, -2, 3.5, {}, [], null, true], "a\"b": { "y": "\u{1}\n\u{e9}", "x": [{ "b": 1, "a": 2 }] }, "": {} });
         assert_eq!(canonical_value(&odd), reference_canonical(&odd));
-        assert_eq!(String::from_utf8(canonical::to_canonical_bytes(&odd, Some(2), None).expect("pretty")).expect("utf-8"), pretty_value(&odd));
+        assert_eq!(
+            String::from_utf8(canonical::to_canonical_bytes(&odd, Some(2), None).expect("pretty")).expect("utf-8"),
+            pretty_value(&odd)
+        );
         let condition = Condition::Any(vec![
             Condition::Not(Box::new(cmp("a", CompareOp::Ge, Literal::Int(-1)))),
             Condition::In { param: "t".into(), values: vec![] },
         ]);
         let holders = vec![Holder::Role("r".into()), Holder::Person("p".into())];
         let effects: BTreeMap<EffectClass, u8> = EffectClass::ALL.into_iter().zip(0..).collect();
-        for value in [serde_json::to_value(&condition), serde_json::to_value(&holders), serde_json::to_value(&effects)] {
+        for value in [serde_json::to_value(&condition), serde_json::to_value(&holders), serde_json::to_value(&effects)]
+        {
             let value = value.expect("value");
             assert_eq!(canonical_value(&value), reference_canonical(&value));
         }
-        assert_eq!(canonical_json(&condition).expect("c"), reference_canonical(&serde_json::to_value(&condition).expect("v")));
-        assert_eq!(canonical_json(&holders).expect("h"), reference_canonical(&serde_json::to_value(&holders).expect("v")));
-        assert_eq!(canonical_json(&effects).expect("e"), reference_canonical(&serde_json::to_value(&effects).expect("v")));
+        assert_eq!(
+            canonical_json(&condition).expect("c"),
+            reference_canonical(&serde_json::to_value(&condition).expect("v"))
+        );
+        assert_eq!(
+            canonical_json(&holders).expect("h"),
+            reference_canonical(&serde_json::to_value(&holders).expect("v"))
+        );
+        assert_eq!(
+            canonical_json(&effects).expect("e"),
+            reference_canonical(&serde_json::to_value(&effects).expect("v"))
+        );
         let pretty_condition = canonical::to_canonical_bytes(&condition, Some(2), None).expect("pretty");
-        assert_eq!(String::from_utf8(pretty_condition).expect("utf-8"), pretty_value(&serde_json::to_value(&condition).expect("v")));
+        assert_eq!(
+            String::from_utf8(pretty_condition).expect("utf-8"),
+            pretty_value(&serde_json::to_value(&condition).expect("v"))
+        );
     }
 }

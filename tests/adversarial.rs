@@ -26,8 +26,7 @@ struct Temp(PathBuf);
 
 impl Temp {
     fn new(test: &str) -> Temp {
-        let dir =
-            std::env::temp_dir().join(format!("permits-adversarial-{test}-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("permits-adversarial-{test}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
         Temp(dir)
@@ -111,11 +110,7 @@ fn permitc(args: &[&std::ffi::OsStr], limit: Duration) -> Run {
         elapsed: start.elapsed(),
         peak_kib,
     };
-    assert!(
-        !run.stderr.contains("panicked"),
-        "permitc panicked: {}",
-        run.stderr
-    );
+    assert!(!run.stderr.contains("panicked"), "permitc panicked: {}", run.stderr);
     run
 }
 
@@ -133,11 +128,7 @@ fn compile(files: &[(&str, &[u8])]) -> Result<Table, (Vec<String>, String)> {
     match out.table {
         Some(t) if !out.has_errors() => Ok(t),
         _ => Err((
-            out.diagnostics
-                .iter()
-                .filter(|d| d.is_error())
-                .map(|d| d.code.to_string())
-                .collect(),
+            out.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.code.to_string()).collect(),
             permits::diagnostics::render_plain(&out.diagnostics, &out.sources),
         )),
     }
@@ -173,9 +164,7 @@ fn big_policy(size: usize, tools: usize) -> String {
     s.push_str("]\n}\n");
     for i in 0..tools {
         let op = if i % 2 == 0 { "read E" } else { "write E.f" };
-        s.push_str(&format!(
-            "/// Tool {i}.\ntool T{i} \"Tool {i}\" (n: int) {{ {op} }}\n"
-        ));
+        s.push_str(&format!("/// Tool {i}.\ntool T{i} \"Tool {i}\" (n: int) {{ {op} }}\n"));
     }
     let line = format!("// {}\n", "padding that a reviewer scrolls past ".repeat(3));
     while s.len() + line.len() <= size {
@@ -188,18 +177,10 @@ fn big_policy(size: usize, tools: usize) -> String {
 /// a time limit and with peak memory a bounded multiple of the file's size.
 #[test]
 fn a_very_large_policy_file_compiles_correctly_in_bounded_time_and_memory() {
-    let (size, tools) = if full() {
-        (50 << 20, 20_000)
-    } else {
-        (5 << 20, 2_000)
-    };
+    let (size, tools) = if full() { (50 << 20, 20_000) } else { (5 << 20, 2_000) };
     let t = Temp::new("large");
     let text = big_policy(size, tools);
-    assert!(
-        text.len() > size - 200 && text.len() <= size,
-        "{}",
-        text.len()
-    );
+    assert!(text.len() > size - 200 && text.len() <= size, "{}", text.len());
     let pkg = t.write("big.permits", &text);
     let out = t.0.join("table.json");
     let run = permitc(
@@ -210,28 +191,14 @@ fn a_very_large_policy_file_compiles_correctly_in_bounded_time_and_memory() {
     let table = Table::load_path(&out).expect("the table loads");
     assert_eq!(table.entries["A"]["S"].len(), tools);
     for i in [0, 1, tools / 2, tools - 2, tools - 1] {
-        let expected = if i % 2 == 0 {
-            Level::Alone
-        } else {
-            Level::Propose
-        };
+        let expected = if i % 2 == 0 { Level::Alone } else { Level::Propose };
         assert_eq!(level(&table, "A", "S", &format!("T{i}")), expected, "T{i}");
     }
     // Memory: the file is held once as bytes and once as text, plus the tree; well under 40 times it.
     if run.peak_kib > 0 {
-        assert!(
-            run.peak_kib * 1024 < 40 * size as u64 + (64 << 20),
-            "peak {} KiB for {} bytes",
-            run.peak_kib,
-            size
-        );
+        assert!(run.peak_kib * 1024 < 40 * size as u64 + (64 << 20), "peak {} KiB for {} bytes", run.peak_kib, size);
     }
-    eprintln!(
-        "{} bytes compiled in {:?}, peak {} KiB",
-        text.len(),
-        run.elapsed,
-        run.peak_kib
-    );
+    eprintln!("{} bytes compiled in {:?}, peak {} KiB", text.len(), run.elapsed, run.peak_kib);
 }
 
 /// A 1 000 000-character identifier is an ordinary name: the package compiles, the table holds the
@@ -244,24 +211,15 @@ fn a_one_million_character_identifier_compiles_correctly() {
         "{PEOPLE}agent A \"a\" {{ sponsor P0 skills [S] may {{ never [{name}] }} }}\nskill S \"s\" {{ tools [{name}, Short] }}\ntool {name} \"Long\" () {{ read E }}\ntool Short \"Short\" () {{ call {name} }}\n"
     );
     let start = Instant::now();
-    let table = compile(&[("long.permits", text.as_bytes())])
-        .map_err(|(_, r)| r)
-        .expect("compiles");
-    assert!(
-        start.elapsed() < Duration::from_secs(60),
-        "{:?}",
-        start.elapsed()
-    );
+    let table = compile(&[("long.permits", text.as_bytes())]).map_err(|(_, r)| r).expect("compiles");
+    assert!(start.elapsed() < Duration::from_secs(60), "{:?}", start.elapsed());
     assert!(table.tools.contains_key(&name));
     assert_eq!(level(&table, "A", "S", &name), Level::Never);
     // The wrapper inherits the `never` of the long name.
     assert_eq!(level(&table, "A", "S", "Short"), Level::Never);
     // One character less is another (unknown) name.
     assert_eq!(level(&table, "A", "S", &name[..999_999]), Level::Never);
-    assert_eq!(
-        level_with(&table, "A", "S", &name[..999_999], &serde_json::Map::new()).1,
-        "unknown tool"
-    );
+    assert_eq!(level_with(&table, "A", "S", &name[..999_999], &serde_json::Map::new()).1, "unknown tool");
 }
 
 /// Confusable non-ASCII identifiers (a Cyrillic `а` in a tool's name, a Greek `ο` in a reference, a
@@ -283,22 +241,14 @@ fn confusable_non_ascii_identifiers_are_a_clear_error() {
     ] {
         let text = base(def, listed);
         let (codes, rendered) = compile(&[("confusable.permits", text.as_bytes())]).expect_err("refused");
-        assert!(
-            codes.iter().any(|c| c == "permits::syntax::non_ascii"),
-            "{codes:?}\n{rendered}"
-        );
+        assert!(codes.iter().any(|c| c == "permits::syntax::non_ascii"), "{codes:?}\n{rendered}");
         // A confusable reference to an ASCII definition is also an unknown name (with "did you mean" the
         // real one); nothing else is reported.
         assert!(
-            codes
-                .iter()
-                .all(|c| c == "permits::syntax::non_ascii" || c == "permits::check::unknown"),
+            codes.iter().all(|c| c == "permits::syntax::non_ascii" || c == "permits::check::unknown"),
             "{codes:?}\n{rendered}"
         );
-        assert!(
-            rendered.contains(&format!("the name `{bad}` has a non-ASCII character")),
-            "{rendered}"
-        );
+        assert!(rendered.contains(&format!("the name `{bad}` has a non-ASCII character")), "{rendered}");
         assert!(rendered.contains("confusable.permits:"), "{rendered}");
     }
 }
@@ -308,10 +258,7 @@ fn confusable_non_ascii_identifiers_are_a_clear_error() {
 #[test]
 fn the_same_name_in_two_files_is_an_error_naming_both_places() {
     let t = Temp::new("duplicate");
-    t.write(
-        "a_tools.permits",
-        format!("{PEOPLE}\n\ntool Fetch \"Fetch\" () {{ read E }}\n"),
-    );
+    t.write("a_tools.permits", format!("{PEOPLE}\n\ntool Fetch \"Fetch\" () {{ read E }}\n"));
     t.write("nested/b_more.permits", "agent A \"a\" { sponsor P0 skills [S] }\nskill S \"s\" { tools [Fetch] }\ntool Fetch \"Fetch again\" () { send email }\n");
     let run = permitc(&[os("check"), t.0.as_os_str()], Duration::from_secs(60));
     assert_eq!(run.code, 1, "{}{}", run.stdout, run.stderr);
@@ -320,16 +267,10 @@ fn the_same_name_in_two_files_is_an_error_naming_both_places() {
     assert!(all.contains("`Fetch` is defined twice"), "{all}");
     assert!(all.contains("a_tools.permits:5:6"), "{all}");
     assert!(all.contains("nested/b_more.permits:3:6"), "{all}");
-    let json = permitc(
-        &[os("check"), os("--format"), os("json"), t.0.as_os_str()],
-        Duration::from_secs(60),
-    );
+    let json = permitc(&[os("check"), os("--format"), os("json"), t.0.as_os_str()], Duration::from_secs(60));
     let v: Value = serde_json::from_str(&json.stdout).expect("json");
     let text = v.to_string();
-    assert!(
-        text.contains("a_tools.permits") && text.contains("b_more.permits"),
-        "{text}"
-    );
+    assert!(text.contains("a_tools.permits") && text.contains("b_more.permits"), "{text}");
 }
 
 /// A small policy, compiled as `permitc compile` writes it.
@@ -340,11 +281,7 @@ fn small_table_bytes() -> Vec<u8> {
          skill S \"s\" {{ tools [Look, Mail] route Mail to person P1 }}\n\
          tool Look \"Look\" (n: int) {{ read E }}\ntool Mail \"Mail\" (n: int) {{ send email }}\n"
     );
-    compile(&[("small.permits", text.as_bytes())])
-        .map_err(|(_, r)| r)
-        .expect("compiles")
-        .to_pretty_json()
-        .into_bytes()
+    compile(&[("small.permits", text.as_bytes())]).map_err(|(_, r)| r).expect("compiles").to_pretty_json().into_bytes()
 }
 
 /// The byte ranges of the header's informational fields (`compiler`, `source_digest`): their values,
@@ -376,20 +313,14 @@ fn without_header(t: &Table) -> Value {
 #[test]
 fn every_flipped_byte_of_a_table_is_refused_unless_informational() {
     let bytes = if full() {
-        let t = permits::compile::compile_path(
-            &Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/workshop"),
-        )
-        .expect("workshop compiles");
+        let t = permits::compile::compile_path(&Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/workshop"))
+            .expect("workshop compiles");
         t.to_pretty_json().into_bytes()
     } else {
         small_table_bytes()
     };
     let original = Table::load(&bytes).expect("the table loads");
-    let masks: &[u8] = if full() {
-        &[1, 2, 4, 8, 16, 32, 64, 128]
-    } else {
-        &[0x01, 0x20]
-    };
+    let masks: &[u8] = if full() { &[1, 2, 4, 8, 16, 32, 64, 128] } else { &[0x01, 0x20] };
     let informational = informational_ranges(&bytes);
     let start = Instant::now();
     let (mut refused, mut accepted) = (0usize, 0usize);
@@ -414,9 +345,7 @@ fn every_flipped_byte_of_a_table_is_refused_unless_informational() {
                     assert!(
                         informational.iter().any(|r| r.contains(&i)),
                         "a flip of byte {i} (mask {mask:#04x}) outside the informational fields loaded: {:?}",
-                        String::from_utf8_lossy(
-                            &flipped[i.saturating_sub(30)..(i + 30).min(flipped.len())]
-                        )
+                        String::from_utf8_lossy(&flipped[i.saturating_sub(30)..(i + 30).min(flipped.len())])
                     );
                     assert_eq!(without_header(&t), without_header(&original));
                     assert_eq!(t.header.table_digest, original.header.table_digest);

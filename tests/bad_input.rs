@@ -77,7 +77,12 @@ fn check_json(pkg: &Path) -> (i32, Value) {
 }
 
 fn codes(pkg: &Value) -> Vec<String> {
-    pkg["diagnostics"].as_array().expect("diagnostics").iter().map(|d| d["code"].as_str().expect("code").to_string()).collect()
+    pkg["diagnostics"]
+        .as_array()
+        .expect("diagnostics")
+        .iter()
+        .map(|d| d["code"].as_str().expect("code").to_string())
+        .collect()
 }
 
 fn compile_bytes(pkg: &Path, out: &Path) -> Vec<u8> {
@@ -170,7 +175,11 @@ fn empty_folder_is_load_empty() {
     assert!(run.stderr.lines().any(|l| l == "permits::load::empty"), "{}", run.stderr);
     assert!(run.stderr.contains(&format!("× no `.permits` files in `{}`", pkg.display())), "{}", run.stderr);
     assert!(run.stderr.contains("help: a package is a folder of `.permits` files"), "{}", run.stderr);
-    assert!(run.stderr.lines().any(|l| l == format!("`{}` does not compile: 1 error", pkg.display())), "{}", run.stderr);
+    assert!(
+        run.stderr.lines().any(|l| l == format!("`{}` does not compile: 1 error", pkg.display())),
+        "{}",
+        run.stderr
+    );
     let (code, p) = check_json(&pkg);
     assert_eq!(code, 1);
     assert_eq!(codes(&p), ["permits::load::empty"]);
@@ -213,7 +222,11 @@ fn file_that_is_not_utf8_is_load_utf8_naming_the_file() {
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.lines().any(|l| l == "permits::load::utf8"), "{}", run.stderr);
     // The message names the file with its package folder, so several packages' files are told apart.
-    assert!(run.stderr.contains(&format!("× `{}/tools.permits` is not valid UTF-8 (byte 6)", pkg.display())), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("× `{}/tools.permits` is not valid UTF-8 (byte 6)", pkg.display())),
+        "{}",
+        run.stderr
+    );
     assert!(run.stderr.contains("help: save the file as UTF-8"), "{}", run.stderr);
     let (code, p) = check_json(&pkg);
     assert_eq!(code, 1);
@@ -253,7 +266,9 @@ fn missing_path_exits_2_naming_it() {
     let run = check(&missing);
     assert_eq!(run.code, 2);
     assert!(
-        run.stderr.lines().any(|l| l.starts_with(&format!("error[permits::load::io]: cannot read `{}`: ", missing.display()))),
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with(&format!("error[permits::load::io]: cannot read `{}`: ", missing.display()))),
         "{}",
         run.stderr
     );
@@ -273,7 +288,11 @@ fn syntax_error_in_one_of_several_files_reports_only_that_file() {
     assert!(run.stderr.lines().any(|l| l == "permits::syntax::parse"), "{}", run.stderr);
     assert!(run.stderr.contains(&format!("╭─[{}/tools.permits:5:", pkg.display())), "{}", run.stderr);
     assert!(!run.stderr.contains("permits::check::unknown"), "cascade of unknown names:\n{}", run.stderr);
-    assert!(run.stderr.lines().any(|l| l == format!("`{}` does not compile: 1 error", pkg.display())), "{}", run.stderr);
+    assert!(
+        run.stderr.lines().any(|l| l == format!("`{}` does not compile: 1 error", pkg.display())),
+        "{}",
+        run.stderr
+    );
     let (code, p) = check_json(&pkg);
     assert_eq!(code, 1);
     assert_eq!(codes(&p), ["permits::syntax::parse"], "{p:#}");
@@ -296,8 +315,12 @@ fn syntax_error_in_one_of_several_files_reports_only_that_file() {
     let (code, p) = check_json(&pkg3);
     assert_eq!(code, 1);
     assert_eq!(codes(&p), ["permits::syntax::parse", "permits::syntax::parse"], "{p:#}");
-    let files: Vec<&str> =
-        p["diagnostics"].as_array().expect("d").iter().map(|d| d["labels"][0]["file"].as_str().expect("file")).collect();
+    let files: Vec<&str> = p["diagnostics"]
+        .as_array()
+        .expect("d")
+        .iter()
+        .map(|d| d["labels"][0]["file"].as_str().expect("file"))
+        .collect();
     assert_eq!(
         files,
         [format!("{}/people.permits", pkg3.display()), format!("{}/tools.permits", pkg3.display())],
@@ -363,8 +386,7 @@ fn folder_symlinked_under_two_names_is_read_under_one_name_whatever_the_director
         t.write(&format!("p{i}/agents.permits"), AGENTS);
         t.write(&format!("p{i}/real{i}/tools.permits"), TOOLS);
         std::os::unix::fs::symlink(format!("real{i}"), pkg.join(format!("link{i}"))).expect("symlink");
-        let table =
-            permits::table::Table::load(&compile_bytes(&pkg, &t.path(&format!("p{i}.json")))).expect("table");
+        let table = permits::table::Table::load(&compile_bytes(&pkg, &t.path(&format!("p{i}.json")))).expect("table");
         let v = serde_json::to_value(&table.tools["SetPrice"]).expect("json");
         let file = v["effects"]["changes"]["witness"]["at"]["file"].as_str().expect("file").to_string();
         let kind = if file == format!("real{i}/tools.permits") {

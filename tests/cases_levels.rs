@@ -20,8 +20,7 @@ fn package_dir(name: &str) -> PathBuf {
 }
 
 fn compile_dir(dir: &Path) -> Table {
-    permits::compile::compile_path(dir)
-        .unwrap_or_else(|e| panic!("`{}` does not compile:\n{e}", dir.display()))
+    permits::compile::compile_path(dir).unwrap_or_else(|e| panic!("`{}` does not compile:\n{e}", dir.display()))
 }
 
 fn compile(name: &str) -> Table {
@@ -35,11 +34,7 @@ fn level(table: &Table, agent: &str, skill: &str, tool: &str) -> Option<Level> {
 }
 
 fn route(table: &Table, agent: &str, skill: &str, tool: &str) -> Route {
-    table
-        .entry(agent, skill, tool)
-        .unwrap_or_else(|| panic!("({agent}, {skill}, {tool}) is not offered"))
-        .route
-        .clone()
+    table.entry(agent, skill, tool).unwrap_or_else(|| panic!("({agent}, {skill}, {tool}) is not offered")).route.clone()
 }
 
 /// Asserts the skill's tools, in declared order, and the level of each for the agent.
@@ -71,7 +66,11 @@ fn assert_consistent(table: &Table) {
                     // The level depends on the arguments: it is not stated, and without arguments the
                     // conditions cannot be evaluated, so the rows fold to `never` (fail closed).
                     if entry.level.is_none() {
-                        assert_eq!(entry.level_from_rows(), Level::Never, "({agent}, {skill}, {tool}) fails closed without arguments");
+                        assert_eq!(
+                            entry.level_from_rows(),
+                            Level::Never,
+                            "({agent}, {skill}, {tool}) fails closed without arguments"
+                        );
                     }
                 } else {
                     assert_eq!(
@@ -98,7 +97,12 @@ fn workshop() {
         &t,
         "Estimator",
         "EstimateRepair",
-        &[("PartsFor", Some(Alone)), ("NoteRepair", Some(Alone)), ("SetPrice", Some(Propose)), ("ScrapRepair", Some(Never))],
+        &[
+            ("PartsFor", Some(Alone)),
+            ("NoteRepair", Some(Alone)),
+            ("SetPrice", Some(Propose)),
+            ("ScrapRepair", Some(Never)),
+        ],
     );
     assert_skill(&t, "Estimator", "PriceFleetRepair", &[("PartsFor", Some(Alone)), ("SetPrice", Some(Propose))]);
     assert_eq!(level(&t, "Estimator", "PriceFleetRepair", "NoteRepair"), None, "not one of the skill's tools");
@@ -146,10 +150,7 @@ fn support_triage() {
     assert_eq!(route(&t, "Triage", "ExportFailures", "SendReply"), Route::Role("SupportReviewer".into()));
 
     // Outcome C: a yes covers the ticket's revision.
-    assert_eq!(
-        t.tools["SendReply"].version,
-        Some(VersionInfo { param: "ticket".into(), field: "revision".into() })
-    );
+    assert_eq!(t.tools["SendReply"].version, Some(VersionInfo { param: "ticket".into(), field: "revision".into() }));
     // Outcome D: Riley reviews, Sam does not, and nobody is admitted to decide everything.
     assert_eq!(t.persons["Riley"].roles, ["SupportReviewer"]);
     assert!(!t.persons["Sam"].roles.contains(&"SupportReviewer".to_string()));
@@ -209,13 +210,16 @@ fn skill_grants() {
     assert_consistent(&t);
 
     // Outcome 1: the skill's `alone [EditFile]` cannot loosen the agent's `changes: propose`.
-    assert_skill(&t, "Coder", "Refactor", &[("ReadFile", Some(Alone)), ("EditFile", Some(Propose)), ("RunTests", Some(Never))]);
+    assert_skill(
+        &t,
+        "Coder",
+        "Refactor",
+        &[("ReadFile", Some(Alone)), ("EditFile", Some(Propose)), ("RunTests", Some(Never))],
+    );
     assert_eq!(level(&t, "Coder", "Refactor", "Deploy"), None, "not one of the skill's tools");
     let edit = t.entry("Coder", "Refactor", "EditFile").expect("EditFile is offered in Refactor");
     assert!(
-        edit.because.iter().any(|r| r.layer == Some(Layer::Agent)
-            && r.kind == ReasonKind::Class
-            && r.level == Propose),
+        edit.because.iter().any(|r| r.layer == Some(Layer::Agent) && r.kind == ReasonKind::Class && r.level == Propose),
         "the agent's `changes: propose` decides EditFile: {:#?}",
         edit.because
     );
@@ -297,9 +301,10 @@ fn coding_agent() {
     assert_eq!(route(&t, "Coder", "ShipRelease", "Deploy"), Route::Queue("ReleaseDesk".into()));
     let deploy = t.entry("Coder", "ShipRelease", "Deploy").expect("Deploy is offered in ShipRelease");
     assert!(
-        deploy.because.iter().any(|r| r.layer == Some(Layer::Package)
-            && r.kind == ReasonKind::Named
-            && r.level == ProposeEveryTime),
+        deploy
+            .because
+            .iter()
+            .any(|r| r.layer == Some(Layer::Package) && r.kind == ReasonKind::Named && r.level == ProposeEveryTime),
         "the package-wide `propose_every_time [Deploy]` decides Deploy: {:#?}",
         deploy.because
     );
@@ -308,7 +313,12 @@ fn coding_agent() {
         &t,
         "Coder",
         "Research",
-        &[("ReadFile", Some(Alone)), ("SearchCode", Some(Alone)), ("WebSearch", Some(Alone)), ("WebFetch", Some(Propose))],
+        &[
+            ("ReadFile", Some(Alone)),
+            ("SearchCode", Some(Alone)),
+            ("WebSearch", Some(Alone)),
+            ("WebFetch", Some(Propose)),
+        ],
     );
     assert_eq!(route(&t, "Coder", "Research", "WebFetch"), Route::Requester);
 
@@ -445,10 +455,18 @@ fn every_path_gives_the_same_level_on_every_policy() {
                             let indexed = index.level_of(call.as_ref());
                             assert_eq!(direct, indexed, "{name}: {call:?}");
                             assert_eq!(direct.as_ref().map_or(Never, |l| l.level), decision.level, "{name}: {call:?}");
-                            assert_eq!(direct.as_ref().err().map(ToString::to_string), decision.refusal, "{name}: {call:?}");
+                            assert_eq!(
+                                direct.as_ref().err().map(ToString::to_string),
+                                decision.refusal,
+                                "{name}: {call:?}"
+                            );
                             if let (Ok(of), true) = (&direct, well_typed) {
                                 let possible = table.possible_levels(agent, skill, tool).expect("offered");
-                                assert!(possible.contains(&of.level), "{name}: {call:?} is {} outside {possible:?}", of.level);
+                                assert!(
+                                    possible.contains(&of.level),
+                                    "{name}: {call:?} is {} outside {possible:?}",
+                                    of.level
+                                );
                             }
                             checked += 1;
                         }

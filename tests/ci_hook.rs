@@ -50,7 +50,10 @@ fn hook(dir: &Path) -> (i32, String) {
         .env_remove("PERMITS_ALLOW_WIDEN")
         .output()
         .expect("the hook runs");
-    (out.status.code().unwrap_or(-1), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    (
+        out.status.code().unwrap_or(-1),
+        format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+    )
 }
 
 #[test]
@@ -58,7 +61,12 @@ fn the_hook_refuses_a_widening_and_accepts_a_narrowing() {
     let dir = repo("widen");
     edit(&dir, "agents.permits", "never [ScrapRepair]", "never [ScrapRepair]\n        alone [PartsFor, SetPrice]");
     edit(&dir, "agents.permits", "route SetPrice to person Noor", "");
-    edit(&dir, "tests.permits", "SetPrice is propose\n    expect Estimator.EstimateRepair.ScrapRepair", "SetPrice is alone\n    expect Estimator.EstimateRepair.ScrapRepair");
+    edit(
+        &dir,
+        "tests.permits",
+        "SetPrice is propose\n    expect Estimator.EstimateRepair.ScrapRepair",
+        "SetPrice is alone\n    expect Estimator.EstimateRepair.ScrapRepair",
+    );
     edit(&dir, "tests.permits", "PriceFleetRepair.SetPrice is propose", "PriceFleetRepair.SetPrice is alone");
     git(&dir, &["add", "-A"]);
     let (code, out) = hook(&dir);

@@ -92,8 +92,10 @@ fn line_of(file: &str, needle: &str) -> usize {
 }
 
 fn names_in(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> =
-        std::fs::read_dir(dir).expect("read dir").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
     v.sort();
     v
 }
@@ -206,7 +208,8 @@ fn skill_grants_has_exactly_one_skill_loosens_warning_and_fails_with_deny_warnin
     assert_eq!(d["code"], "permits::levels::skill_loosens");
     assert_eq!(d["severity"], "warning");
     assert!(d["help"].as_str().is_some_and(|h| !h.is_empty()), "{d:#}");
-    let primary = d["labels"].as_array().expect("labels").iter().find(|l| l["primary"] == Value::Bool(true)).expect("primary");
+    let primary =
+        d["labels"].as_array().expect("labels").iter().find(|l| l["primary"] == Value::Bool(true)).expect("primary");
     let place = format!(
         "[{}:{}:{}]",
         primary["file"].as_str().expect("file"),
@@ -248,7 +251,10 @@ fn package_with_an_error_exits_1_naming_code_file_and_line() {
     let e = &run.stderr;
     assert!(e.lines().any(|l| l == "permits::check::unknown"), "{e}");
     assert!(e.contains("× unknown tool `SetPrise`"), "{e}");
-    assert!(e.contains(&format!("╭─[{shown}/agents.permits:12:24]")), "file path with the package folder, line and column:\n{e}");
+    assert!(
+        e.contains(&format!("╭─[{shown}/agents.permits:12:24]")),
+        "file path with the package folder, line and column:\n{e}"
+    );
     assert!(e.contains("help: did you mean `SetPrice`?"), "{e}");
     assert!(e.lines().any(|l| l == format!("`{shown}` does not compile: 1 error")), "{e}");
 
@@ -285,7 +291,11 @@ fn check_exit_code_is_the_worst_over_all_packages() {
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(run.stderr.contains("checked `policies/workshop`: "), "{}", run.stderr);
     assert!(run.stderr.contains("permits::check::unknown"), "{}", run.stderr);
-    assert!(run.stderr.contains(&format!("error[permits::load::io]: cannot read `{}`", missing.display())), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("error[permits::load::io]: cannot read `{}`", missing.display())),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -333,7 +343,8 @@ fn usage_errors_exit_2() {
     for args in cases {
         let run = permitc(args);
         assert_eq!(run.code, 2, "permitc {}: {}", args.join(" "), run.stderr);
-        let told = if args.is_empty() { run.stderr.contains("Usage: permitc") } else { run.stderr.starts_with("error: ") };
+        let told =
+            if args.is_empty() { run.stderr.contains("Usage: permitc") } else { run.stderr.starts_with("error: ") };
         assert!(told, "permitc {}: {}", args.join(" "), run.stderr);
         assert!(run.stdout.is_empty(), "permitc {}: {}", args.join(" "), run.stdout);
     }
@@ -542,9 +553,15 @@ fn explain_set_price_is_propose_to_the_requester() {
     assert_eq!(lines[0], "(Estimator, EstimateRepair, SetPrice): propose", "{}", run.stdout);
     assert_eq!(lines[1], format!("  route: {REQUESTER}"));
     assert!(lines.contains(&"  because:"), "{}", run.stdout);
-    assert!(lines.contains(&"  * agent layer: propose — default: changes -> propose (agent Estimator)"), "{}", run.stdout);
     assert!(
-        lines.contains(&format!("    changes: SetPrice → write Repair.price at policies/workshop/tools.permits:{write}").as_str()),
+        lines.contains(&"  * agent layer: propose — default: changes -> propose (agent Estimator)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines.contains(
+            &format!("    changes: SetPrice → write Repair.price at policies/workshop/tools.permits:{write}").as_str()
+        ),
         "{}",
         run.stdout
     );
@@ -564,7 +581,10 @@ fn explain_scrap_repair_is_never_by_the_agents_list() {
     );
     assert!(lines.contains(&expected.as_str()), "expected `{expected}` in:\n{}", run.stdout);
     assert!(
-        lines.contains(&format!("    changes: ScrapRepair → write Repair.scrapped at policies/workshop/tools.permits:{write}").as_str()),
+        lines.contains(
+            &format!("    changes: ScrapRepair → write Repair.scrapped at policies/workshop/tools.permits:{write}")
+                .as_str()
+        ),
         "{}",
         run.stdout
     );
@@ -577,9 +597,15 @@ fn explain_fleet_set_price_routes_to_noor() {
     let write = line_of("policies/workshop/tools.permits", "write Repair.price");
     assert_eq!(lines[0], "(Estimator, PriceFleetRepair, SetPrice): propose", "{}", run.stdout);
     assert_eq!(lines[1], "  route: person Noor");
-    assert!(lines.contains(&"  * agent layer: propose — default: changes -> propose (agent Estimator)"), "{}", run.stdout);
     assert!(
-        lines.contains(&format!("    changes: SetPrice → write Repair.price at policies/workshop/tools.permits:{write}").as_str()),
+        lines.contains(&"  * agent layer: propose — default: changes -> propose (agent Estimator)"),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        lines.contains(
+            &format!("    changes: SetPrice → write Repair.price at policies/workshop/tools.permits:{write}").as_str()
+        ),
         "{}",
         run.stdout
     );
@@ -634,27 +660,56 @@ fn explain_json_gives_level_route_reasons_and_witnesses() {
 #[test]
 fn explain_a_triple_not_offered_is_never_with_the_reason() {
     let run = explain("PriceFleetRepair", "NoteRepair", false);
-    assert_eq!(run.stdout, "(Estimator, PriceFleetRepair, NoteRepair): never\n  not offered: not one of the skill's tools\n");
+    assert_eq!(
+        run.stdout,
+        "(Estimator, PriceFleetRepair, NoteRepair): never\n  not offered: not one of the skill's tools\n"
+    );
     let v = json(&explain("PriceFleetRepair", "NoteRepair", true));
     assert_eq!(v["level"], "never");
     assert_eq!(v["offered"], Value::Bool(false));
     assert_eq!(v["reason"], "not one of the skill's tools");
 
-    let run = permitc(&["explain", "--agent", "Estimater", "--skill", "EstimateRepair", "--tool", "SetPrice", "policies/workshop"]);
-    assert_eq!(run.stdout, "(Estimater, EstimateRepair, SetPrice): never\n  not offered: unknown agent\n", "{}", run.stderr);
     let run = permitc(&[
-        "explain", "--format", "json", "--agent", "Estimater", "--skill", "EstimateRepair", "--tool", "SetPrice", "policies/workshop",
+        "explain",
+        "--agent",
+        "Estimater",
+        "--skill",
+        "EstimateRepair",
+        "--tool",
+        "SetPrice",
+        "policies/workshop",
+    ]);
+    assert_eq!(
+        run.stdout, "(Estimater, EstimateRepair, SetPrice): never\n  not offered: unknown agent\n",
+        "{}",
+        run.stderr
+    );
+    let run = permitc(&[
+        "explain",
+        "--format",
+        "json",
+        "--agent",
+        "Estimater",
+        "--skill",
+        "EstimateRepair",
+        "--tool",
+        "SetPrice",
+        "policies/workshop",
     ]);
     let v = json(&run);
     assert_eq!(v["offered"], Value::Bool(false));
     assert_eq!(v["reason"], "unknown agent");
 
-    for (skill, tool, why) in [
-        ("NoSuchSkill", "SetPrice", "unknown skill"),
-        ("EstimateRepair", "NoSuchTool", "unknown tool"),
-    ] {
+    for (skill, tool, why) in
+        [("NoSuchSkill", "SetPrice", "unknown skill"), ("EstimateRepair", "NoSuchTool", "unknown tool")]
+    {
         let run = permitc(&["explain", "--agent", "Estimator", "--skill", skill, "--tool", tool, "policies/workshop"]);
-        assert_eq!(run.stdout, format!("(Estimator, {skill}, {tool}): never\n  not offered: {why}\n"), "{}", run.stderr);
+        assert_eq!(
+            run.stdout,
+            format!("(Estimator, {skill}, {tool}): never\n  not offered: {why}\n"),
+            "{}",
+            run.stderr
+        );
     }
 }
 
@@ -698,7 +753,18 @@ fn explain_shows_the_budget_a_tool_spends_from() {
     assert_eq!(v["budget"]["by"], "amount");
     assert_eq!((v["budget"]["ceiling"].as_u64(), v["budget"]["alone_up_to"].as_u64()), (Some(2500), Some(0)));
     // A tool that spends from nothing has no budget.
-    let stock = permitc(&["explain", "--agent", "Restocker", "--skill", "Reorder", "--tool", "StockLevel", "policies/shop", "--format", "json"]);
+    let stock = permitc(&[
+        "explain",
+        "--agent",
+        "Restocker",
+        "--skill",
+        "Reorder",
+        "--tool",
+        "StockLevel",
+        "policies/shop",
+        "--format",
+        "json",
+    ]);
     let v: serde_json::Value = serde_json::from_str(&stock.stdout).expect("JSON");
     assert!(v["budget"].is_null());
 }

@@ -92,7 +92,11 @@ fn the_condition_is_part_of_the_entry_digest() {
     let file = dir.join("shop.permits");
     std::fs::write(&file, SHOP.replace("< 100", "< 1000")).expect("write");
     let b = permits::compile::compile_path(&file).expect("compiles");
-    std::fs::write(&file, SHOP.replace("// small refunds need nobody", "").replace("\n        alone [\n", "\n        alone [ ")).expect("write");
+    std::fs::write(
+        &file,
+        SHOP.replace("// small refunds need nobody", "").replace("\n        alone [\n", "\n        alone [ "),
+    )
+    .expect("write");
     let c = permits::compile::compile_path(&file).expect("compiles");
     let _ = std::fs::remove_dir_all(&dir);
     assert_ne!(digest(&a), digest(&b), "a different bound is a different entry");

@@ -22,9 +22,9 @@
 
 use std::path::Path;
 
-use permits::diagnostics::render_plain;
 use permits::compile::{Output, compile_package};
 use permits::diagnostics::Diagnostic;
+use permits::diagnostics::render_plain;
 use permits::table::Table;
 
 /// Compiles one corpus file. Diagnostics show the path as given, so it is given relative to the crate root
@@ -49,7 +49,12 @@ fn header(path: &Path) -> Vec<String> {
 
 /// The prose of the opening comment (without the `level:` / `route:` lines), for the snapshot's description.
 fn intent(header: &[String]) -> String {
-    header.iter().filter(|l| !l.starts_with("level:") && !l.starts_with("route:")).cloned().collect::<Vec<_>>().join(" ")
+    header
+        .iter()
+        .filter(|l| !l.starts_with("level:") && !l.starts_with("route:"))
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The `known bug:` lines of the opening comment.
@@ -94,7 +99,9 @@ fn assert_named_codes(path: &Path, header: &[String], diagnostics: &[Diagnostic]
 fn triple_line<'a>(path: &Path, line: &'a str) -> ([&'a str; 3], &'a str) {
     let (triple, value) = line.split_once('=').unwrap_or_else(|| panic!("`{}`: `{line}` has no `=`", path.display()));
     let parts: Vec<&str> = triple.split_whitespace().collect();
-    let [agent, skill, tool] = parts[..] else { panic!("`{}`: `{line}` does not name AGENT SKILL TOOL", path.display()) };
+    let [agent, skill, tool] = parts[..] else {
+        panic!("`{}`: `{line}` does not name AGENT SKILL TOOL", path.display())
+    };
     ([agent, skill, tool], value.trim())
 }
 

@@ -35,7 +35,11 @@ fn permitc<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
     };
     let head: String = run.stderr.chars().take(4000).collect();
     assert!(!run.stderr.contains("panicked") && !run.stderr.contains("overflow"), "permitc {shown} crashed:\n{head}");
-    assert!(out.status.code().is_some(), "permitc {shown} was killed by a signal (stack overflow?): {:?}\n{head}", out.status);
+    assert!(
+        out.status.code().is_some(),
+        "permitc {shown} was killed by a signal (stack overflow?): {:?}\n{head}",
+        out.status
+    );
     run
 }
 
@@ -126,7 +130,9 @@ fn deep_call_chain_checks_and_explains_never_inherited_from_t0() {
     let run = explain(false);
     let lines: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(lines[0], format!("(A, S, {top}): never"));
-    let never = format!("  * agent layer: never — never [T0] (inherited: `{top}` calls `T0`) at {shown}/agents.permits:{NEVER_LINE}: `never [T0]`");
+    let never = format!(
+        "  * agent layer: never — never [T0] (inherited: `{top}` calls `T0`) at {shown}/agents.permits:{NEVER_LINE}: `never [T0]`"
+    );
     assert!(lines.contains(&never.as_str()), "expected `{never}` in:\n{}", lines[..lines.len().min(8)].join("\n"));
     let changes = format!("    changes: {} at {shown}/tools.permits:2", chain.join(" → "));
     assert!(lines.iter().any(|l| *l == changes), "no witness line walking the whole chain");
@@ -135,10 +141,8 @@ fn deep_call_chain_checks_and_explains_never_inherited_from_t0() {
     let v: Value = serde_json::from_str(&run.stdout).expect("JSON");
     assert_eq!(v["level"], "never");
     let reasons = v["reasons"].as_array().expect("reasons");
-    let inherited = reasons
-        .iter()
-        .find(|r| r["level"] == "never")
-        .unwrap_or_else(|| panic!("no never reason: {reasons:#?}"));
+    let inherited =
+        reasons.iter().find(|r| r["level"] == "never").unwrap_or_else(|| panic!("no never reason: {reasons:#?}"));
     assert_eq!(inherited["kind"], "inherited", "{inherited:#}");
     assert_eq!(inherited["via"], "T0", "{inherited:#}");
     assert_eq!(inherited["rule"], "never [T0]");

@@ -73,7 +73,8 @@ fn only_change(v: &serde_json::Value) -> (String, String, Vec<String>) {
     let changes = v["changes"].as_array().expect("changes");
     assert_eq!(changes.len(), 1, "exactly one change: {changes:#?}");
     let c = &changes[0];
-    let details = c["details"].as_array().expect("details").iter().map(|d| d[1].as_str().unwrap_or("").to_string()).collect();
+    let details =
+        c["details"].as_array().expect("details").iter().map(|d| d[1].as_str().unwrap_or("").to_string()).collect();
     (c["tool"].as_str().unwrap_or("").to_string(), c["direction"].as_str().unwrap_or("").to_string(), details)
 }
 
@@ -126,8 +127,11 @@ fn a_route_moved_from_a_person_to_the_requester_widens() {
 #[test]
 fn an_effect_that_became_assumed_widens() {
     // Share's `sends` was proven by its body; now it comes from an extern tool's claim.
-    let new = edited("fn mail() { send email }", "extern tool Mailer \"Send mail\" () : sends")
-        .replacen("tool Share \"Share a doc\" (doc: Doc) { call mail }", "tool Share \"Share a doc\" (doc: Doc) { call Mailer }", 1);
+    let new = edited("fn mail() { send email }", "extern tool Mailer \"Send mail\" () : sends").replacen(
+        "tool Share \"Share a doc\" (doc: Doc) { call mail }",
+        "tool Share \"Share a doc\" (doc: Doc) { call Mailer }",
+        1,
+    );
     let p = Pair::new("assumed", BASE, &new);
     let (tool, dir, details) = only_change(&p.json());
     assert_eq!((tool.as_str(), dir.as_str()), ("Share", "widening"));
@@ -140,7 +144,11 @@ fn a_condition_that_lets_more_through_widens() {
     let new = edited("never [Publish]", "never [Publish]\n        alone [Edit when words <= 1000]");
     let p = Pair::new("condition", &old, &new);
     let (tool, dir, details) = only_change(&p.json());
-    assert_eq!((tool.as_str(), dir.as_str()), ("Edit", "widening"), "conditions changed and some call may be less strict");
+    assert_eq!(
+        (tool.as_str(), dir.as_str()),
+        ("Edit", "widening"),
+        "conditions changed and some call may be less strict"
+    );
     assert!(details[0].contains("(conditions changed)"), "{details:?}");
 }
 
@@ -154,7 +162,8 @@ fn a_pure_narrowing_is_reported_and_passes_ci() {
     assert_eq!(code, 0, "narrowing does not fail CI");
     assert!(out.starts_with("1 decision changed: 0 widening, 1 narrowing, 0 neutral"), "{out}");
     // A triple that is no longer offered is a narrowing too.
-    let removed = edited("tools [Read, Edit, Share]", "tools [Read, Share]").replacen("route Edit to person Noor", "", 1);
+    let removed =
+        edited("tools [Read, Edit, Share]", "tools [Read, Share]").replacen("route Edit to person Noor", "", 1);
     let p = Pair::new("removed", BASE, &removed);
     let v = p.json();
     let (tool, dir, _) = only_change(&v);
@@ -191,7 +200,12 @@ fn a_tampered_or_missing_table_is_an_io_failure() {
     let bogus = p.dir.join("bogus.json");
     std::fs::write(&bogus, "{\"header\": {\"format\": 1}}").expect("write");
     for side in [bogus.as_path(), Path::new("/nonexistent/permits.json")] {
-        let run = Command::new(env!("CARGO_BIN_EXE_permitc")).arg("diff").arg(side).arg(p.dir.join("new")).output().expect("runs");
+        let run = Command::new(env!("CARGO_BIN_EXE_permitc"))
+            .arg("diff")
+            .arg(side)
+            .arg(p.dir.join("new"))
+            .output()
+            .expect("runs");
         assert_eq!(run.status.code(), Some(2), "{}", String::from_utf8_lossy(&run.stderr));
     }
 }

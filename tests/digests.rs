@@ -46,11 +46,13 @@ fn compile(text: &str) -> Table {
     let mut sources = Sources::default();
     sources.add(Source::new("p.permits", text.as_bytes().to_vec()));
     let out = compile_loaded(parse_sources(sources));
-    out.table.unwrap_or_else(|| panic!("compiles: {}", permits::diagnostics::render_plain(&out.diagnostics, &out.sources)))
+    out.table
+        .unwrap_or_else(|| panic!("compiles: {}", permits::diagnostics::render_plain(&out.diagnostics, &out.sources)))
 }
 
 fn digests(t: &Table) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = t.tools.iter().map(|(n, x)| (format!("definition {n}"), x.definition_digest.clone())).collect();
+    let mut out: Vec<(String, String)> =
+        t.tools.iter().map(|(n, x)| (format!("definition {n}"), x.definition_digest.clone())).collect();
     for (tool, e) in &t.entries["Estimator"]["Estimate"] {
         out.push((format!("entry {tool}"), e.entry_digest.clone()));
     }

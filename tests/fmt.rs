@@ -46,7 +46,8 @@ fn only(prefix: &str, v: &[String]) -> Vec<String> {
 
 fn temp_dir() -> PathBuf {
     static N: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("permits-fmt-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
+    let dir =
+        std::env::temp_dir().join(format!("permits-fmt-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst)));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
@@ -95,8 +96,16 @@ fn check_package(path: &Path) {
         assert_eq!(only("//", &after), only("//", &before), "{}: comments lost or reordered", rel.display());
         assert_eq!(only("///", &after), only("///", &before), "{}: doc lines lost or reordered", rel.display());
         assert_eq!(after, before, "{}: comments and doc lines interleave differently", rel.display());
-        assert!(!once.contains(" \n") && !once.contains('\t') && !once.contains('\r'), "{}: trailing spaces, tabs or CR", rel.display());
-        assert!(once.is_empty() || once.ends_with('\n') && !once.ends_with("\n\n"), "{}: one final newline", rel.display());
+        assert!(
+            !once.contains(" \n") && !once.contains('\t') && !once.contains('\r'),
+            "{}: trailing spaces, tabs or CR",
+            rel.display()
+        );
+        assert!(
+            once.is_empty() || once.ends_with('\n') && !once.ends_with("\n\n"),
+            "{}: one final newline",
+            rel.display()
+        );
         let target = dir.join(rel);
         std::fs::create_dir_all(target.parent().expect("a parent")).expect("folder");
         std::fs::write(&target, &once).expect("write");
@@ -114,7 +123,14 @@ fn check_package(path: &Path) {
         for (agent, skills) in &t.entries {
             for (skill, tools) in skills {
                 for (tool, e) in tools {
-                    v.push((format!("{agent} {skill} {tool}"), e.level, e.rows.clone(), e.route.clone(), e.reserved, e.entry_digest.clone()));
+                    v.push((
+                        format!("{agent} {skill} {tool}"),
+                        e.level,
+                        e.rows.clone(),
+                        e.route.clone(),
+                        e.reserved,
+                        e.entry_digest.clone(),
+                    ));
                 }
             }
         }
@@ -130,8 +146,11 @@ fn root() -> PathBuf {
 
 #[test]
 fn every_policy_formats_idempotently_and_compiles_to_the_same_decisions() {
-    let mut packages: Vec<PathBuf> =
-        std::fs::read_dir(root().join("policies")).expect("policies").map(|e| e.expect("entry").path()).filter(|p| p.is_dir()).collect();
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(root().join("policies"))
+        .expect("policies")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
     packages.sort();
     assert!(!packages.is_empty());
     for p in packages {
@@ -329,8 +348,11 @@ fn comment_everywhere(text: &str, place: Place) -> String {
 
 #[test]
 fn a_comment_between_every_two_tokens_is_kept_and_changes_nothing() {
-    let mut packages: Vec<PathBuf> =
-        std::fs::read_dir(root().join("policies")).expect("policies").map(|e| e.expect("entry").path()).filter(|p| p.is_dir()).collect();
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(root().join("policies"))
+        .expect("policies")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.is_dir())
+        .collect();
     packages.sort();
     // Each corpus file is a package of its own: copy it into a folder.
     let mut corpus: Vec<PathBuf> = std::fs::read_dir(root().join("tests/corpus/ok"))
@@ -358,14 +380,21 @@ fn a_comment_between_every_two_tokens_is_kept_and_changes_nothing() {
             // The commented package decides as the original does, so the formatted one does too.
             let (original, commented) = (table(pkg), table(&dir));
             assert_eq!(
-                commented.entries.values().flat_map(|s| s.values().flat_map(|t| t.values().map(|e| e.entry_digest.clone()))).collect::<Vec<_>>(),
-                original.entries.values().flat_map(|s| s.values().flat_map(|t| t.values().map(|e| e.entry_digest.clone()))).collect::<Vec<_>>(),
+                commented
+                    .entries
+                    .values()
+                    .flat_map(|s| s.values().flat_map(|t| t.values().map(|e| e.entry_digest.clone())))
+                    .collect::<Vec<_>>(),
+                original
+                    .entries
+                    .values()
+                    .flat_map(|s| s.values().flat_map(|t| t.values().map(|e| e.entry_digest.clone())))
+                    .collect::<Vec<_>>(),
             );
             let _ = std::fs::remove_dir_all(&dir);
         }
     }
 }
-
 
 #[test]
 fn the_other_declarations_have_their_layout_too() {

@@ -18,11 +18,11 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::generator::{
-    ARGS, CLASSES, Cond, EntryG, MayG, NodeRef, Pkg, Preset, RESERVED, cases, compile_files,
-    compile_pkg, compile_text, cond, pkg,
+    ARGS, CLASSES, Cond, EntryG, MayG, NodeRef, Pkg, Preset, RESERVED, cases, compile_files, compile_pkg, compile_text,
+    cond, pkg,
 };
-use common::spec::{self, LayerKind};
 use common::level_with as table_level;
+use common::spec::{self, LayerKind};
 use permits::runtime::{AdmitAll, Call, NewRule, Runtime, WorkFor, fingerprint};
 use permits::table::{EffectClass, HopKind, Level, Table, canonical_json, canonical_value};
 use proptest::prelude::*;
@@ -42,10 +42,7 @@ fn levels(p: &Pkg, table: &Table) -> Levels {
     let mut out = Levels::new();
     for (a, s, t) in p.triples() {
         let key = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
-        let ls = ARGS
-            .iter()
-            .map(|n| table_level(table, &key.0, &key.1, &key.2, &args(*n)).0)
-            .collect();
+        let ls = ARGS.iter().map(|n| table_level(table, &key.0, &key.1, &key.2, &args(*n)).0).collect();
         out.insert(key, ls);
     }
     out
@@ -86,9 +83,7 @@ impl Sel {
         }
     }
     fn all(p: &Pkg) -> Vec<Sel> {
-        (0..1 + p.agents.len() + p.skills.len())
-            .map(|k| Sel::pick(p, k))
-            .collect()
+        (0..1 + p.agents.len() + p.skills.len()).map(|k| Sel::pick(p, k)).collect()
     }
     fn pick_tightening(p: &Pkg, k: usize) -> Sel {
         match k % (1 + p.skills.len()) {
@@ -126,22 +121,8 @@ struct Pick {
 }
 
 fn picks() -> impl Strategy<Value = Pick> {
-    (
-        any::<usize>(),
-        any::<usize>(),
-        any::<usize>(),
-        any::<usize>(),
-        any::<usize>(),
-        proptest::option::of(cond()),
-    )
-        .prop_map(|(layer, what, tool, level, class, when)| Pick {
-            layer,
-            what,
-            tool,
-            level,
-            class,
-            when,
-        })
+    (any::<usize>(), any::<usize>(), any::<usize>(), any::<usize>(), any::<usize>(), proptest::option::of(cond()))
+        .prop_map(|(layer, what, tool, level, class, when)| Pick { layer, what, tool, level, class, when })
 }
 
 /// Adds one thing to a package-wide or skill layer: a class setting for an unset class, a preset when
@@ -158,21 +139,11 @@ fn add_to_tightening_layer(p: &Pkg, k: &Pick) -> Pkg {
             may.settings[unset[k.class % unset.len()]] = Some(LEVELS[k.level % 4]);
         }
         1 if may.preset.is_none() => {
-            may.preset = Some(if k.class % 2 == 0 {
-                Preset::Everything
-            } else {
-                Preset::ChangesAlone
-            });
+            may.preset = Some(if k.class % 2 == 0 { Preset::Everything } else { Preset::ChangesAlone });
         }
         _ => {
             let level = LEVELS[k.level % 4].max(floor);
-            may.lists.push((
-                level,
-                vec![EntryG {
-                    tool,
-                    when: k.when.clone(),
-                }],
-            ));
+            may.lists.push((level, vec![EntryG { tool, when: k.when.clone() }]));
         }
     }
     q
@@ -560,13 +531,7 @@ fn scrambled(v: &Value, seed: u64) -> String {
     let ws = [" ", "\n", "\t", "  ", "", "\r\n"];
     let pad = |i: u64| ws[(seed.rotate_left((i % 64) as u32) % ws.len() as u64) as usize];
     let mut counter = 0u64;
-    fn go(
-        v: &Value,
-        seed: u64,
-        counter: &mut u64,
-        pad: &dyn Fn(u64) -> &'static str,
-        out: &mut String,
-    ) {
+    fn go(v: &Value, seed: u64, counter: &mut u64, pad: &dyn Fn(u64) -> &'static str, out: &mut String) {
         *counter += 1;
         out.push_str(pad(*counter));
         match v {
@@ -618,23 +583,11 @@ fn reference_canonical(v: &Value) -> String {
             keys.sort();
             let items: Vec<String> = keys
                 .iter()
-                .map(|k| {
-                    format!(
-                        "{}:{}",
-                        serde_json::to_string(k).unwrap_or_default(),
-                        reference_canonical(&m[*k])
-                    )
-                })
+                .map(|k| format!("{}:{}", serde_json::to_string(k).unwrap_or_default(), reference_canonical(&m[*k])))
                 .collect();
             format!("{{{}}}", items.join(","))
         }
-        Value::Array(a) => format!(
-            "[{}]",
-            a.iter()
-                .map(reference_canonical)
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
+        Value::Array(a) => format!("[{}]", a.iter().map(reference_canonical).collect::<Vec<_>>().join(",")),
         other => serde_json::to_string(other).unwrap_or_default(),
     }
 }
@@ -652,10 +605,7 @@ fn a_named_entry_decides_instead_of_its_own_layers_class_level() {
     };
     let level = |t: &Table| table_level(t, "A", "S", "Mail", &serde_json::Map::new()).0;
     assert_eq!(level(&compile_text(&text(""))), Level::Never);
-    assert_eq!(
-        level(&compile_text(&text("propose [Mail]"))),
-        Level::Propose
-    );
+    assert_eq!(level(&compile_text(&text("propose [Mail]"))), Level::Propose);
     assert_eq!(level(&compile_text(&text("never [Mail]"))), Level::Never);
     // The same holds for a named `alone` (the warning `permits::levels::alone_ignored` says it "says
     // nothing", yet by §3 it is the layer's named level and the class setting is not consulted).
@@ -669,34 +619,15 @@ fn files_written_in_another_order_compile_to_the_same_bytes() {
     use common::generator::{AgentG, Op, SkillG, ToolG};
     let p = Pkg {
         tools: vec![
-            ToolG {
-                external: false,
-                claim: None,
-                ops: vec![Op::Send, Op::Call(NodeRef::Tool(1))],
-            },
-            ToolG {
-                external: false,
-                claim: Some(4),
-                ops: vec![Op::Write, Op::Call(NodeRef::Tool(0))],
-            },
-            ToolG {
-                external: true,
-                claim: Some(16),
-                ops: vec![],
-            },
+            ToolG { external: false, claim: None, ops: vec![Op::Send, Op::Call(NodeRef::Tool(1))] },
+            ToolG { external: false, claim: Some(4), ops: vec![Op::Write, Op::Call(NodeRef::Tool(0))] },
+            ToolG { external: true, claim: Some(16), ops: vec![] },
         ],
         fns: vec![],
-        agents: vec![AgentG {
-            skills: vec![0],
-            may: None,
-        }],
+        agents: vec![AgentG { skills: vec![0], may: None }],
         skills: vec![SkillG {
             tools: vec![0, 1, 2],
-            may: Some(MayG {
-                preset: None,
-                settings: [None, Some(Level::Never), None, None],
-                lists: vec![],
-            }),
+            may: Some(MayG { preset: None, settings: [None, Some(Level::Never), None, None], lists: vec![] }),
         }],
         package_may: None,
     };
@@ -711,19 +642,11 @@ fn files_written_in_another_order_compile_to_the_same_bytes() {
             order.reverse();
         }
         for i in order {
-            let name = if i % 2 == 0 {
-                format!("sub/d{i:02}.permits")
-            } else {
-                format!("d{i:02}.permits")
-            };
+            let name = if i % 2 == 0 { format!("sub/d{i:02}.permits") } else { format!("d{i:02}.permits") };
             std::fs::write(dir.join(name), &decls[i]).expect("write");
         }
         let out = permits::compile::compile_package(&dir).expect("load");
-        assert!(
-            !out.has_errors(),
-            "{}",
-            permits::diagnostics::render_plain(&out.diagnostics, &out.sources)
-        );
+        assert!(!out.has_errors(), "{}", permits::diagnostics::render_plain(&out.diagnostics, &out.sources));
         bytes.push(out.table.expect("table").to_pretty_json());
     }
     let _ = std::fs::remove_dir_all(&base);

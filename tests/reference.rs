@@ -9,8 +9,8 @@
 mod common;
 
 use common::generator::{ARGS, Pkg, cases, compile_pkg, pkg};
-use common::spec::triple_level;
 use common::level_with as table_level;
+use common::spec::triple_level;
 use permits::table::{Level, Table};
 use proptest::prelude::*;
 use serde_json::json;
@@ -38,9 +38,7 @@ fn disagreements(p: &Pkg, table: &Table) -> Vec<String> {
         }
     }
     if expected != offered {
-        out.push(format!(
-            "offered triples differ: reference {expected:?}, table {offered:?}"
-        ));
+        out.push(format!("offered triples differ: reference {expected:?}, table {offered:?}"));
     }
     // Every (agent, skill, tool) by name, offered or not, on every argument.
     for a in 0..p.agents.len() {
@@ -53,16 +51,16 @@ fn disagreements(p: &Pkg, table: &Table) -> Vec<String> {
                     let (compiled, why) = table_level(table, &an, &sn, &tn, &args(n));
                     levels.insert(reference);
                     if reference != compiled {
-                        out.push(format!("({an}, {sn}, {tn}) with n = {n}: reference `{reference}`, table `{compiled}` ({why})"));
+                        out.push(format!(
+                            "({an}, {sn}, {tn}) with n = {n}: reference `{reference}`, table `{compiled}` ({why})"
+                        ));
                     }
                 }
                 // An entry that states one level must not depend on the argument.
                 if let Some(entry) = table.entry(&an, &sn, &tn) {
                     if let Some(l) = entry.level {
                         if levels != std::collections::BTreeSet::from([l]) {
-                            out.push(format!(
-                                "({an}, {sn}, {tn}) states `{l}`, the reference gives {levels:?}"
-                            ));
+                            out.push(format!("({an}, {sn}, {tn}) states `{l}`, the reference gives {levels:?}"));
                         }
                     }
                 }
@@ -88,11 +86,7 @@ proptest! {
 #[test]
 fn the_reference_reads_the_spec_on_a_known_package() {
     use common::generator::{AgentG, Cond, EntryG, MayG, NodeRef, Op, SkillG, ToolG};
-    let tool = |ops| ToolG {
-        external: false,
-        claim: None,
-        ops,
-    };
+    let tool = |ops| ToolG { external: false, claim: None, ops };
     let p = Pkg {
         // T0 sends; T1 wraps T0; T2 reads; T3 writes permits.
         tools: vec![
@@ -108,35 +102,16 @@ fn the_reference_reads_the_spec_on_a_known_package() {
                 preset: None,
                 settings: [None; 4],
                 lists: vec![
-                    (
-                        Level::Never,
-                        vec![EntryG {
-                            tool: 0,
-                            when: Some(Cond::Cmp(">", 4)),
-                        }],
-                    ),
-                    (
-                        Level::Alone,
-                        vec![EntryG {
-                            tool: 3,
-                            when: None,
-                        }],
-                    ),
+                    (Level::Never, vec![EntryG { tool: 0, when: Some(Cond::Cmp(">", 4)) }]),
+                    (Level::Alone, vec![EntryG { tool: 3, when: None }]),
                 ],
             }),
         }],
-        skills: vec![SkillG {
-            tools: vec![0, 1, 2, 3],
-            may: None,
-        }],
+        skills: vec![SkillG { tools: vec![0, 1, 2, 3], may: None }],
         package_may: None,
     };
     let table = compile_pkg(&p);
-    assert!(
-        disagreements(&p, &table).is_empty(),
-        "{:?}",
-        disagreements(&p, &table)
-    );
+    assert!(disagreements(&p, &table).is_empty(), "{:?}", disagreements(&p, &table));
     // T0: `never` when n > 4, else the agent default for sends.
     assert_eq!(triple_level(&p, 0, 0, 0, 5), Some(Level::Never));
     assert_eq!(triple_level(&p, 0, 0, 0, 1), Some(Level::Propose));
@@ -161,28 +136,15 @@ fn a_recursive_tool_inherits_its_own_conditional_entry() {
                 agent A0 \"Agent 0\" {\n    sponsor P0\n    may { never [T1 when n > 3] }\n    skills [S0]\n}\nskill S0 \"Skill 0\" {\n    tools [T0, T1]\n}\n";
     let table = common::generator::compile_text(text);
     for n in [-3, 0, 5] {
-        assert_eq!(
-            table_level(&table, "A0", "S0", "T0", &args(n)).0,
-            Level::Propose,
-            "n = {n}"
-        );
+        assert_eq!(table_level(&table, "A0", "S0", "T0", &args(n)).0, Level::Propose, "n = {n}");
     }
     // Not recursive: the condition decides.
-    assert_eq!(
-        table_level(&table, "A0", "S0", "T1", &args(1)).0,
-        Level::Alone
-    );
-    assert_eq!(
-        table_level(&table, "A0", "S0", "T1", &args(4)).0,
-        Level::Never
-    );
+    assert_eq!(table_level(&table, "A0", "S0", "T1", &args(1)).0, Level::Alone);
+    assert_eq!(table_level(&table, "A0", "S0", "T1", &args(4)).0, Level::Never);
     // The reason names the inherited rule.
     let entry = table.entry("A0", "S0", "T0").expect("offered");
     assert!(
-        entry
-            .because
-            .iter()
-            .any(|r| r.rule == "propose [T0 when n >= 0]" && r.via.as_deref() == Some("T0")),
+        entry.because.iter().any(|r| r.rule == "propose [T0 when n >= 0]" && r.via.as_deref() == Some("T0")),
         "{:?}",
         entry.because
     );

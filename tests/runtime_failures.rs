@@ -116,7 +116,9 @@ fn runtime(table: Table) -> (Runtime, Host, ManualClock) {
 }
 
 fn set_price(price: i64, person: &str) -> Call {
-    Call::new("Estimator", "EstimateRepair", "SetPrice").with_arguments(json!({"repair": "T-7", "price": price})).for_person(person)
+    Call::new("Estimator", "EstimateRepair", "SetPrice")
+        .with_arguments(json!({"repair": "T-7", "price": price}))
+        .for_person(person)
 }
 
 fn propose(rt: &Runtime, price: i64, person: &str, key: &str) -> Result<Proposal, RuntimeError> {
@@ -145,7 +147,12 @@ fn kind_3_nothing_makes_a_never_tool_run() -> R {
     // A decider's yes with a valid fingerprint, then the policy says never: nothing runs.
     let p = propose(&rt, 45, "Noor", "k")?;
     rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once)?;
-    rt.replace_table(edited("never-setprice", "agents.permits", "never [ScrapRepair]", "never [ScrapRepair, SetPrice]")?);
+    rt.replace_table(edited(
+        "never-setprice",
+        "agents.permits",
+        "never [ScrapRepair]",
+        "never [ScrapRepair, SetPrice]",
+    )?);
     let err = rt.execute(&p.id, None, |c| host.run(c)).err().ok_or("it ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Never);
@@ -168,7 +175,8 @@ fn kind_5_unknown_means_never() -> R {
         let d = decide_table(&t, &call.with_arguments(args.clone()));
         assert_eq!((d.level, d.refusal.as_deref()), (Level::Never, Some(reason)));
     }
-    let d = decide_table(&t, &set_price(45, "Mia").with_arguments(json!({"repair": "T-7", "price": 45, "discount": 5})));
+    let d =
+        decide_table(&t, &set_price(45, "Mia").with_arguments(json!({"repair": "T-7", "price": 45, "discount": 5})));
     assert_eq!((d.level, d.refusal.as_deref()), (Level::Never, Some("`SetPrice` has no parameter `discount`")));
     let d = decide_table(&t, &set_price(45, "Eve"));
     assert_eq!((d.level, d.refusal.as_deref()), (Level::Never, Some("unknown person `Eve`")));
@@ -178,11 +186,17 @@ fn kind_5_unknown_means_never() -> R {
 #[test]
 fn kind_6_any_edit_gives_a_new_fingerprint() -> R {
     let t = table()?;
-    let digest = t.entry("Estimator", "EstimateRepair", "SetPrice").map(|e| e.entry_digest.clone()).ok_or("no entry")?;
+    let digest =
+        t.entry("Estimator", "EstimateRepair", "SetPrice").map(|e| e.entry_digest.clone()).ok_or("no entry")?;
     let base = fingerprint(&set_price(45, "Mia"), &digest, Some("r1"), None);
     let others = [
         fingerprint(&set_price(46, "Mia"), &digest, Some("r1"), None),
-        fingerprint(&set_price(45, "Mia").with_arguments(json!({"repair": "T-8", "price": 45})), &digest, Some("r1"), None),
+        fingerprint(
+            &set_price(45, "Mia").with_arguments(json!({"repair": "T-8", "price": 45})),
+            &digest,
+            Some("r1"),
+            None,
+        ),
         fingerprint(&set_price(45, "Mia"), &digest, Some("r2"), None),
         fingerprint(&set_price(45, "Mia"), &"0".repeat(64), Some("r1"), None),
         fingerprint(&set_price(45, "Mia"), &digest, Some("r1"), Some("https://elsewhere.example")),
@@ -201,7 +215,8 @@ fn kind_6_any_edit_gives_a_new_fingerprint() -> R {
         "tools [PartsFor, NoteRepair, SetPrice, ScrapRepair]",
         "tools [PartsFor, NoteRepair, SetPrice, ScrapRepair]\n    may { propose_every_time [SetPrice] }",
     )?);
-    let err = rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
+    let err =
+        rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     assert_eq!(host.runs(), 0);
     Ok(())
@@ -264,7 +279,12 @@ fn kind_10_a_standing_rule_follows_the_tools_content_not_its_name() -> R {
     })?;
     assert_eq!(rule.covered.len(), 2);
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Alone);
-    rt.replace_table(edited("new-body", "tools.permits", "    write Repair.price\n", "    write Repair.price\n    write Repair.note\n")?);
+    rt.replace_table(edited(
+        "new-body",
+        "tools.permits",
+        "    write Repair.price\n",
+        "    write Repair.price\n    write Repair.note\n",
+    )?);
     let d = rt.decide(&set_price(45, "Noor"))?;
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
     let handled = rt.call(&ProposalRequest::new(set_price(45, "Noor"), "k", "price"), |c| host.run(c))?;
@@ -280,9 +300,13 @@ fn kind_12_silence_is_not_consent() -> R {
     clock.advance(7 * DAY);
     assert_eq!(rt.expire_due()?, vec![p.id.clone()]);
     assert_eq!(rt.proposal(&p.id)?.status, Status::Expired);
-    let err = rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
+    let err =
+        rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
     assert_eq!(err.refusal(), Some(Refusal::ProposalExpired));
-    assert_eq!(rt.execute(&p.id, None, |c| host.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::ProposalExpired));
+    assert_eq!(
+        rt.execute(&p.id, None, |c| host.run(c)).err().and_then(|e| e.refusal()),
+        Some(Refusal::ProposalExpired)
+    );
     // A shorter lifetime from the host.
     let q = rt.propose(&ProposalRequest::new(set_price(46, "Mia"), "k2", "price").with_lifetime(60))?;
     clock.advance(61);
@@ -296,16 +320,17 @@ fn kind_13_a_tampered_or_malformed_table_is_refused() -> R {
     let text = table()?.to_pretty_json();
     assert!(Table::load(text.as_bytes()).is_ok());
     let mut value: Value = serde_json::from_str(&text)?;
-    let level = value
-        .pointer_mut("/entries/Estimator/EstimateRepair/ScrapRepair/level")
-        .ok_or("no level for ScrapRepair")?;
+    let level =
+        value.pointer_mut("/entries/Estimator/EstimateRepair/ScrapRepair/level").ok_or("no level for ScrapRepair")?;
     assert_eq!(*level, json!("never"));
     *level = json!("alone");
     let tampered = serde_json::to_vec(&value)?;
     assert!(matches!(Table::load(&tampered), Err(LoadError::DigestMismatch { .. })));
 
     let mut extra: Value = serde_json::from_str(&text)?;
-    if let Some(entry) = extra.pointer_mut("/entries/Estimator/EstimateRepair/ScrapRepair").and_then(Value::as_object_mut) {
+    if let Some(entry) =
+        extra.pointer_mut("/entries/Estimator/EstimateRepair/ScrapRepair").and_then(Value::as_object_mut)
+    {
         entry.insert("levle".into(), json!("alone"));
     }
     assert!(matches!(Table::load(&serde_json::to_vec(&extra)?), Err(LoadError::Malformed(_))));
@@ -320,8 +345,15 @@ fn kind_13_a_tampered_or_malformed_table_is_refused() -> R {
 #[test]
 fn kind_13_malformed_calls_and_host_failures_fail_closed() -> R {
     let t = table()?;
-    let odd = [json!(null), json!([]), json!("T-7"), json!({"repair": null, "price": 45}), json!({"repair": "T-7", "price": 1e30}),
-        json!({"repair": "T-7", "price": 18446744073709551615u64}), json!({"repair": ["T-7"], "price": {"cents": 45}})];
+    let odd = [
+        json!(null),
+        json!([]),
+        json!("T-7"),
+        json!({"repair": null, "price": 45}),
+        json!({"repair": "T-7", "price": 1e30}),
+        json!({"repair": "T-7", "price": 18446744073709551615u64}),
+        json!({"repair": ["T-7"], "price": {"cents": 45}}),
+    ];
     for args in odd {
         let d = decide_table(&t, &set_price(45, "Mia").with_arguments(args));
         assert_eq!(d.level, Level::Never);
@@ -333,7 +365,8 @@ fn kind_13_malformed_calls_and_host_failures_fail_closed() -> R {
     // The host's authority refuses the person it runs for: failed, final.
     let (rt, host, _) = runtime(t);
     let p = propose(&rt, 45, "Mia", "k")?;
-    let err = rt.approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
+    let err =
+        rt.approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Authority));
     assert_eq!(rt.proposal(&p.id)?.status, Status::Failed);
     assert_eq!(host.runs(), 0);

@@ -109,13 +109,22 @@ fn outcome_2_propose_every_time_takes_no_standing_rule() -> R {
 #[test]
 fn outcome_3_an_edit_of_the_skills_lists_makes_its_waiting_proposals_stale_only() -> R {
     let before = table()?;
-    let after = edited("release-never", "agents.permits", "propose_every_time [Deploy]", "propose_every_time [Deploy]\n        never [RunTests]")??;
+    let after = edited(
+        "release-never",
+        "agents.permits",
+        "propose_every_time [Deploy]",
+        "propose_every_time [Deploy]\n        never [RunTests]",
+    )??;
     let digest = |t: &Table, skill: &str, tool: &str| t.entry("Coder", skill, tool).map(|e| e.entry_digest.clone());
     assert_ne!(digest(&before, "Release", "RunTests"), digest(&after, "Release", "RunTests"));
     assert_eq!(digest(&before, "Refactor", "EditFile"), digest(&after, "Refactor", "EditFile"));
 
     let rt = Runtime::new(before, AdmitAll);
-    let tests = rt.propose(&ProposalRequest::new(call("Release", "RunTests", json!({"filter": "all"})), "rel-1", "check the release"))?;
+    let tests = rt.propose(&ProposalRequest::new(
+        call("Release", "RunTests", json!({"filter": "all"})),
+        "rel-1",
+        "check the release",
+    ))?;
     let edit = rt.propose(&ProposalRequest::new(
         call("Refactor", "EditFile", json!({"path": "src/lib.rs", "patch": "rename"})),
         "ref-1",
@@ -143,9 +152,14 @@ fn outcome_3_an_edit_of_the_skills_lists_makes_its_waiting_proposals_stale_only(
 
 #[test]
 fn outcome_4_unknown_names_are_errors_at_compile_time_and_never_at_run_time() -> R {
-    let err = edited("unknown-tool", "agents.permits", "tools [ReadFile, EditFile, RunTests]", "tools [ReadFile, EditFiel, RunTests]")?
-        .err()
-        .ok_or("a skill naming an unknown tool compiled")?;
+    let err = edited(
+        "unknown-tool",
+        "agents.permits",
+        "tools [ReadFile, EditFile, RunTests]",
+        "tools [ReadFile, EditFiel, RunTests]",
+    )?
+    .err()
+    .ok_or("a skill naming an unknown tool compiled")?;
     assert!(err.contains("EditFiel") && err.contains("EditFile"), "{err}");
     let err = edited("unknown-skill", "agents.permits", "skills [Refactor, Release]", "skills [Refactor, Releese]")?
         .err()
@@ -154,9 +168,10 @@ fn outcome_4_unknown_names_are_errors_at_compile_time_and_never_at_run_time() ->
     let rt = Runtime::new(table()?, AdmitAll);
     let d = rt.decide(&call("Hotfix", "ReadFile", json!({"path": "README.md"})))?;
     assert_eq!((d.level, d.refusal.as_deref()), (Level::Never, Some("unknown skill")));
-    let err = rt.call(&ProposalRequest::new(call("Hotfix", "ReadFile", json!({"path": "README.md"})), "k", "read"), |_| {
-        RunOutcome::Done(json!("read"))
-    });
+    let err = rt
+        .call(&ProposalRequest::new(call("Hotfix", "ReadFile", json!({"path": "README.md"})), "k", "read"), |_| {
+            RunOutcome::Done(json!("read"))
+        });
     assert_eq!(err.err().and_then(|e| e.refusal()), Some(Refusal::Never));
     Ok(())
 }

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use permits::runtime::{
-    AdmitAll, ApproveMode, Call, EventKind, ManualClock, MemorySink, Proposal, ProposalRequest, Refusal,
-    RunContext, RunOutcome, Runtime, Status, VersionQuery, Versions,
+    AdmitAll, ApproveMode, Call, EventKind, ManualClock, MemorySink, Proposal, ProposalRequest, Refusal, RunContext,
+    RunOutcome, Runtime, Status, VersionQuery, Versions,
 };
 use permits::table::{Level, Table};
 use serde_json::json;
@@ -211,7 +211,11 @@ fn e_never_tools_and_unknown_tools_are_refused_without_a_proposal() -> R {
         .err()
         .ok_or("it ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Never));
-    assert!(err.to_string().starts_with("`Triage` never calls `ChangeRole` in `ExportFailures`: agent layer: never [ChangeRole]"), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("`Triage` never calls `ChangeRole` in `ExportFailures`: agent layer: never [ChangeRole]"),
+        "{err}"
+    );
     let delete = Call::new("Triage", "ExportFailures", "DeleteWorkspace").with_arguments(json!({"workspace": "W-7"}));
     let d = w.rt.decide(&delete)?;
     assert_eq!((d.level, d.refusal.as_deref()), (Level::Never, Some("unknown tool")));
@@ -234,7 +238,14 @@ fn every_decision_has_an_auditable_reason() -> R {
     let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
-        [EventKind::Proposal, EventKind::Refusal, EventKind::Grant, EventKind::Execution, EventKind::Execution, EventKind::Decision]
+        [
+            EventKind::Proposal,
+            EventKind::Refusal,
+            EventKind::Grant,
+            EventKind::Execution,
+            EventKind::Execution,
+            EventKind::Decision
+        ]
     );
     for e in &events[..5] {
         assert_eq!(e.fingerprint.as_deref(), Some(p.fingerprint.as_str()));

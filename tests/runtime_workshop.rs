@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use permits::runtime::{
-    ApproveMode, Authority, Call, Evidence, Handled, ManualClock, MemorySink, NewRule, Naming, Principal,
-    Proposal, ProposalRequest, Refusal, RunContext, RunOutcome, Runtime, Status, VersionQuery, Versions, WorkFor,
+    ApproveMode, Authority, Call, Evidence, Handled, ManualClock, MemorySink, Naming, NewRule, Principal, Proposal,
+    ProposalRequest, Refusal, RunContext, RunOutcome, Runtime, Status, VersionQuery, Versions, WorkFor,
 };
 use permits::table::{Level, ParamInfo, ParamType, Table};
 use serde_json::{Value, json};
@@ -126,18 +126,28 @@ fn world() -> Result<World, String> {
 
 /// The scripted agent: one estimate for `person` in `skill` under `key`: note alone (EstimateRepair
 /// only), then SetPrice. Returns what the runtime did with the SetPrice call.
-fn estimate(w: &World, person: &str, skill: &str, key: &str, price: i64, why: &str) -> Result<Handled, Box<dyn std::error::Error>> {
+fn estimate(
+    w: &World,
+    person: &str,
+    skill: &str,
+    key: &str,
+    price: i64,
+    why: &str,
+) -> Result<Handled, Box<dyn std::error::Error>> {
     let mut evidence = Vec::new();
     if skill == "EstimateRepair" {
         let note = json!({"repair": "T-7", "note": "Pads and a cable."});
         let call = Call::new("Estimator", skill, "NoteRepair").with_arguments(note.clone()).for_person(person);
-        let Handled::Ran(ran) = w.rt.call(&ProposalRequest::new(call, key, "note what is needed"), |c| w.app.run(c))? else {
+        let Handled::Ran(ran) = w.rt.call(&ProposalRequest::new(call, key, "note what is needed"), |c| w.app.run(c))?
+        else {
             return Err("the note was not alone".into());
         };
         let RunOutcome::Done(answer) = ran.outcome else { return Err("the note failed".into()) };
         evidence.push(Evidence { tool: "NoteRepair".into(), arguments: note, answer });
     }
-    let call = Call::new("Estimator", skill, "SetPrice").with_arguments(json!({"repair": "T-7", "price": price})).for_person(person);
+    let call = Call::new("Estimator", skill, "SetPrice")
+        .with_arguments(json!({"repair": "T-7", "price": price}))
+        .for_person(person);
     Ok(w.rt.call(&ProposalRequest::new(call, key, why).with_evidence(evidence), |c| w.app.run(c))?)
 }
 
@@ -191,11 +201,10 @@ fn outcome_2_mia_asks_for_an_estimate() -> R {
 fn outcome_3_mia_approves_and_it_fails_as_hers() -> R {
     let w = world()?;
     let p = proposed(estimate(&w, "Mia", "EstimateRepair", "mia-1", 45, WHY)?)?;
-    let err = w
-        .rt
-        .approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c))
-        .err()
-        .ok_or("it ran")?;
+    let err =
+        w.rt.approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c))
+            .err()
+            .ok_or("it ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Authority));
     assert_eq!(
         err.to_string(),
@@ -248,11 +257,10 @@ fn outcome_6_a_yes_does_not_cover_what_changed() -> R {
     let p = proposed(estimate(&w, "Mia", "EstimateRepair", "mia-1", 45, WHY)?)?;
     w.app.rewrite_fault("front brake does not bite");
     assert_eq!(w.app.repair().revision, 2);
-    let err = w
-        .rt
-        .approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c))
-        .err()
-        .ok_or("it ran")?;
+    let err =
+        w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c))
+            .err()
+            .ok_or("it ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     assert!(err.to_string().contains("the covered version is `r2` instead of `r1`"), "{err}");
     let p = w.rt.proposal(&p.id)?;
@@ -294,9 +302,8 @@ fn outcome_7_from_now_on_alone() -> R {
 #[test]
 fn outcome_8_what_it_never_does_takes_no_rule() -> R {
     let w = world()?;
-    let err = w
-        .rt
-        .allow_alone(&NewRule {
+    let err =
+        w.rt.allow_alone(&NewRule {
             agent: "Estimator".into(),
             tool: "ScrapRepair".into(),
             skill: None,
@@ -315,15 +322,15 @@ fn outcome_8_what_it_never_does_takes_no_rule() -> R {
 #[test]
 fn outcome_9_a_routed_decision_is_not_the_requesters() -> R {
     let w = world()?;
-    let p = proposed(estimate(&w, "Mia", "PriceFleetRepair", "fleet-1", 38, "A fleet rate: pads, a cable and an hour.")?)?;
+    let p =
+        proposed(estimate(&w, "Mia", "PriceFleetRepair", "fleet-1", 38, "A fleet rate: pads, a cable and an hour.")?)?;
     assert_eq!(p.decider.persons, ["Noor"]);
     assert_eq!(p.decider.waiting_on(), "a decision from Noor");
     assert_eq!(p.answer_for_agent(), "proposed `SetPrice`: waiting on a decision from Noor");
-    let err = w
-        .rt
-        .approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c))
-        .err()
-        .ok_or("Mia decided")?;
+    let err =
+        w.rt.approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c))
+            .err()
+            .ok_or("Mia decided")?;
     assert_eq!(err.refusal(), Some(Refusal::NotDecider));
     assert_eq!(
         err.to_string(),
@@ -342,10 +349,16 @@ fn every_step_is_in_the_audit() -> R {
     let p = proposed(estimate(&w, "Mia", "EstimateRepair", "mia-1", 45, WHY)?)?;
     let _ = w.rt.approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c));
     let events = w.audit.events();
-    let failed = events.iter().find(|e| e.outcome == "refused" && e.proposal.as_deref() == Some(p.id.as_str())).ok_or("no refusal")?;
+    let failed = events
+        .iter()
+        .find(|e| e.outcome == "refused" && e.proposal.as_deref() == Some(p.id.as_str()))
+        .ok_or("no refusal")?;
     assert_eq!(failed.who.as_deref(), Some("Mia"));
     assert_eq!(failed.fingerprint.as_deref(), Some(p.fingerprint.as_str()));
-    assert_eq!((failed.agent.as_str(), failed.skill.as_str(), failed.tool.as_str()), ("Estimator", "EstimateRepair", "SetPrice"));
+    assert_eq!(
+        (failed.agent.as_str(), failed.skill.as_str(), failed.tool.as_str()),
+        ("Estimator", "EstimateRepair", "SetPrice")
+    );
     assert!(failed.reason.as_deref().unwrap_or_default().contains("only a manager may set a price"));
     Ok(())
 }

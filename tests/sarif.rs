@@ -15,7 +15,8 @@ fn sarif(args: &[&str]) -> (serde_json::Value, i32) {
         .args(args)
         .output()
         .expect("permitc runs");
-    let value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("SARIF is JSON: {e}\n{}", String::from_utf8_lossy(&out.stdout)));
+    let value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("SARIF is JSON: {e}\n{}", String::from_utf8_lossy(&out.stdout)));
     (value, out.status.code().unwrap_or(-1))
 }
 

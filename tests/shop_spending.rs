@@ -54,16 +54,19 @@ fn shop_table(dir: &Path, alone_up_to: u64, ceiling: u64) -> Result<Table, Box<d
 }
 
 /// `policies/shop` with these figures and these text replacements, compiled by `permitc`.
-fn shop_variant(dir: &Path, alone_up_to: u64, ceiling: u64, edits: &[(&str, &str)]) -> Result<Table, Box<dyn std::error::Error>> {
+fn shop_variant(
+    dir: &Path,
+    alone_up_to: u64,
+    ceiling: u64,
+    edits: &[(&str, &str)],
+) -> Result<Table, Box<dyn std::error::Error>> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/shop");
     let pkg = dir.join(format!("shop-{alone_up_to}-{ceiling}-{}", edits.len()));
     std::fs::create_dir_all(&pkg)?;
     for entry in std::fs::read_dir(&src)? {
         let path = entry?.path();
-        let mut text = std::fs::read_to_string(&path)?.replace(
-            "ceiling: 2500, alone_up_to: 0",
-            &format!("ceiling: {ceiling}, alone_up_to: {alone_up_to}"),
-        );
+        let mut text = std::fs::read_to_string(&path)?
+            .replace("ceiling: 2500, alone_up_to: 0", &format!("ceiling: {ceiling}, alone_up_to: {alone_up_to}"));
         for (from, to) in edits {
             text = text.replace(from, to);
         }
@@ -88,9 +91,7 @@ fn request(call: Call, destination: &str) -> ProposalRequest {
 /// The host's closure: sends the order to the supplier with the runtime's operation id.
 fn send(supplier: &Supplier, ctx: &RunContext<'_>) -> RunOutcome {
     let a = ctx.arguments;
-    let (Some(sku), Some(qty), Some(amount)) =
-        (a["sku"].as_str(), a["quantity"].as_i64(), a["amount"].as_i64())
-    else {
+    let (Some(sku), Some(qty), Some(amount)) = (a["sku"].as_str(), a["quantity"].as_i64(), a["amount"].as_i64()) else {
         return RunOutcome::Failed("the order's arguments are incomplete".into());
     };
     match supplier.order(ctx.operation, sku, qty, amount) {
@@ -146,7 +147,10 @@ fn shop_spending_steps_1_to_9() -> R {
     // 2. A fingerprint other than the proposal's, and the agent's own account: refused. Lucy approves twice.
     let other = "0".repeat(64);
     assert_eq!(refusal(rt.approve(&six.id, "Lucy", &other, ApproveMode::Once)), Some(Refusal::WrongFingerprint));
-    assert_eq!(refusal(rt.approve(&six.id, "Restocker", &six.fingerprint, ApproveMode::Once)), Some(Refusal::NotDecider));
+    assert_eq!(
+        refusal(rt.approve(&six.id, "Restocker", &six.fingerprint, ApproveMode::Once)),
+        Some(Refusal::NotDecider)
+    );
     let granted = rt.approve(&six.id, "Lucy", &six.fingerprint, ApproveMode::Once)?;
     assert_eq!(granted.grant.as_ref().map(|g| g.basis), Some(Basis::Operator));
     rt.approve(&six.id, "Lucy", &six.fingerprint, ApproveMode::Once)?;
@@ -159,7 +163,11 @@ fn shop_spending_steps_1_to_9() -> R {
     assert_eq!(rt.proposal(&six.id)?.status, Status::Superseded);
     assert_eq!(figures(&rt)?, (0, 0));
     let six_again = rt.propose(&request(order("vanilla", 6, VANILLA), &url))?;
-    assert_eq!((six_again.id.as_str(), six_again.status), (six.id.as_str(), Status::Superseded), "it does not come back to life");
+    assert_eq!(
+        (six_again.id.as_str(), six_again.status),
+        (six.id.as_str(), Status::Superseded),
+        "it does not come back to life"
+    );
     assert_eq!(figures(&rt)?, (0, 0));
 
     // 4. Recompiled with alone_up_to 2000: the retry of × 7 is granted automatically.
@@ -208,7 +216,10 @@ fn shop_spending_steps_1_to_9() -> R {
     assert_eq!(done.proposal.status, Status::Done);
     let orders = supplier_orders(&supplier.supplier)?;
     assert_eq!(orders.len(), 1);
-    assert_eq!((orders[0]["sku"].as_str(), orders[0]["quantity"].as_i64(), orders[0]["amount"].as_i64()), (Some("vanilla"), Some(7), Some(1750)));
+    assert_eq!(
+        (orders[0]["sku"].as_str(), orders[0]["quantity"].as_i64(), orders[0]["amount"].as_i64()),
+        (Some("vanilla"), Some(7), Some(1750))
+    );
     let repeat = rt.execute(&seven.id, Some(&url), |_| panic!("a done proposal runs nothing"))?;
     assert!(!repeat.ran);
     assert_eq!(repeat.proposal.receipt, done.proposal.receipt, "the stored receipt");
@@ -269,7 +280,13 @@ fn an_unknown_basis_never_sends_and_reapproval_reserves_nothing_twice() -> R {
     assert_eq!(p.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown), "migrated with basis unknown");
     assert_eq!(figures(&rt)?, (1500, 0));
     let mut ran = false;
-    assert_eq!(refusal(rt.execute(&p.id, Some(url), |_| { ran = true; RunOutcome::Done(json!({})) })), Some(Refusal::Basis));
+    assert_eq!(
+        refusal(rt.execute(&p.id, Some(url), |_| {
+            ran = true;
+            RunOutcome::Done(json!({}))
+        })),
+        Some(Refusal::Basis)
+    );
     assert!(!ran, "an unknown basis never authorizes a send");
     assert_eq!(rt.proposal(&p.id)?.status, Status::Granted);
     let again = rt.approve(&p.id, "Lucy", &p.fingerprint, ApproveMode::Once)?;
@@ -296,7 +313,13 @@ fn lowering_the_ceiling_below_what_is_held_refuses_new_sends_and_keeps_what_was_
     let b = rt.budget("Supplies")?;
     assert_eq!((b.installed_ceiling, b.effective_ceiling, b.room), (Some(2500), 1500, 0));
     let mut ran = false;
-    assert_eq!(refusal(rt.execute(&second.id, Some(url), |_| { ran = true; RunOutcome::Done(json!({})) })), Some(Refusal::Budget));
+    assert_eq!(
+        refusal(rt.execute(&second.id, Some(url), |_| {
+            ran = true;
+            RunOutcome::Done(json!({}))
+        })),
+        Some(Refusal::Budget)
+    );
     assert!(!ran);
     assert_eq!(rt.proposal(&second.id)?.status, Status::Granted);
     assert_eq!(figures(&rt)?, (750, 1000), "what was spent is not rewritten");
@@ -411,8 +434,10 @@ fn approvals_racing_for_the_last_of_the_ceiling_never_exceed_it() -> R {
     granted(&a, order("chocolate", 4, VANILLA), url)?;
     for round in 0..rounds() {
         let key = format!("race-{round}");
-        let p1 = a.propose(&ProposalRequest::new(order("vanilla", 4, VANILLA), key.clone(), "race").with_destination(url))?;
-        let p2 = b.propose(&ProposalRequest::new(order("strawberry", 4, VANILLA), key, "race").with_destination(url))?;
+        let p1 =
+            a.propose(&ProposalRequest::new(order("vanilla", 4, VANILLA), key.clone(), "race").with_destination(url))?;
+        let p2 =
+            b.propose(&ProposalRequest::new(order("strawberry", 4, VANILLA), key, "race").with_destination(url))?;
         let barrier = Arc::new(Barrier::new(2));
         let racer = |rt: Arc<Runtime>, p: Proposal, barrier: Arc<Barrier>| {
             std::thread::spawn(move || {
@@ -469,8 +494,16 @@ fn a_non_conclusive_receipt_keeps_the_reservation_until_settled() -> R {
 fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
     let tmp = Temp::new("shop-alone");
     // A variant of the shop where the restocker may order alone: the allowance still bounds each call.
-    let table = shop_variant(&tmp.0, 600, 2500, &[("alone [MarkDown when", "alone [PlaceOrder]\n        alone [MarkDown when")])?;
-    assert_eq!(table.entry("Restocker", "Reorder", "PlaceOrder").and_then(|e| e.level), Some(permits::table::Level::Alone));
+    let table = shop_variant(
+        &tmp.0,
+        600,
+        2500,
+        &[("alone [MarkDown when", "alone [PlaceOrder]\n        alone [MarkDown when")],
+    )?;
+    assert_eq!(
+        table.entry("Restocker", "Reorder", "PlaceOrder").and_then(|e| e.level),
+        Some(permits::table::Level::Alone)
+    );
     let rt = Runtime::new(table, AdmitAll).with_store(SqliteStore::open(&tmp.0.join("l.db"))?);
     // 500 ≤ 600: alone; the host's receipt names the run's operation id.
     let small = rt.run_alone(&order("vanilla", 2, VANILLA), |ctx| {
@@ -482,7 +515,10 @@ fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
     let d = rt.decide(&order("vanilla", 3, VANILLA))?;
     assert_eq!(d.level, permits::table::Level::Propose);
     assert!(d.reasons.iter().any(|r| r.rule.contains("over the automatic allowance of 600")), "{:?}", d.reasons);
-    assert_eq!(refusal(rt.run_alone(&order("vanilla", 3, VANILLA), |_| RunOutcome::Done(json!({})))), Some(Refusal::MustPropose));
+    assert_eq!(
+        refusal(rt.run_alone(&order("vanilla", 3, VANILLA), |_| RunOutcome::Done(json!({})))),
+        Some(Refusal::MustPropose)
+    );
     // A negative amount is never.
     let neg = Call::new("Restocker", "Reorder", "PlaceOrder")
         .with_arguments(json!({ "sku": "vanilla", "quantity": 1, "amount": -5 }))
@@ -492,12 +528,21 @@ fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
     let t = rt.table();
     let level = |amount: i64| {
         let args = json!({ "sku": "vanilla", "quantity": 1, "amount": amount });
-        let call = permits::table::CallRef { agent: "Restocker", skill: "Reorder", tool: "PlaceOrder", arguments: &args, requester: Some("Lucy") };
+        let call = permits::table::CallRef {
+            agent: "Restocker",
+            skill: "Reorder",
+            tool: "PlaceOrder",
+            arguments: &args,
+            requester: Some("Lucy"),
+        };
         t.level_of(call).map(|l| l.level)
     };
     assert_eq!(level(500).ok(), Some(permits::table::Level::Alone));
     assert_eq!(level(750).ok(), Some(permits::table::Level::Propose));
-    assert!(matches!(level(-5), Err(permits::table::Refused::Arguments(permits::table::ArgumentError::NegativeMoney { amount: -5, .. }))));
+    assert!(matches!(
+        level(-5),
+        Err(permits::table::Refused::Arguments(permits::table::ArgumentError::NegativeMoney { amount: -5, .. }))
+    ));
     Ok(())
 }
 

@@ -39,9 +39,7 @@ commands:
   ledger             the budget and every proposal
   orders             what the supplier itself recorded";
 
-use permits::runtime::{
-    AdmitAll, ApproveMode, Call, Proposal, ProposalRequest, RunOutcome, Runtime, SqliteStore,
-};
+use permits::runtime::{AdmitAll, ApproveMode, Call, Proposal, ProposalRequest, RunOutcome, Runtime, SqliteStore};
 use permits::table::Table;
 use serde_json::json;
 use supplier_client::{Supplier, SupplierError};
@@ -105,7 +103,8 @@ fn run() -> Result<(), String> {
     match words.as_slice() {
         ["propose", sku, tubs] => {
             let tubs: i64 = tubs.parse().map_err(|_| format!("`{tubs}` is not a number of tubs"))?;
-            let price = PRICES.iter().find(|(s, _)| s == sku).map(|(_, p)| *p).ok_or(format!("no price for `{sku}`"))?;
+            let price =
+                PRICES.iter().find(|(s, _)| s == sku).map(|(_, p)| *p).ok_or(format!("no price for `{sku}`"))?;
             let call = Call::new("Restocker", "Reorder", "PlaceOrder")
                 .with_arguments(json!({ "sku": sku, "quantity": tubs, "amount": tubs * price }))
                 .for_person("Lucy");
@@ -126,14 +125,17 @@ fn run() -> Result<(), String> {
             let done = rt
                 .execute(id, Some(&destination), |ctx| {
                     let a = ctx.arguments;
-                    let (Some(sku), Some(qty), Some(amount)) = (a["sku"].as_str(), a["quantity"].as_i64(), a["amount"].as_i64())
+                    let (Some(sku), Some(qty), Some(amount)) =
+                        (a["sku"].as_str(), a["quantity"].as_i64(), a["amount"].as_i64())
                     else {
                         return RunOutcome::Failed("incomplete arguments".into());
                     };
                     out!("sending operation `{}` to {destination}", ctx.operation);
                     match supplier.order(ctx.operation, sku, qty, amount) {
                         Ok(receipt) => RunOutcome::Done(receipt),
-                        Err(SupplierError::Refused(body)) => RunOutcome::Failed(format!("the supplier refused: {body}")),
+                        Err(SupplierError::Refused(body)) => {
+                            RunOutcome::Failed(format!("the supplier refused: {body}"))
+                        }
                         Err(other) => RunOutcome::Unknown(format!("no clear answer from the supplier: {other:?}")),
                     }
                 })

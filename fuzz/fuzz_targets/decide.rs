@@ -31,7 +31,8 @@ fn tables() -> &'static [Table] {
 
 /// Every name the table knows, of any kind: the "wrong kind of name" cases.
 fn all_names(t: &Table) -> Vec<&str> {
-    let keys = t.agents.keys().chain(t.skills.keys()).chain(t.tools.keys()).chain(t.persons.keys()).chain(t.roles.keys());
+    let keys =
+        t.agents.keys().chain(t.skills.keys()).chain(t.tools.keys()).chain(t.persons.keys()).chain(t.roles.keys());
     keys.map(String::as_str).collect()
 }
 
@@ -52,7 +53,9 @@ fn literals(c: &Condition, ints: &mut Vec<i64>, strings: &mut Vec<String>) {
         match c {
             Condition::All(ps) | Condition::Any(ps) => stack.extend(ps),
             Condition::Not(p) => stack.push(p),
-            Condition::Compare { value: Literal::Int(n), .. } => ints.extend([n.saturating_sub(1), *n, n.saturating_add(1)]),
+            Condition::Compare { value: Literal::Int(n), .. } => {
+                ints.extend([n.saturating_sub(1), *n, n.saturating_add(1)])
+            }
             Condition::Compare { value: Literal::String(s), .. } => strings.push(s.clone()),
             Condition::Compare { .. } => {}
             Condition::In { values, .. } => strings.extend(values.iter().cloned()),
@@ -92,9 +95,11 @@ fn call(u: &mut Unstructured<'_>, t: &Table) -> Result<Call> {
     let any = all_names(t);
     let agents: Vec<&str> = t.agents.keys().map(String::as_str).collect();
     let agent = pick(u, &agents, &any)?;
-    let skills: Vec<&str> = t.agents.get(&agent).map(|a| a.skills.iter().map(String::as_str).collect()).unwrap_or_default();
+    let skills: Vec<&str> =
+        t.agents.get(&agent).map(|a| a.skills.iter().map(String::as_str).collect()).unwrap_or_default();
     let skill = pick(u, &skills, &any)?;
-    let tools: Vec<&str> = t.skills.get(&skill).map(|s| s.tools.iter().map(String::as_str).collect()).unwrap_or_default();
+    let tools: Vec<&str> =
+        t.skills.get(&skill).map(|s| s.tools.iter().map(String::as_str).collect()).unwrap_or_default();
     let tool = pick(u, &tools, &any)?;
     let (mut ints, mut strings) = (vec![0, -1, 1, i64::MIN, i64::MAX], vec![String::new()]);
     if let Some(e) = t.entry(&agent, &skill, &tool) {

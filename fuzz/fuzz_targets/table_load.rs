@@ -47,7 +47,8 @@ fuzz_target!(|data: &[u8]| {
         }
         Err(_) => return,
     };
-    let again = Table::load(table.to_pretty_json().as_bytes()).unwrap_or_else(|e| panic!("a sealed table does not load: {e}"));
+    let again =
+        Table::load(table.to_pretty_json().as_bytes()).unwrap_or_else(|e| panic!("a sealed table does not load: {e}"));
     assert_eq!(again, table);
     for (agent, skills) in &table.entries {
         for (skill, tools) in skills {

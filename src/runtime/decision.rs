@@ -147,7 +147,9 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
     };
     // The decision's extras (reasons, decider, digests) are filled once the triple is offered, whatever
     // else refuses the call after that.
-    if let (Ok(entry), Some(agent)) = (table.offered(&call.agent, &call.skill, &call.tool), table.agents.get(&call.agent)) {
+    if let (Ok(entry), Some(agent)) =
+        (table.offered(&call.agent, &call.skill, &call.tool), table.agents.get(&call.agent))
+    {
         d.offered = true;
         d.table_level = entry.level;
         d.reasons = entry.because.clone();

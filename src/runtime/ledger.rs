@@ -52,7 +52,12 @@ pub(crate) type Spend<'t> = crate::table::SpendOf<'t>;
 ///
 /// Errors (the call is `never`): the table names no such budget, or the amount is missing, not an
 /// integer, or negative.
-pub(crate) fn spend_of<'t>(table: &'t Table, tool_name: &str, tool: &ToolInfo, arguments: &Value) -> Result<Option<Spend<'t>>, String> {
+pub(crate) fn spend_of<'t>(
+    table: &'t Table,
+    tool_name: &str,
+    tool: &ToolInfo,
+    arguments: &Value,
+) -> Result<Option<Spend<'t>>, String> {
     let empty = serde_json::Map::new();
     let args = arguments.as_object().unwrap_or(&empty);
     table.spend_of(tool, args).map_err(|e| crate::table::Refused::budget(tool_name, tool, e).to_string())
@@ -181,8 +186,13 @@ pub(crate) fn status(tx: &mut dyn Transaction, name: &str, info: &BudgetInfo) ->
 }
 
 /// Installs the current table's ceiling as the budget's installed ceiling (an explicit raise or lower).
-pub(crate) fn install_ceiling(tx: &mut dyn Transaction, name: &str, info: &BudgetInfo) -> Result<BudgetRecord, StoreError> {
-    let mut r = tx.budget(name)?.unwrap_or(BudgetRecord { name: name.to_string(), installed_ceiling: info.ceiling, spent: 0 });
+pub(crate) fn install_ceiling(
+    tx: &mut dyn Transaction,
+    name: &str,
+    info: &BudgetInfo,
+) -> Result<BudgetRecord, StoreError> {
+    let mut r =
+        tx.budget(name)?.unwrap_or(BudgetRecord { name: name.to_string(), installed_ceiling: info.ceiling, spent: 0 });
     r.installed_ceiling = info.ceiling;
     tx.put_budget(&r)?;
     Ok(r)

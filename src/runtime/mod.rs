@@ -64,7 +64,7 @@ pub use audit::{AuditEvent, AuditSink, EventKind, JsonLinesSink, MemorySink, Nul
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, decide_table, fingerprint};
 pub use error::{Refusal, RuntimeError, StoreError};
-pub use host::{AdmitAll, Authority, NoVersions, Naming, PlainNaming, Principal, VersionQuery, Versions};
+pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};
 pub use records::{
     Basis, BudgetRecord, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, ShownArgument, StandingRule,
@@ -396,11 +396,7 @@ impl Runtime {
     ///
     /// Errors: [`Refusal::Never`] (with the rules or the reason), [`Refusal::MustPropose`] when the level is
     /// not `alone`, [`Refusal::Authority`], [`RuntimeError::Store`].
-    pub fn run_alone(
-        &self,
-        call: &Call,
-        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
-    ) -> Result<Ran, RuntimeError> {
+    pub fn run_alone(&self, call: &Call, run: impl FnOnce(&RunContext<'_>) -> RunOutcome) -> Result<Ran, RuntimeError> {
         let table = self.table();
         let admitted = self.transact(|tx, events| {
             let decision = decide_with(&table, call, &tx.rules()?);
@@ -1420,7 +1416,9 @@ impl Runtime {
                 if new.skill.is_some() {
                     return Err(refuse(
                         events,
-                        format!("`{tool_name}` is not one of the tools of skill `{skill}`: a standing rule cannot offer it"),
+                        format!(
+                            "`{tool_name}` is not one of the tools of skill `{skill}`: a standing rule cannot offer it"
+                        ),
                     ));
                 }
                 continue;
@@ -1463,12 +1461,17 @@ impl Runtime {
         if covered.is_empty() {
             return Err(refuse(
                 events,
-                format!("`{tool_name}` is not at `propose` for `{agent_name}` in any skill: there is nothing to make alone"),
+                format!(
+                    "`{tool_name}` is not at `propose` for `{agent_name}` in any skill: there is nothing to make alone"
+                ),
             ));
         }
         let by = &new.by;
         if !table.persons.contains_key(by) {
-            return Err(refuse(events, format!("`{by}` is not a person of the table: only a person makes a standing rule")));
+            return Err(refuse(
+                events,
+                format!("`{by}` is not a person of the table: only a person makes a standing rule"),
+            ));
         }
         let supervisor = holds(table, by, &table.authority.supervises);
         match &new.work_for {
@@ -1493,7 +1496,10 @@ impl Runtime {
             }
             WorkFor::Everybody => {
                 if !supervisor {
-                    return Err(refuse(events, format!("only a supervisor makes a standing rule for everybody, not `{by}`")));
+                    return Err(refuse(
+                        events,
+                        format!("only a supervisor makes a standing rule for everybody, not `{by}`"),
+                    ));
                 }
             }
         }
@@ -1639,7 +1645,9 @@ fn may_decide(table: &Table, p: &Proposal, person: &str) -> Result<(), String> {
     let route = &p.decider.route;
     let decider = resolve_decider(table, route, p.requester.as_deref(), sponsor);
     let who = match route {
-        Route::Requester | Route::Person(_) => decider.persons.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
+        Route::Requester | Route::Person(_) => {
+            decider.persons.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+        }
         Route::Role(r) => format!("a holder of role `{r}`"),
         Route::Queue(q) => format!("a member of queue `{q}`"),
     };

@@ -29,12 +29,19 @@ pub trait Transaction {
     /// The proposal with this id.
     fn proposal(&mut self, id: &str) -> Result<Option<Proposal>, StoreError>;
     /// The proposal with this fingerprint under this operation key (at most one exists).
-    fn proposal_by_fingerprint(&mut self, operation_key: &str, fingerprint: &str)
-    -> Result<Option<Proposal>, StoreError>;
+    fn proposal_by_fingerprint(
+        &mut self,
+        operation_key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Proposal>, StoreError>;
     /// The proposals under this operation key for this tool and subject (canonical JSON of the subject
     /// argument), oldest first.
-    fn proposals_for_subject(&mut self, operation_key: &str, tool: &str, subject: &str)
-    -> Result<Vec<Proposal>, StoreError>;
+    fn proposals_for_subject(
+        &mut self,
+        operation_key: &str,
+        tool: &str,
+        subject: &str,
+    ) -> Result<Vec<Proposal>, StoreError>;
     /// Every proposal, oldest first.
     fn proposals(&mut self) -> Result<Vec<Proposal>, StoreError>;
     /// Inserts or replaces a proposal (by id).
@@ -218,7 +225,12 @@ impl Transaction for MemoryTransaction<'_> {
     }
 
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
-        Ok(self.guard.reservations.values().filter(|r| r.budget == budget).fold(0u64, |sum, r| sum.saturating_add(r.amount)))
+        Ok(self
+            .guard
+            .reservations
+            .values()
+            .filter(|r| r.budget == budget)
+            .fold(0u64, |sum, r| sum.saturating_add(r.amount)))
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {

@@ -24,7 +24,10 @@ fn tool(label: &str, params: &[(&str, ParamType)], effect: EffectClass, version:
     let mut effects = BTreeMap::new();
     effects.insert(
         effect,
-        EffectInfo { assumed: false, witness: Hop { kind: HopKind::Operation, text: "write Repair".into(), at: at(1) } },
+        EffectInfo {
+            assumed: false,
+            witness: Hop { kind: HopKind::Operation, text: "write Repair".into(), at: at(1) },
+        },
     );
     ToolInfo {
         label: label.into(),
@@ -62,13 +65,32 @@ fn entry(tool: &str, level: Level, route: Route, skill: &str) -> Entry {
 fn workshop() -> Table {
     let repair = || ParamType::Entity("Repair".into());
     let mut tools = BTreeMap::new();
-    tools.insert("PartsFor".to_string(), tool("Look up the parts a fault needs", &[("fault", ParamType::String)], EffectClass::Reads, None));
-    tools.insert("NoteRepair".to_string(), tool("Write a note on the repair", &[("repair", repair()), ("note", ParamType::String)], EffectClass::Changes, None));
+    tools.insert(
+        "PartsFor".to_string(),
+        tool("Look up the parts a fault needs", &[("fault", ParamType::String)], EffectClass::Reads, None),
+    );
+    tools.insert(
+        "NoteRepair".to_string(),
+        tool(
+            "Write a note on the repair",
+            &[("repair", repair()), ("note", ParamType::String)],
+            EffectClass::Changes,
+            None,
+        ),
+    );
     tools.insert(
         "SetPrice".to_string(),
-        tool("Set the price", &[("repair", repair()), ("price", ParamType::Money)], EffectClass::Changes, Some(("repair", "revision"))),
+        tool(
+            "Set the price",
+            &[("repair", repair()), ("price", ParamType::Money)],
+            EffectClass::Changes,
+            Some(("repair", "revision")),
+        ),
     );
-    tools.insert("ScrapRepair".to_string(), tool("Scrap the repair", &[("repair", repair())], EffectClass::Changes, None));
+    tools.insert(
+        "ScrapRepair".to_string(),
+        tool("Scrap the repair", &[("repair", repair())], EffectClass::Changes, None),
+    );
     let mut agents = BTreeMap::new();
     agents.insert(
         "Estimator".to_string(),
@@ -114,20 +136,31 @@ fn workshop() -> Table {
     estimate.insert("ScrapRepair".to_string(), entry("ScrapRepair", Level::Never, Route::Requester, "EstimateRepair"));
     let mut fleet = BTreeMap::new();
     fleet.insert("PartsFor".to_string(), entry("PartsFor", Level::Alone, Route::Requester, "PriceFleetRepair"));
-    fleet.insert("SetPrice".to_string(), entry("SetPrice", Level::Propose, Route::Person("Noor".into()), "PriceFleetRepair"));
+    fleet.insert(
+        "SetPrice".to_string(),
+        entry("SetPrice", Level::Propose, Route::Person("Noor".into()), "PriceFleetRepair"),
+    );
     let mut by_skill = BTreeMap::new();
     by_skill.insert("EstimateRepair".to_string(), estimate);
     by_skill.insert("PriceFleetRepair".to_string(), fleet);
     let mut entries = BTreeMap::new();
     entries.insert("Estimator".to_string(), by_skill);
     let mut table = Table {
-        header: Header { format: 1, compiler: "test".into(), source_digest: String::new(), table_digest: String::new() },
+        header: Header {
+            format: 1,
+            compiler: "test".into(),
+            source_digest: String::new(),
+            table_digest: String::new(),
+        },
         package: PackageSettings { proposal_lifetime_seconds: 7 * DAY, grant_lifetime_seconds: DAY },
         tools,
         agents,
         skills,
         persons,
-        roles: ["Helper", "Manager", "Mechanic"].into_iter().map(|r| (r.to_string(), crate::table::RoleInfo { doc: None })).collect(),
+        roles: ["Helper", "Manager", "Mechanic"]
+            .into_iter()
+            .map(|r| (r.to_string(), crate::table::RoleInfo { doc: None }))
+            .collect(),
         entities: BTreeMap::new(),
         queues: BTreeMap::new(),
         authority: crate::table::Authority {
@@ -195,7 +228,8 @@ impl Authority for Shop {
 
 impl Versions for Shop {
     fn covered_version(&self, q: VersionQuery<'_>) -> Option<String> {
-        (q.entity == Some("Repair") && q.id == "T-7" && q.field == "revision").then(|| format!("r{}", self.get().revision))
+        (q.entity == Some("Repair") && q.id == "T-7" && q.field == "revision")
+            .then(|| format!("r{}", self.get().revision))
     }
 }
 
@@ -231,18 +265,29 @@ fn world() -> World {
 }
 
 fn set_price(price: i64, person: &str, skill: &str) -> Call {
-    Call::new("Estimator", skill, "SetPrice").with_arguments(json!({"repair": "T-7", "price": price})).for_person(person)
+    Call::new("Estimator", skill, "SetPrice")
+        .with_arguments(json!({"repair": "T-7", "price": price}))
+        .for_person(person)
 }
 
 fn propose(w: &World, price: i64, person: &str, key: &str) -> Result<Proposal, RuntimeError> {
-    w.rt.propose(&ProposalRequest::new(set_price(price, person, "EstimateRepair"), key, "Pads, a cable and an hour of work."))
+    w.rt.propose(&ProposalRequest::new(
+        set_price(price, person, "EstimateRepair"),
+        key,
+        "Pads, a cable and an hour of work.",
+    ))
 }
 
 #[test]
 fn levels_follow_the_skills_order_and_never_is_not_offered() {
     let w = world();
     let levels = w.rt.levels("Estimator", "EstimateRepair");
-    let expected = [("PartsFor", Level::Alone), ("NoteRepair", Level::Alone), ("SetPrice", Level::Propose), ("ScrapRepair", Level::Never)];
+    let expected = [
+        ("PartsFor", Level::Alone),
+        ("NoteRepair", Level::Alone),
+        ("SetPrice", Level::Propose),
+        ("ScrapRepair", Level::Never),
+    ];
     assert_eq!(levels, expected.iter().map(|(t, l)| (t.to_string(), *l)).collect::<Vec<_>>());
     let offered: Vec<String> = w.rt.offered_tools("Estimator", "EstimateRepair").into_iter().map(|t| t.name).collect();
     assert_eq!(offered, ["PartsFor", "NoteRepair", "SetPrice"]);
@@ -279,7 +324,10 @@ fn arguments_must_match_the_parameters() {
     assert_eq!(refused(json!({"repair": "T-7"})), "argument `price` of `SetPrice` is missing");
     assert_eq!(refused(json!({"repair": "T-7", "price": 45, "tip": 1})), "`SetPrice` has no parameter `tip`");
     assert!(refused(json!({"repair": "T-7", "price": "45"})).contains("must be a non-negative integer amount"));
-    assert_eq!(refused(json!({"repair": "T-7", "price": -45})), "the amount `price` of `SetPrice` is -45: an amount is never negative");
+    assert_eq!(
+        refused(json!({"repair": "T-7", "price": -45})),
+        "the amount `price` of `SetPrice` is -45: an amount is never negative"
+    );
     assert!(refused(json!({"repair": "T-7", "price": 45.5})).contains("a number with a fraction"));
     assert!(refused(json!({"repair": 7, "price": 45})).contains("the id of a `Repair`"));
     assert!(refused(json!(["T-7", 45])).contains("not a JSON object"));
@@ -309,12 +357,13 @@ fn an_alone_call_runs_only_as_far_as_both_may() -> R {
 #[test]
 fn a_proposal_shows_what_a_person_reads_and_a_retry_returns_it() -> R {
     let w = world();
-    let request = ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "job-1", "Pads, a cable and an hour of work.")
-        .with_evidence(vec![Evidence {
-            tool: "NoteRepair".into(),
-            arguments: json!({"repair": "T-7", "note": "Pads and a cable."}),
-            answer: json!("noted"),
-        }]);
+    let request =
+        ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "job-1", "Pads, a cable and an hour of work.")
+            .with_evidence(vec![Evidence {
+                tool: "NoteRepair".into(),
+                arguments: json!({"repair": "T-7", "note": "Pads and a cable."}),
+                answer: json!("noted"),
+            }]);
     let p = w.rt.propose(&request)?;
     assert_eq!(p.status, Status::Waiting);
     assert_eq!(p.label, "Set the price");
@@ -337,7 +386,8 @@ fn a_proposal_shows_what_a_person_reads_and_a_retry_returns_it() -> R {
 fn mia_approves_and_the_call_fails_as_hers_noor_approves_and_it_runs_as_hers() -> R {
     let w = world();
     let p = propose(&w, 45, "Mia", "job-1")?;
-    let err = w.rt.approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| w.shop.run(c)).err().ok_or("ran")?;
+    let err =
+        w.rt.approve_and_run(&p.id, "Mia", &p.fingerprint, ApproveMode::Once, |c| w.shop.run(c)).err().ok_or("ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Authority));
     assert!(err.to_string().contains("on behalf of `Mia`, who may not"), "{err}");
     let p = w.rt.proposal(&p.id)?;
@@ -377,13 +427,17 @@ fn a_changed_covered_version_makes_the_approval_stale() -> R {
     let w = world();
     let p = propose(&w, 45, "Mia", "job-1")?;
     w.shop.bump_revision();
-    let err = w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| w.shop.run(c)).err().ok_or("ran")?;
+    let err =
+        w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| w.shop.run(c)).err().ok_or("ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     assert!(err.to_string().contains("the covered version is `r2` instead of `r1`"), "{err}");
     assert_eq!(w.rt.proposal(&p.id)?.status, Status::Stale);
     assert_eq!(w.shop.get().price, 0);
     // Final: approving again does nothing either.
-    assert_eq!(w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().and_then(|e| e.refusal()), Some(Refusal::Status));
+    assert_eq!(
+        w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().and_then(|e| e.refusal()),
+        Some(Refusal::Status)
+    );
     Ok(())
 }
 
@@ -458,7 +512,10 @@ fn standing_rules_are_refused_for_never_and_for_the_wrong_people() -> R {
     assert!(err.to_string().contains("no standing rule can make it alone"), "{err}");
     let err = w.rt.allow_alone(&rule("SetPrice", WorkFor::Person("Mia".into()), "Mia")).err().ok_or("made")?;
     assert!(err.to_string().contains("`widens_autonomy` does not admit them"), "{err}");
-    let err = w.rt.allow_alone(&NewRule { skill: Some("PriceFleetRepair".into()), ..rule("NoteRepair", WorkFor::Everybody, "Noor") });
+    let err = w.rt.allow_alone(&NewRule {
+        skill: Some("PriceFleetRepair".into()),
+        ..rule("NoteRepair", WorkFor::Everybody, "Noor")
+    });
     assert!(err.err().ok_or("made")?.to_string().contains("not one of the tools of skill `PriceFleetRepair`"));
     let made = w.rt.allow_alone(&rule("SetPrice", WorkFor::Everybody, "Noor"))?;
     assert_eq!(made.covered.len(), 2);
@@ -491,7 +548,11 @@ fn a_rule_stops_applying_when_the_tool_changes() -> R {
 #[test]
 fn a_routed_decision_is_not_the_requesters() -> R {
     let w = world();
-    let request = ProposalRequest::new(set_price(38, "Mia", "PriceFleetRepair"), "fleet-1", "A fleet rate: pads, a cable and an hour.");
+    let request = ProposalRequest::new(
+        set_price(38, "Mia", "PriceFleetRepair"),
+        "fleet-1",
+        "A fleet rate: pads, a cable and an hour.",
+    );
     let p = w.rt.propose(&request)?;
     assert_eq!(p.decider.waiting_on(), "a decision from Noor");
     let err = w.rt.approve(&p.id, "Mia", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
@@ -533,7 +594,8 @@ fn grants_and_proposals_expire() -> R {
 #[test]
 fn the_destination_is_part_of_what_was_approved() -> R {
     let w = world();
-    let request = ProposalRequest::new(set_price(45, "Noor", "EstimateRepair"), "job-1", "why").with_destination("https://a.example");
+    let request = ProposalRequest::new(set_price(45, "Noor", "EstimateRepair"), "job-1", "why")
+        .with_destination("https://a.example");
     let p = w.rt.propose(&request)?;
     let other = w.rt.propose(&ProposalRequest { destination: Some("https://b.example".into()), ..request.clone() })?;
     assert_ne!(p.fingerprint, other.fingerprint);
@@ -551,7 +613,9 @@ fn a_changed_entry_makes_a_waiting_proposal_stale_and_a_never_fails_it() -> R {
     let p = propose(&w, 45, "Noor", "job-1")?;
     let q = propose(&w, 46, "Noor", "job-2")?;
     let mut table = workshop();
-    if let Some(e) = table.entries.get_mut("Estimator").and_then(|s| s.get_mut("EstimateRepair")).and_then(|t| t.get_mut("SetPrice")) {
+    if let Some(e) =
+        table.entries.get_mut("Estimator").and_then(|s| s.get_mut("EstimateRepair")).and_then(|t| t.get_mut("SetPrice"))
+    {
         e.entry_digest = sha256_hex(b"the skill's lists changed");
     }
     table.seal();
@@ -560,7 +624,9 @@ fn a_changed_entry_makes_a_waiting_proposal_stale_and_a_never_fails_it() -> R {
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     // A table in which the same entry is now reserved (never) with the same digest: refused, final.
     let mut table = workshop();
-    if let Some(e) = table.entries.get_mut("Estimator").and_then(|s| s.get_mut("EstimateRepair")).and_then(|t| t.get_mut("SetPrice")) {
+    if let Some(e) =
+        table.entries.get_mut("Estimator").and_then(|s| s.get_mut("EstimateRepair")).and_then(|t| t.get_mut("SetPrice"))
+    {
         e.reserved = true;
     }
     table.seal();
@@ -597,7 +663,10 @@ fn two_waiting_proposals_are_decided_independently_and_one_grant_runs_once() -> 
     assert_eq!(a.fingerprint, b.fingerprint);
     w.rt.approve(&a.id, "Noor", &a.fingerprint, ApproveMode::Once)?;
     assert_eq!(w.rt.proposal(&b.id)?.status, Status::Waiting);
-    assert_eq!(w.rt.execute(&b.id, None, |c| w.shop.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::NotApproved));
+    assert_eq!(
+        w.rt.execute(&b.id, None, |c| w.shop.run(c)).err().and_then(|e| e.refusal()),
+        Some(Refusal::NotApproved)
+    );
     let runs = Arc::new(Mutex::new(0));
     std::thread::scope(|s| {
         for _ in 0..4 {
@@ -692,7 +761,10 @@ fn a_store_transaction_dropped_without_commit_changes_nothing() -> R {
 #[test]
 fn a_tool_with_a_version_is_refused_when_the_host_cannot_say_it() -> R {
     let rt = Runtime::new(workshop(), AdmitAll);
-    let err = rt.propose(&ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "k", "why")).err().ok_or("proposed")?;
+    let err = rt
+        .propose(&ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "k", "why"))
+        .err()
+        .ok_or("proposed")?;
     assert_eq!(err.refusal(), Some(Refusal::UnknownVersion));
     assert!(rt.proposals()?.is_empty());
     Ok(())
@@ -702,7 +774,9 @@ fn a_tool_with_a_version_is_refused_when_the_host_cannot_say_it() -> R {
 fn a_condition_decides_on_the_arguments_and_fails_closed() -> R {
     use crate::table::{CompareOp, Condition, Literal, NamedRow};
     let mut table = workshop();
-    if let Some(e) = table.entries.get_mut("Estimator").and_then(|s| s.get_mut("EstimateRepair")).and_then(|t| t.get_mut("SetPrice")) {
+    if let Some(e) =
+        table.entries.get_mut("Estimator").and_then(|s| s.get_mut("EstimateRepair")).and_then(|t| t.get_mut("SetPrice"))
+    {
         e.level = None;
         e.rows = vec![Row {
             layer: Layer::Agent,
@@ -722,7 +796,10 @@ fn a_condition_decides_on_the_arguments_and_fails_closed() -> R {
     let set = offered.iter().find(|t| t.name == "SetPrice").ok_or("not offered")?;
     assert_eq!(set.level, None);
     // A condition that cannot be evaluated is `never`; here the argument check refuses first.
-    let d = decide_table(&table, &Call::new("Estimator", "EstimateRepair", "SetPrice").with_arguments(json!({"repair": "T-7"})));
+    let d = decide_table(
+        &table,
+        &Call::new("Estimator", "EstimateRepair", "SetPrice").with_arguments(json!({"repair": "T-7"})),
+    );
     assert_eq!(d.level, Level::Never);
     Ok(())
 }
@@ -761,13 +838,20 @@ fn a_new_proposal_for_the_same_subject_supersedes_the_waiting_one() -> R {
 fn an_unconfirmed_outcome_is_unknown_and_never_runs_again() -> R {
     let w = world();
     let p = propose(&w, 45, "Noor", "job-1")?;
-    let ex = w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("timeout".into()))?;
+    let ex = w
+        .rt
+        .approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("timeout".into()))?;
     assert_eq!((ex.proposal.status, ex.proposal.reason.as_deref()), (Status::Unknown, Some("timeout")));
     assert_eq!(w.rt.execute(&p.id, None, |c| w.shop.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::Status));
-    assert_eq!(w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().and_then(|e| e.refusal()), Some(Refusal::Status));
+    assert_eq!(
+        w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().and_then(|e| e.refusal()),
+        Some(Refusal::Status)
+    );
     assert_eq!(w.rt.revoke(&p.id, "Noor", "the other side may have acted")?.status, Status::Revoked);
     let q = propose(&w, 46, "Noor", "job-2")?;
-    let ex = w.rt.approve_and_run(&q.id, "Noor", &q.fingerprint, ApproveMode::Once, |_| RunOutcome::Failed("refused by the app".into()))?;
+    let ex = w.rt.approve_and_run(&q.id, "Noor", &q.fingerprint, ApproveMode::Once, |_| {
+        RunOutcome::Failed("refused by the app".into())
+    })?;
     assert_eq!(ex.proposal.status, Status::Failed);
     assert_eq!(w.shop.get().writes, 0);
     Ok(())
@@ -776,7 +860,8 @@ fn an_unconfirmed_outcome_is_unknown_and_never_runs_again() -> R {
 #[test]
 fn decide_table_resolves_the_decider_and_refuses_missing_arguments() {
     let table = workshop();
-    let call = Call::new("Estimator", "PriceFleetRepair", "SetPrice").with_arguments(json!({"repair": "T-7", "price": 38}));
+    let call =
+        Call::new("Estimator", "PriceFleetRepair", "SetPrice").with_arguments(json!({"repair": "T-7", "price": 38}));
     let d = decide_table(&table, &call.for_person("Mia"));
     assert_eq!((d.level, d.decider.map(|x| x.persons)), (Level::Propose, Some(vec!["Noor".to_string()])));
     let d = decide_table(&table, &Call::new("Estimator", "EstimateRepair", "PartsFor"));
@@ -829,7 +914,12 @@ fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
         "Finance".into(),
         crate::table::QueueInfo { decided_by: vec![Holder::Role("Mechanic".into())], doc: None },
     );
-    if let Some(e) = table.entries.get_mut("Estimator").and_then(|s| s.get_mut("PriceFleetRepair")).and_then(|t| t.get_mut("SetPrice")) {
+    if let Some(e) = table
+        .entries
+        .get_mut("Estimator")
+        .and_then(|s| s.get_mut("PriceFleetRepair"))
+        .and_then(|t| t.get_mut("SetPrice"))
+    {
         e.route = Route::Queue("Finance".into());
     }
     if let Some(s) = table.skills.get_mut("PriceFleetRepair") {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 pub use ast::{FileId, Span};
 
-use crate::diagnostics::{Diagnostic, Code};
+use crate::diagnostics::{Code, Diagnostic};
 
 /// One source file of a package.
 #[derive(Clone, Debug)]
@@ -209,12 +209,14 @@ pub fn load_package(path: &Path) -> Result<Loaded, LoadError> {
     if meta.is_dir() {
         found = package_files(path)?;
     } else {
-        let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+        let name =
+            path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
         found.push((name, path.to_path_buf()));
     }
     let mut sources = Sources { root: path.to_path_buf(), files: Vec::new() };
     for (name, file) in found {
-        let bytes = std::fs::read(&file).map_err(|source| LoadError::Io { path: file.display().to_string(), source })?;
+        let bytes =
+            std::fs::read(&file).map_err(|source| LoadError::Io { path: file.display().to_string(), source })?;
         sources.add(Source::new(name, bytes));
     }
     Ok(parse_sources(sources))
@@ -319,7 +321,8 @@ pub fn package_files(root: &Path) -> Result<Vec<(String, PathBuf)>, LoadError> {
             continue; // a symlink back to an enclosing folder
         }
         ancestors.push(canonical);
-        let entries = std::fs::read_dir(&dir).map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
+        let entries =
+            std::fs::read_dir(&dir).map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
         for entry in entries {
             let entry = entry.map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
             let path = entry.path();
@@ -330,7 +333,11 @@ pub fn package_files(root: &Path) -> Result<Vec<(String, PathBuf)>, LoadError> {
                 stack.push((path, ancestors.clone()));
             } else if path.extension().is_some_and(|e| e == "permits") {
                 let rel = path.strip_prefix(root).unwrap_or(&path);
-                let rel = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect::<Vec<_>>().join("/");
+                let rel = rel
+                    .components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/");
                 let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
                 found.push((rel, path, canonical));
             }

@@ -8,7 +8,7 @@ use pest::Parser;
 use pest::iterators::Pair;
 
 use super::ast::*;
-use crate::diagnostics::{Diagnostic, Code};
+use crate::diagnostics::{Code, Diagnostic};
 use crate::table::{CompareOp, EffectClass, Level};
 
 #[derive(pest_derive::Parser)]
@@ -18,13 +18,69 @@ struct PermitsParser;
 /// Words that cannot name anything (spec §1): the levels, the classes, the types, `permits`, and every
 /// keyword.
 pub const RESERVED: &[&str] = &[
-    "alone", "propose", "propose_every_time", "never", "reads", "changes", "sends", "spends", "reaches_out",
-    "permits", "any", "dynamic", "requester", "string", "int", "bool", "money", "entity", "tool", "tools",
-    "extern", "fn", "role", "roles", "person", "queue", "decided_by", "may", "agent", "acts_as", "sponsor",
-    "skill", "skills", "route", "to", "supervises", "decides_proposals", "widens_autonomy",
-    "proposal_lifetime", "grant_lifetime", "read", "write", "create", "delete", "send", "spend", "by",
-    "reach", "call", "version", "subject", "everything", "changes_alone", "when", "and", "or", "not", "in",
-    "matches", "budget", "test", "expect", "is",
+    "alone",
+    "propose",
+    "propose_every_time",
+    "never",
+    "reads",
+    "changes",
+    "sends",
+    "spends",
+    "reaches_out",
+    "permits",
+    "any",
+    "dynamic",
+    "requester",
+    "string",
+    "int",
+    "bool",
+    "money",
+    "entity",
+    "tool",
+    "tools",
+    "extern",
+    "fn",
+    "role",
+    "roles",
+    "person",
+    "queue",
+    "decided_by",
+    "may",
+    "agent",
+    "acts_as",
+    "sponsor",
+    "skill",
+    "skills",
+    "route",
+    "to",
+    "supervises",
+    "decides_proposals",
+    "widens_autonomy",
+    "proposal_lifetime",
+    "grant_lifetime",
+    "read",
+    "write",
+    "create",
+    "delete",
+    "send",
+    "spend",
+    "by",
+    "reach",
+    "call",
+    "version",
+    "subject",
+    "everything",
+    "changes_alone",
+    "when",
+    "and",
+    "or",
+    "not",
+    "in",
+    "matches",
+    "budget",
+    "test",
+    "expect",
+    "is",
 ];
 
 /// The deepest nesting of parentheses a file may have (conditions are the only place they nest).
@@ -114,10 +170,8 @@ pub(super) fn parse_file(file: FileId, text: &str) -> (Option<File>, Vec<Diagnos
     };
     let comments = comments_of(file, text);
     // file = { SOI ~ declaration* ~ EOI }
-    let declarations = inner(pair)
-        .filter(|p| p.as_rule() == Rule::declaration)
-        .map(|p| declaration_from_pair(p, &mut ctx))
-        .collect();
+    let declarations =
+        inner(pair).filter(|p| p.as_rule() == Rule::declaration).map(|p| declaration_from_pair(p, &mut ctx)).collect();
     (Some(File { id: file, declarations, comments }), ctx.diags)
 }
 
@@ -178,7 +232,9 @@ fn declaration_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Declaration {
             _ => unreachable!("declaration: no other alternatives"),
         }
     }
-    let Some(kind) = kind else { unreachable!("declaration: the grammar requires one alternative after the doc comments") };
+    let Some(kind) = kind else {
+        unreachable!("declaration: the grammar requires one alternative after the doc comments")
+    };
     Declaration { docs, kind, span }
 }
 
@@ -213,15 +269,31 @@ fn defining_ident(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Ident {
 /// condition is made of and the level and class names.
 fn param_ident(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Ident {
     const NOT_FOR_PARAMS: &[&str] = &[
-        "when", "and", "or", "not", "in", "matches", "alone", "propose", "propose_every_time", "never", "reads",
-        "changes", "sends", "spends", "reaches_out", "permits",
+        "when",
+        "and",
+        "or",
+        "not",
+        "in",
+        "matches",
+        "alone",
+        "propose",
+        "propose_every_time",
+        "never",
+        "reads",
+        "changes",
+        "sends",
+        "spends",
+        "reaches_out",
+        "permits",
     ];
     let ident = ident_from_pair(pair, ctx);
     if NOT_FOR_PARAMS.contains(&ident.name.as_str()) {
         ctx.diags.push(
             Diagnostic::new(Code::SyntaxReserved, format!("`{}` is a reserved word", ident.name))
                 .at(ident.span, "cannot be used as a parameter name")
-                .help("choose another name; levels, effect classes, `permits` and the words of conditions are reserved"),
+                .help(
+                    "choose another name; levels, effect classes, `permits` and the words of conditions are reserved",
+                ),
         );
     }
     ident
@@ -418,8 +490,20 @@ fn statement_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Statement {
     let rule = pair.as_rule();
     // Every operation starts with its keyword(s); the operands follow.
     let mut parts = inner(pair).filter(|p| {
-        !matches!(p.as_rule(), Rule::kw_read | Rule::kw_write | Rule::kw_create | Rule::kw_delete | Rule::kw_send
-            | Rule::kw_spend | Rule::kw_by | Rule::kw_reach | Rule::kw_call | Rule::kw_version | Rule::kw_subject)
+        !matches!(
+            p.as_rule(),
+            Rule::kw_read
+                | Rule::kw_write
+                | Rule::kw_create
+                | Rule::kw_delete
+                | Rule::kw_send
+                | Rule::kw_spend
+                | Rule::kw_by
+                | Rule::kw_reach
+                | Rule::kw_call
+                | Rule::kw_version
+                | Rule::kw_subject
+        )
     });
     let mut next = || parts.next().unwrap_or_else(|| unreachable!("body_stmt: operands as the grammar requires"));
     let kind = match rule {
@@ -620,7 +704,9 @@ fn expect_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Expect {
             Rule::call_args => {
                 for a in inner(p) {
                     let mut it = inner(a);
-                    let (Some(n), Some(v)) = (it.next(), it.next()) else { unreachable!("call_arg: a name and a value") };
+                    let (Some(n), Some(v)) = (it.next(), it.next()) else {
+                        unreachable!("call_arg: a name and a value")
+                    };
                     args.push((ident_from_pair(n, ctx), literal_from_pair(v, ctx)));
                 }
             }
@@ -659,7 +745,8 @@ fn condition_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
 /// or_expr = { and_expr ~ (kw_or ~ and_expr)* }
 fn or_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
     let span = ctx.span(&pair);
-    let mut parts: Vec<Condition> = inner(pair).filter(|p| p.as_rule() == Rule::and_expr).map(|p| and_from_pair(p, ctx)).collect();
+    let mut parts: Vec<Condition> =
+        inner(pair).filter(|p| p.as_rule() == Rule::and_expr).map(|p| and_from_pair(p, ctx)).collect();
     if parts.len() == 1 {
         return parts.remove(0);
     }
@@ -669,7 +756,8 @@ fn or_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
 /// and_expr = { not_expr ~ (kw_and ~ not_expr)* }
 fn and_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
     let span = ctx.span(&pair);
-    let mut parts: Vec<Condition> = inner(pair).filter(|p| p.as_rule() == Rule::not_expr).map(|p| not_from_pair(p, ctx)).collect();
+    let mut parts: Vec<Condition> =
+        inner(pair).filter(|p| p.as_rule() == Rule::not_expr).map(|p| not_from_pair(p, ctx)).collect();
     if parts.len() == 1 {
         return parts.remove(0);
     }
@@ -709,7 +797,8 @@ fn comparison_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
     let next = it.next().unwrap_or_else(|| unreachable!("comparison: an operator"));
     let kind = match next.as_rule() {
         Rule::in_list => {
-            let values = inner(next).filter(|p| p.as_rule() == Rule::literal).map(|p| literal_from_pair(p, ctx)).collect();
+            let values =
+                inner(next).filter(|p| p.as_rule() == Rule::literal).map(|p| literal_from_pair(p, ctx)).collect();
             ConditionKind::In { param, values }
         }
         Rule::matches_glob => {
@@ -838,7 +927,9 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
         let first = rest.chars().next();
         match first {
             None => String::new(),
-            Some(c) if c.is_alphanumeric() || c == '_' => rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect(),
+            Some(c) if c.is_alphanumeric() || c == '_' => {
+                rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect()
+            }
             Some(c) => c.to_string(),
         }
     };
@@ -899,7 +990,9 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::kw_and => "`and`",
         Rule::kw_or => "`or`",
         Rule::kw_not => "`not`",
-        Rule::condition | Rule::or_expr | Rule::and_expr | Rule::not_expr | Rule::primary | Rule::comparison => "a condition",
+        Rule::condition | Rule::or_expr | Rule::and_expr | Rule::not_expr | Rule::primary | Rule::comparison => {
+            "a condition"
+        }
         Rule::level => "a level (`alone`, `propose`, `propose_every_time`, `never`)",
         Rule::effect_class => "an effect class",
         Rule::declaration | Rule::doc_comment => "a declaration",
@@ -908,8 +1001,14 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::claim => "`:`",
         Rule::body => "`{`",
         Rule::target => "a name or a string",
-        Rule::op_read | Rule::op_write | Rule::op_create | Rule::op_delete | Rule::op_send | Rule::op_spend
-        | Rule::op_reach | Rule::op_call => "an operation",
+        Rule::op_read
+        | Rule::op_write
+        | Rule::op_create
+        | Rule::op_delete
+        | Rule::op_send
+        | Rule::op_spend
+        | Rule::op_reach
+        | Rule::op_call => "an operation",
         Rule::version_stmt => "`version`",
         Rule::subject_stmt => "`subject`",
         Rule::preset | Rule::class_setting | Rule::tool_list => "a rule (`changes: propose`, `never [..]`)",
@@ -942,8 +1041,14 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::kw_to => "`to`",
         Rule::kw_requester => "`requester`",
         Rule::kw_by => "`by`",
-        Rule::kw_read | Rule::kw_write | Rule::kw_create | Rule::kw_delete | Rule::kw_send | Rule::kw_spend
-        | Rule::kw_reach | Rule::kw_call => "an operation",
+        Rule::kw_read
+        | Rule::kw_write
+        | Rule::kw_create
+        | Rule::kw_delete
+        | Rule::kw_send
+        | Rule::kw_spend
+        | Rule::kw_reach
+        | Rule::kw_call => "an operation",
         Rule::kw_version => "`version`",
         Rule::kw_subject => "`subject`",
         Rule::kw_everything | Rule::kw_changes_alone => "a rule (`changes: propose`, `never [..]`)",
@@ -953,8 +1058,16 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::kw_dynamic => "`dynamic`",
         Rule::kw_budget => "`budget`",
         Rule::budget_field => "a budget field (`ceiling: 2500`)",
-        Rule::entity_decl | Rule::tool_decl | Rule::extern_tool_decl | Rule::fn_decl | Rule::role_decl
-        | Rule::person_decl | Rule::queue_decl | Rule::agent_decl | Rule::skill_decl | Rule::budget_decl => "a declaration",
+        Rule::entity_decl
+        | Rule::tool_decl
+        | Rule::extern_tool_decl
+        | Rule::fn_decl
+        | Rule::role_decl
+        | Rule::person_decl
+        | Rule::queue_decl
+        | Rule::agent_decl
+        | Rule::skill_decl
+        | Rule::budget_decl => "a declaration",
         _ => "another token",
     }
 }

@@ -20,7 +20,15 @@ pub(crate) fn to_canonical_bytes<T: Serialize + ?Sized>(
     indent: Option<usize>,
     skip_top_field: Option<&'static str>,
 ) -> Result<Vec<u8>, serde_json::Error> {
-    let mut w = Writer { out: Vec::new(), indent, depth: 0, keys: String::new(), entries: Vec::new(), scratch: Vec::new(), skip_top_field };
+    let mut w = Writer {
+        out: Vec::new(),
+        indent,
+        depth: 0,
+        keys: String::new(),
+        entries: Vec::new(),
+        scratch: Vec::new(),
+        skip_top_field,
+    };
     value.serialize(&mut w)?;
     Ok(w.out)
 }

@@ -142,7 +142,8 @@ pub enum Refused {
 impl Refused {
     /// The refusal for a spend that cannot be read ([`Table::spend_of`]'s error).
     pub fn budget(tool_name: &str, tool: &ToolInfo, error: SpendError) -> Refused {
-        let (budget, param) = tool.spends.as_ref().map_or((String::new(), String::new()), |s| (s.budget.clone(), s.param.clone()));
+        let (budget, param) =
+            tool.spends.as_ref().map_or((String::new(), String::new()), |s| (s.budget.clone(), s.param.clone()));
         Refused::Budget { tool: tool_name.to_string(), budget, param, error }
     }
 }
@@ -155,9 +156,15 @@ impl fmt::Display for Refused {
             Refused::Arguments(e) => e.fmt(f),
             Refused::Condition(e) => e.fmt(f),
             Refused::Budget { tool, budget, param, error } => match error {
-                SpendError::UnknownBudget => write!(f, "`{tool}` spends from `{budget}`, which the table does not declare"),
-                SpendError::MissingAmount => write!(f, "the amount `{param}` of `{tool}` is missing or not a whole number"),
-                SpendError::NegativeAmount(a) => write!(f, "the amount `{param}` of `{tool}` is {a}: an amount is never negative"),
+                SpendError::UnknownBudget => {
+                    write!(f, "`{tool}` spends from `{budget}`, which the table does not declare")
+                }
+                SpendError::MissingAmount => {
+                    write!(f, "the amount `{param}` of `{tool}` is missing or not a whole number")
+                }
+                SpendError::NegativeAmount(a) => {
+                    write!(f, "the amount `{param}` of `{tool}` is {a}: an amount is never negative")
+                }
             },
         }
     }
@@ -320,7 +327,14 @@ fn level_of_offered<'t>(
     };
     let spend = table.spend_of(tool, args).map_err(|error| Refused::budget(call.tool, tool, error))?;
     let floored = level == Level::Alone && spend.is_some_and(|s| s.over_allowance());
-    Ok(LevelOf { level: if floored { Level::Propose } else { level }, route: &entry.route, entry, tool, spend, floored })
+    Ok(LevelOf {
+        level: if floored { Level::Propose } else { level },
+        route: &entry.route,
+        entry,
+        tool,
+        spend,
+        floored,
+    })
 }
 
 /// Checks a call's arguments against the tool's parameters (spec §5 "Decide"): a JSON object with exactly
@@ -338,7 +352,11 @@ pub fn check_arguments(tool_name: &str, tool: &ToolInfo, arguments: &Value) -> R
         };
         if !value_fits(&param.ty, value) {
             if let (ParamType::Money, Some(amount)) = (&param.ty, value.as_i64()) {
-                return Err(ArgumentError::NegativeMoney { tool: tool_name.to_string(), param: param.name.clone(), amount });
+                return Err(ArgumentError::NegativeMoney {
+                    tool: tool_name.to_string(),
+                    param: param.name.clone(),
+                    amount,
+                });
             }
             return Err(ArgumentError::Mistyped {
                 tool: tool_name.to_string(),
@@ -469,8 +487,9 @@ impl Offered<'_> {
 /// order, a missing or extra name, a wrong type) goes to [`arguments_fit`], which decides.
 fn fit_sorted(sorted: Option<&[(&str, &ParamType)]>, tool: &ToolInfo, args: &Map<String, Value>) -> bool {
     if let Some(params) = sorted {
-        let pairwise =
-            || args.iter().zip(params).all(|((name, value), (param, ty))| same_name(name, param) && value_fits(ty, value));
+        let pairwise = || {
+            args.iter().zip(params).all(|((name, value), (param, ty))| same_name(name, param) && value_fits(ty, value))
+        };
         if args.len() == params.len() && pairwise() {
             return true;
         }
@@ -551,7 +570,12 @@ mod tests {
         let t = Triple("A0", "A0S0", "T12");
         assert_eq!(t, Triple("A0", "A0S0", "T12"));
         assert_eq!(hasher.hash_one(t), hasher.hash_one(Triple("A0", "A0S0", "T12")));
-        for other in [Triple("A0", "A0S0", "T13"), Triple("A1", "A0S0", "T12"), Triple("A0", "A0S1", "T12"), Triple("A0A0S0", "", "T12")] {
+        for other in [
+            Triple("A0", "A0S0", "T13"),
+            Triple("A1", "A0S0", "T12"),
+            Triple("A0", "A0S1", "T12"),
+            Triple("A0A0S0", "", "T12"),
+        ] {
             assert_ne!(t, other);
         }
         assert_ne!(hasher.hash_one(Triple("ab", "c", "")), hasher.hash_one(Triple("a", "bc", "")));
@@ -579,7 +603,11 @@ mod tests {
         let tools = [
             tool(vec![]),
             tool(vec![param("to", ParamType::String), param("amount", ParamType::Money)]),
-            tool(vec![param("b", ParamType::Bool), param("a", ParamType::Int), param("c", ParamType::Entity("E".into()))]),
+            tool(vec![
+                param("b", ParamType::Bool),
+                param("a", ParamType::Int),
+                param("c", ParamType::Entity("E".into())),
+            ]),
             tool(vec![param("a", ParamType::Int), param("a", ParamType::Int)]),
         ];
         let values = [json!(1), json!("x"), json!(true), json!(null), json!(-2)];
@@ -594,7 +622,8 @@ mod tests {
             names.dedup();
             let mut checked = 0;
             for mask in 0u32..(1 << names.len()) {
-                let chosen: Vec<&str> = names.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, n)| *n).collect();
+                let chosen: Vec<&str> =
+                    names.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, n)| *n).collect();
                 if chosen.len() > 3 {
                     continue;
                 }
@@ -605,7 +634,12 @@ mod tests {
                         map.insert((*name).to_string(), values[p % values.len()].clone());
                         p /= values.len();
                     }
-                    assert_eq!(fit_sorted(sorted.as_deref(), info, &map), arguments_fit(info, &map), "{:?} {map:?}", info.params);
+                    assert_eq!(
+                        fit_sorted(sorted.as_deref(), info, &map),
+                        arguments_fit(info, &map),
+                        "{:?} {map:?}",
+                        info.params
+                    );
                     checked += 1;
                 }
             }

@@ -195,11 +195,7 @@ fn level_word(l: Level) -> &'static str {
 }
 
 fn class_list(bits: u8) -> String {
-    (0..5)
-        .filter(|b| bits & (1 << b) != 0)
-        .map(|b| CLASS_NAMES[b])
-        .collect::<Vec<_>>()
-        .join(" + ")
+    (0..5).filter(|b| bits & (1 << b) != 0).map(|b| CLASS_NAMES[b]).collect::<Vec<_>>().join(" + ")
 }
 
 impl Pkg {
@@ -232,11 +228,7 @@ impl Pkg {
         }
         for (i, s) in may.settings.iter().enumerate() {
             if let Some(l) = s {
-                out.push_str(&format!(
-                    "{indent}    {}: {}\n",
-                    CLASS_NAMES[i + 1],
-                    level_word(*l)
-                ));
+                out.push_str(&format!("{indent}    {}: {}\n", CLASS_NAMES[i + 1], level_word(*l)));
             }
         }
         for (level, entries) in &may.lists {
@@ -247,11 +239,7 @@ impl Pkg {
                     None => format!("T{}", e.tool),
                 })
                 .collect();
-            out.push_str(&format!(
-                "{indent}    {} [{}]\n",
-                level_word(*level),
-                items.join(", ")
-            ));
+            out.push_str(&format!("{indent}    {} [{}]\n", level_word(*level), items.join(", ")));
         }
         out.push_str(&format!("{indent}}}\n"));
         out
@@ -267,13 +255,9 @@ impl Pkg {
             Op::WritePermits => "write permits".into(),
             Op::Dynamic => "call dynamic".into(),
             Op::Call(n) => format!("call {}", node_name(*n)),
-            Op::CallAny(ns) => format!(
-                "call any [{}]",
-                ns.iter()
-                    .map(|n| node_name(*n))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+            Op::CallAny(ns) => {
+                format!("call any [{}]", ns.iter().map(|n| node_name(*n)).collect::<Vec<_>>().join(", "))
+            }
         }
     }
 
@@ -291,66 +275,28 @@ impl Pkg {
             out.push(self.render_may(may, ""));
         }
         for (i, t) in self.tools.iter().enumerate() {
-            let claim = self
-                .claim_bits(NodeRef::Tool(i))
-                .map(|b| format!(" : {}", class_list(b)))
-                .unwrap_or_default();
+            let claim = self.claim_bits(NodeRef::Tool(i)).map(|b| format!(" : {}", class_list(b))).unwrap_or_default();
             if t.external {
                 out.push(format!("extern tool T{i} \"Tool {i}\" (n: int){claim}\n"));
             } else {
-                let body: String = t
-                    .ops
-                    .iter()
-                    .map(|op| format!("    {}\n", Self::render_op(op)))
-                    .collect();
-                out.push(format!(
-                    "/// Tool number {i}.\ntool T{i} \"Tool {i}\" (n: int){claim} {{\n{body}}}\n"
-                ));
+                let body: String = t.ops.iter().map(|op| format!("    {}\n", Self::render_op(op))).collect();
+                out.push(format!("/// Tool number {i}.\ntool T{i} \"Tool {i}\" (n: int){claim} {{\n{body}}}\n"));
             }
         }
         for (i, f) in self.fns.iter().enumerate() {
-            let claim = self
-                .claim_bits(NodeRef::Fn(i))
-                .map(|b| format!(" : {}", class_list(b)))
-                .unwrap_or_default();
-            let body: String = f
-                .ops
-                .iter()
-                .map(|op| format!("    {}\n", Self::render_op(op)))
-                .collect();
+            let claim = self.claim_bits(NodeRef::Fn(i)).map(|b| format!(" : {}", class_list(b))).unwrap_or_default();
+            let body: String = f.ops.iter().map(|op| format!("    {}\n", Self::render_op(op))).collect();
             out.push(format!("fn f{i}(){claim} {{\n{body}}}\n"));
         }
         for (i, a) in self.agents.iter().enumerate() {
-            let may = a
-                .may
-                .as_ref()
-                .map(|m| self.render_may(m, "    "))
-                .unwrap_or_default();
-            let skills = a
-                .skills
-                .iter()
-                .map(|s| format!("S{s}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            out.push(format!(
-                "agent A{i} \"Agent {i}\" {{\n    sponsor P0\n{may}    skills [{skills}]\n}}\n"
-            ));
+            let may = a.may.as_ref().map(|m| self.render_may(m, "    ")).unwrap_or_default();
+            let skills = a.skills.iter().map(|s| format!("S{s}")).collect::<Vec<_>>().join(", ");
+            out.push(format!("agent A{i} \"Agent {i}\" {{\n    sponsor P0\n{may}    skills [{skills}]\n}}\n"));
         }
         for (i, s) in self.skills.iter().enumerate() {
-            let may = s
-                .may
-                .as_ref()
-                .map(|m| self.render_may(m, "    "))
-                .unwrap_or_default();
-            let tools = s
-                .tools
-                .iter()
-                .map(|t| format!("T{t}"))
-                .collect::<Vec<_>>()
-                .join(", ");
-            out.push(format!(
-                "skill S{i} \"Skill {i}\" {{\n    tools [{tools}]\n{may}}}\n"
-            ));
+            let may = s.may.as_ref().map(|m| self.render_may(m, "    ")).unwrap_or_default();
+            let tools = s.tools.iter().map(|t| format!("T{t}")).collect::<Vec<_>>().join(", ");
+            out.push(format!("skill S{i} \"Skill {i}\" {{\n    tools [{tools}]\n{may}}}\n"));
         }
         out
     }
@@ -405,27 +351,12 @@ pub fn compile_text(text: &str) -> permits::table::Table {
 // Strategies.
 
 fn level() -> impl Strategy<Value = Level> + Clone {
-    prop_oneof![
-        Just(Level::Alone),
-        Just(Level::Propose),
-        Just(Level::ProposeEveryTime),
-        Just(Level::Never)
-    ]
+    prop_oneof![Just(Level::Alone), Just(Level::Propose), Just(Level::ProposeEveryTime), Just(Level::Never)]
 }
 
 /// A condition on `n`, at most two levels of `and`/`or`/`not`.
 pub fn cond() -> impl Strategy<Value = Cond> {
-    let leaf = (
-        prop_oneof![
-            Just("<"),
-            Just("<="),
-            Just("=="),
-            Just("!="),
-            Just(">="),
-            Just(">")
-        ],
-        -2i64..8,
-    )
+    let leaf = (prop_oneof![Just("<"), Just("<="), Just("=="), Just("!="), Just(">="), Just(">")], -2i64..8)
         .prop_map(|(op, k)| Cond::Cmp(op, k));
     leaf.prop_recursive(2, 6, 2, |inner| {
         prop_oneof![
@@ -438,24 +369,12 @@ pub fn cond() -> impl Strategy<Value = Cond> {
 
 /// A `may` block over `nt` tools.
 pub fn may(nt: usize) -> impl Strategy<Value = MayG> {
-    let preset = proptest::option::weighted(
-        0.2,
-        prop_oneof![Just(Preset::Everything), Just(Preset::ChangesAlone)],
-    );
+    let preset = proptest::option::weighted(0.2, prop_oneof![Just(Preset::Everything), Just(Preset::ChangesAlone)]);
     let setting = proptest::option::weighted(0.3, level());
-    let entry = (0..nt, proptest::option::weighted(0.35, cond()))
-        .prop_map(|(tool, when)| EntryG { tool, when });
+    let entry = (0..nt, proptest::option::weighted(0.35, cond())).prop_map(|(tool, when)| EntryG { tool, when });
     let list = (level(), proptest::collection::vec(entry, 1..3));
-    (
-        preset,
-        [setting.clone(), setting.clone(), setting.clone(), setting],
-        proptest::collection::vec(list, 0..3),
-    )
-        .prop_map(|(preset, settings, lists)| MayG {
-            preset,
-            settings,
-            lists,
-        })
+    (preset, [setting.clone(), setting.clone(), setting.clone(), setting], proptest::collection::vec(list, 0..3))
+        .prop_map(|(preset, settings, lists)| MayG { preset, settings, lists })
 }
 
 fn distinct(v: Vec<usize>) -> Vec<usize> {
@@ -467,13 +386,7 @@ fn distinct(v: Vec<usize>) -> Vec<usize> {
 /// claims, 1–3 agents, 1–3 skills, `may` blocks in every layer.
 pub fn pkg() -> impl Strategy<Value = Pkg> {
     (1usize..=6, 0usize..=3, 1usize..=3, 1usize..=3).prop_flat_map(|(nt, nf, na, ns)| {
-        let node = (0..nt + nf).prop_map(move |i| {
-            if i < nt {
-                NodeRef::Tool(i)
-            } else {
-                NodeRef::Fn(i - nt)
-            }
-        });
+        let node = (0..nt + nf).prop_map(move |i| if i < nt { NodeRef::Tool(i) } else { NodeRef::Fn(i - nt) });
         let op = prop_oneof![
             4 => Just(Op::Read),
             3 => Just(Op::Write),
@@ -486,45 +399,19 @@ pub fn pkg() -> impl Strategy<Value = Pkg> {
             2 => proptest::collection::vec(node, 1..3).prop_map(Op::CallAny),
         ];
         let ops = proptest::collection::vec(op, 0..4);
-        let tool = (
-            proptest::bool::weighted(0.2),
-            1u8..32,
-            proptest::option::weighted(0.3, 0u8..32),
-            ops.clone(),
-        )
+        let tool = (proptest::bool::weighted(0.2), 1u8..32, proptest::option::weighted(0.3, 0u8..32), ops.clone())
             .prop_map(|(external, ext_claim, extra, ops)| {
                 if external {
-                    ToolG {
-                        external,
-                        claim: Some(ext_claim),
-                        ops: Vec::new(),
-                    }
+                    ToolG { external, claim: Some(ext_claim), ops: Vec::new() }
                 } else {
-                    ToolG {
-                        external,
-                        claim: extra,
-                        ops,
-                    }
+                    ToolG { external, claim: extra, ops }
                 }
             });
-        let function = (proptest::option::weighted(0.2, 0u8..32), ops)
-            .prop_map(|(claim, ops)| FnG { claim, ops });
-        let skill = (
-            proptest::collection::vec(0..nt, 1..=nt),
-            proptest::option::weighted(0.6, may(nt)),
-        )
-            .prop_map(|(tools, may)| SkillG {
-                tools: distinct(tools),
-                may,
-            });
-        let agent = (
-            proptest::collection::vec(0..ns, 1..=ns),
-            proptest::option::weighted(0.8, may(nt)),
-        )
-            .prop_map(|(skills, may)| AgentG {
-                skills: distinct(skills),
-                may,
-            });
+        let function = (proptest::option::weighted(0.2, 0u8..32), ops).prop_map(|(claim, ops)| FnG { claim, ops });
+        let skill = (proptest::collection::vec(0..nt, 1..=nt), proptest::option::weighted(0.6, may(nt)))
+            .prop_map(|(tools, may)| SkillG { tools: distinct(tools), may });
+        let agent = (proptest::collection::vec(0..ns, 1..=ns), proptest::option::weighted(0.8, may(nt)))
+            .prop_map(|(skills, may)| AgentG { skills: distinct(skills), may });
         (
             proptest::collection::vec(tool, nt),
             proptest::collection::vec(function, nf),
@@ -544,8 +431,5 @@ pub fn pkg() -> impl Strategy<Value = Pkg> {
 
 /// The number of cases: `PROPTEST_CASES` when set, else `default`.
 pub fn cases(default: u32) -> u32 {
-    std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
+    std::env::var("PROPTEST_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }

@@ -73,22 +73,17 @@ pub fn own_ops(p: &Pkg, n: NodeRef) -> u8 {
 
 /// The proven effect set (class bits and the reserved bit): the node's own and everything it reaches.
 pub fn proven(p: &Pkg, n: NodeRef) -> u8 {
-    reach(p, n)
-        .into_iter()
-        .fold(own(p, n), |acc, x| acc | own(p, x))
+    reach(p, n).into_iter().fold(own(p, n), |acc, x| acc | own(p, x))
 }
 
 /// The part of the proven set that a real body operation proves somewhere (the rest is `assumed`).
 pub fn real(p: &Pkg, n: NodeRef) -> u8 {
-    reach(p, n)
-        .into_iter()
-        .fold(own_ops(p, n), |acc, x| acc | own_ops(p, x))
+    reach(p, n).into_iter().fold(own_ops(p, n), |acc, x| acc | own_ops(p, x))
 }
 
 /// The classes a tool's level is computed over: its claim when it has one, else its proven set (§2).
 pub fn level_set(p: &Pkg, t: usize) -> u8 {
-    p.claim_bits(NodeRef::Tool(t))
-        .unwrap_or_else(|| proven(p, NodeRef::Tool(t)) & CLASSES)
+    p.claim_bits(NodeRef::Tool(t)).unwrap_or_else(|| proven(p, NodeRef::Tool(t)) & CLASSES)
 }
 
 /// What a layer says about one class (§3 step 2, "class level").
@@ -99,22 +94,14 @@ pub fn class_setting(may: &MayG, kind: LayerKind, class: usize) -> Option<Level>
         return (!tightening).then_some(Level::Alone);
     }
     if let Some(l) = may.settings[class - 1] {
-        return if tightening && l == Level::Alone {
-            None
-        } else {
-            Some(l)
-        };
+        return if tightening && l == Level::Alone { None } else { Some(l) };
     }
     if let Some(preset) = may.preset {
         let l = match (preset, class) {
             (Preset::Everything, _) | (Preset::ChangesAlone, 1) => Level::Alone,
             (Preset::ChangesAlone, _) => Level::Propose,
         };
-        return if tightening && l == Level::Alone {
-            None
-        } else {
-            Some(l)
-        };
+        return if tightening && l == Level::Alone { None } else { Some(l) };
     }
     (!tightening).then_some(Level::Propose)
 }
@@ -123,21 +110,14 @@ pub fn class_setting(may: &MayG, kind: LayerKind, class: usize) -> Option<Level>
 pub fn class_level(p: &Pkg, may: &MayG, kind: LayerKind, t: usize) -> Option<Level> {
     let set = level_set(p, t);
     let set = if set == 0 { 1 } else { set };
-    (0..5)
-        .filter(|c| set & (1 << c) != 0)
-        .filter_map(|c| class_setting(may, kind, c))
-        .max()
+    (0..5).filter(|c| set & (1 << c) != 0).filter_map(|c| class_setting(may, kind, c)).max()
 }
 
 /// Every entry of a layer naming a tool: (level, condition).
 pub fn entries(may: &MayG, t: usize) -> Vec<(Level, Option<&super::generator::Cond>)> {
     may.lists
         .iter()
-        .flat_map(|(l, es)| {
-            es.iter()
-                .filter(move |e| e.tool == t)
-                .map(move |e| (*l, e.when.as_ref()))
-        })
+        .flat_map(|(l, es)| es.iter().filter(move |e| e.tool == t).map(move |e| (*l, e.when.as_ref())))
         .collect()
 }
 
@@ -145,20 +125,12 @@ pub fn entries(may: &MayG, t: usize) -> Vec<(Level, Option<&super::generator::Co
 /// it and applies, else the class level; raised to the strictest restrictive entry of any tool it
 /// calls transitively, whatever that entry's condition.
 pub fn layer_level(p: &Pkg, may: &MayG, kind: LayerKind, t: usize, n: i64) -> Option<Level> {
-    let named = entries(may, t)
-        .into_iter()
-        .filter(|(_, c)| c.is_none_or(|c| c.holds(n)))
-        .map(|(l, _)| l)
-        .max();
+    let named = entries(may, t).into_iter().filter(|(_, c)| c.is_none_or(|c| c.holds(n))).map(|(l, _)| l).max();
     let base = named.or_else(|| class_level(p, may, kind, t));
     let inherited = reach(p, NodeRef::Tool(t))
         .into_iter()
         .filter_map(|c| match c {
-            NodeRef::Tool(ct) => entries(may, ct)
-                .into_iter()
-                .map(|(l, _)| l)
-                .filter(|l| *l >= Level::Propose)
-                .max(),
+            NodeRef::Tool(ct) => entries(may, ct).into_iter().map(|(l, _)| l).filter(|l| *l >= Level::Propose).max(),
             NodeRef::Fn(_) => None,
         })
         .max();
@@ -181,13 +153,7 @@ pub fn triple_level(p: &Pkg, a: usize, s: usize, t: usize, n: i64) -> Option<Lev
     if let Some(m) = &p.package_may {
         level = level.max(layer_level(p, m, LayerKind::Package, t, n));
     }
-    level = level.max(layer_level(
-        p,
-        agent.may.as_ref().unwrap_or(&empty),
-        LayerKind::Agent,
-        t,
-        n,
-    ));
+    level = level.max(layer_level(p, agent.may.as_ref().unwrap_or(&empty), LayerKind::Agent, t, n));
     if let Some(m) = &skill.may {
         level = level.max(layer_level(p, m, LayerKind::Skill, t, n));
     }

@@ -41,14 +41,17 @@ fn compare(c: &mut Criterion) {
     let args = json!({ "amount": 500, "to": "ops@example.com" });
     for (a, s, t) in &sample {
         let p = decide_table(&table, &Call::new(a, s, t).with_arguments(args.clone())).level;
-        let quick = index.level_of(permits::table::CallRef { agent: a, skill: s, tool: t, arguments: &args, requester: None }).map_or(Level::Never, |l| l.level);
+        let quick = index
+            .level_of(permits::table::CallRef { agent: a, skill: s, tool: t, arguments: &args, requester: None })
+            .map_or(Level::Never, |l| l.level);
         let ce = cedar.decide(&CedarModel::call(a, s, t));
         let re = rego_decide(&mut rego, &rego_input(a, s, t));
         assert!(p == quick && p == ce && p == re, "({a}, {s}, {t}): permits {p} ({quick}), cedar {ce}, rego {re}");
     }
     eprintln!("compare: the three engines agree on {} calls", sample.len());
     // Time a call whose level is `alone` (Cedar answers it with its first request), when there is one.
-    let alone = |(a, s, t): &&(String, String, String)| table.entry(a, s, t).is_some_and(|e| e.level == Some(Level::Alone));
+    let alone =
+        |(a, s, t): &&(String, String, String)| table.entry(a, s, t).is_some_and(|e| e.level == Some(Level::Alone));
     let (a, s, t) = sample.iter().find(alone).or(sample.first()).expect("a call").clone();
     eprintln!("compare: timing ({a}, {s}, {t}) at {:?}", table.entry(&a, &s, &t).and_then(|e| e.level));
     let call = Call::new(&a, &s, &t).with_arguments(args);
@@ -59,9 +62,7 @@ fn compare(c: &mut Criterion) {
     // `LevelIndex` built once per table, as Cedar's entities and Rego's data are built once) answers it
     // with the same checks as `decide_table` (offered, arguments against the parameters); `decide_table`
     // also builds the owned `Decision` (reasons, decider, digests), which Cedar and Rego do not give.
-    g.bench_function("permits", |b| {
-        b.iter(|| black_box(&index).level_of(black_box(&call).as_ref()).map(|l| l.level))
-    });
+    g.bench_function("permits", |b| b.iter(|| black_box(&index).level_of(black_box(&call).as_ref()).map(|l| l.level)));
     g.bench_function("permits_decide_table", |b| b.iter(|| decide_table(black_box(&table), black_box(&call)).level));
     g.bench_function("cedar", |b| b.iter(|| cedar.decide(black_box(&cedar_call))));
     g.bench_function("regorus", |b| b.iter(|| rego_decide(&mut rego, black_box(&input))));

@@ -67,8 +67,14 @@ impl CedarModel {
             GRANTED
                 .iter()
                 .map(|l| {
-                    Request::new(uid("Seat", &format!("{agent}/{skill}")), uid("Action", l.as_str()), uid("Tool", tool), Context::empty(), None)
-                        .expect("request")
+                    Request::new(
+                        uid("Seat", &format!("{agent}/{skill}")),
+                        uid("Action", l.as_str()),
+                        uid("Tool", tool),
+                        Context::empty(),
+                        None,
+                    )
+                    .expect("request")
                 })
                 .collect(),
         )
