@@ -13,9 +13,9 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use permits::compile::{Output, compile_loaded};
-use permits::generate::{Config, generate};
 use permits::syntax::{Source, Sources, parse_sources};
 use permits::table::Table;
+use permits_testkit::generate::{Config, generate};
 
 /// What `permitc check` does after reading the file: parse, check, infer, decide, build the table.
 fn check_compile(text: Vec<u8>) -> Output {

@@ -13,9 +13,9 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use permits::generate::{Config, generate};
 use permits::runtime::{AdmitAll, Call, Runtime, decide_table, fingerprint};
 use permits::table::{Level, LevelIndex, Table};
+use permits_testkit::generate::{Config, generate};
 use serde_json::json;
 
 /// An agent whose skill offers `T1` under a condition and `T2` without one, appended to every generated

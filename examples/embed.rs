@@ -142,7 +142,9 @@ fn load_table() -> Result<Table, String> {
     }
     #[cfg(feature = "compiler")]
     {
-        permits::compile::compile_path(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("policies/workshop"))
+        permits::compile::compile_path(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/workshop"),
+        )
     }
     #[cfg(not(feature = "compiler"))]
     {

@@ -4,12 +4,12 @@
 fn main() {
     let mut args = std::env::args().skip(1);
     let tools: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
-    let mut config = permits::generate::Config::sized(tools);
+    let mut config = permits_testkit::generate::Config::sized(tools);
     if let Some(edges) = args.next().and_then(|a| a.parse().ok()) {
         config.edges = edges;
     }
     if let Some(seed) = args.next().and_then(|a| a.parse().ok()) {
         config.seed = seed;
     }
-    print!("{}", permits::generate::generate(&config));
+    print!("{}", permits_testkit::generate::generate(&config));
 }

@@ -242,7 +242,7 @@ fn build_supplier_once() -> std::io::Result<PathBuf> {
     }
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
-    command.args(["build", "--example", "supplier"]).current_dir(env!("CARGO_MANIFEST_DIR"));
+    command.args(["build", "-p", "permits", "--example", "supplier"]).current_dir(env!("CARGO_MANIFEST_DIR"));
     match profile_dir().as_ref().and_then(|dir| dir.file_name()).and_then(|name| name.to_str()) {
         Some("debug") | None => {}
         Some("release") => {

@@ -12,7 +12,7 @@ fuzz_target!(|data: &[u8]| {
     let mut sources = Sources::default();
     sources.add(Source::new("fuzz.permits", data.to_vec()));
     let out = permits::compile::compile_loaded(parse_sources(sources));
-    let rendered = permits::cli::render_plain(&out.diagnostics, &out.sources);
+    let rendered = permits::diagnostics::render_plain(&out.diagnostics, &out.sources);
     assert_eq!(out.diagnostics.is_empty(), rendered.is_empty(), "every diagnostic renders to some text");
     if let Some(table) = &out.table {
         let json = table.to_pretty_json();

@@ -5,7 +5,7 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use permits::generate::{Config, generate};
+use permits_testkit::generate::{Config, generate};
 use permits::runtime::{Call, decide_table};
 use permits::table::{Level, LevelIndex, Table};
 use permits_compare::{CedarModel, rego_decide, rego_engine, rego_input};

@@ -1,0 +1,29 @@
+//! `permitc`'s tests, one binary: each runs the real binary (or the compiled policies through the whole
+//! product: CLI, compiler and runtime together).
+
+mod adversarial;
+mod bad_input;
+mod cases_levels;
+mod ci_hook;
+mod cli;
+#[path = "../../../permits-compiler/tests/it/common/mod.rs"]
+mod common;
+mod conditions;
+mod deep;
+mod diff;
+mod laws;
+mod runtime_failures;
+mod runtime_skill_grants;
+mod runtime_support_triage;
+mod runtime_workshop;
+mod sarif;
+mod shop_spending;
+mod supplier;
+
+#[path = "../../../../examples/supplier/client.rs"]
+mod supplier_client;
+
+/// The repository's root: `policies/`, `examples/` and the README are there.
+fn root() -> &'static std::path::Path {
+    std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}

@@ -1,0 +1,283 @@
+//! Deciding one call against the table (spec §3 "The level of (agent, skill, tool)", §5 "Decide").
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+use super::records::{Decider, StandingRule, WorkFor};
+use crate::table::{
+    CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, SpendOf, Table, ToolInfo, canonical_value, sha256_hex,
+};
+
+/// One call an agent wants to make: the triple, the arguments and the person the work is for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// The agent's name.
+    pub agent: String,
+    /// The skill it works in.
+    pub skill: String,
+    /// The tool it wants to call.
+    pub tool: String,
+    /// The arguments: a JSON object with one member per parameter of the tool.
+    pub arguments: Value,
+    /// The person the work is for (a person of the table); `None` when it is for nobody, and then the
+    /// agent's sponsor stands in.
+    pub requester: Option<String>,
+}
+
+impl Call {
+    /// A call with no arguments (`{}`), for nobody.
+    pub fn new(agent: impl Into<String>, skill: impl Into<String>, tool: impl Into<String>) -> Call {
+        Call {
+            agent: agent.into(),
+            skill: skill.into(),
+            tool: tool.into(),
+            arguments: Value::Object(Map::new()),
+            requester: None,
+        }
+    }
+
+    /// The same call with these arguments (a JSON object).
+    pub fn with_arguments(mut self, arguments: Value) -> Call {
+        self.arguments = arguments;
+        self
+    }
+
+    /// The same call, in work done for `person`.
+    pub fn for_person(mut self, person: impl Into<String>) -> Call {
+        self.requester = Some(person.into());
+        self
+    }
+
+    /// The call borrowed, as the one evaluator takes it ([`Table::level_of`], [`crate::table::LevelIndex`]).
+    pub fn as_ref(&self) -> CallRef<'_> {
+        CallRef {
+            agent: &self.agent,
+            skill: &self.skill,
+            tool: &self.tool,
+            arguments: &self.arguments,
+            requester: self.requester.as_deref(),
+        }
+    }
+}
+
+/// The decision for one call (spec §5 "Decide"): its level, why, and who decides a proposal of it.
+///
+/// Serializes to the JSON that `permitc decide` prints (see [`Decision::to_json`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    /// The agent.
+    pub agent: String,
+    /// The skill.
+    pub skill: String,
+    /// The tool.
+    pub tool: String,
+    /// The person the work is for, if any.
+    pub requester: Option<String>,
+    /// The level of this call: the table's, made `never` by a refusal, or `alone` by a standing rule.
+    pub level: Level,
+    /// The level the table gives the triple, before arguments and standing rules; `None` when the triple
+    /// is not offered.
+    pub table_level: Option<Level>,
+    /// `true` when the table has an entry for the triple (the skill offers the tool).
+    pub offered: bool,
+    /// Why the call is refused outright, when it is: "unknown agent", "unknown skill", "not one of the
+    /// agent's skills", "unknown tool", "not one of the skill's tools", "unknown person `X`", or an argument
+    /// that does not match the tool's parameters.
+    pub refusal: Option<String>,
+    /// The rules behind the table's level, with their places in the sources.
+    pub reasons: Vec<Reason>,
+    /// Who decides a proposal of this call, for `propose` and `propose_every_time`.
+    pub decider: Option<Decider>,
+    /// The standing rule that makes the call `alone`, if one does.
+    pub standing_rule: Option<String>,
+    /// The triple's `entry_digest`, when offered.
+    pub entry_digest: Option<String>,
+    /// The tool's `definition_digest`, when the tool exists.
+    pub definition_digest: Option<String>,
+}
+
+impl Decision {
+    /// The decision as pretty JSON (keys sorted, two-space indentation, no final newline): what
+    /// `permitc decide` prints.
+    pub fn to_json(&self) -> String {
+        let value = serde_json::to_value(self).unwrap_or(Value::Null);
+        serde_json::to_string_pretty(&value).unwrap_or_default()
+    }
+
+    /// One line a person reads: "`Estimator` / `EstimateRepair` / `SetPrice`: propose (waits on a decision
+    /// from Mia)".
+    pub fn summary(&self) -> String {
+        let mut out = format!("`{}` / `{}` / `{}`: {}", self.agent, self.skill, self.tool, self.level);
+        if let Some(refusal) = &self.refusal {
+            out.push_str(&format!(" ({refusal})"));
+        } else if let Some(rule) = &self.standing_rule {
+            out.push_str(&format!(" (standing rule `{rule}`)"));
+        } else if let (Level::Propose | Level::ProposeEveryTime, Some(d)) = (self.level, &self.decider) {
+            out.push_str(&format!(" (waits on {})", d.waiting_on()));
+        }
+        out
+    }
+}
+
+/// Decides `call` against `table` alone, with no standing rules (spec §3, §5): what `permitc decide` prints.
+///
+/// Never fails: an unknown agent, skill, tool or person, a tool outside the skill, or arguments that do not
+/// match the tool's parameters (missing, extra, mistyped) give level `never` with the reason in
+/// [`Decision::refusal`].
+pub fn decide_table(table: &Table, call: &Call) -> Decision {
+    decide_with(table, call, &[])
+}
+
+/// Decides with the standing rules in force (spec §5 "Standing rules").
+pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) -> Decision {
+    let mut d = Decision {
+        agent: call.agent.clone(),
+        skill: call.skill.clone(),
+        tool: call.tool.clone(),
+        requester: call.requester.clone(),
+        level: Level::Never,
+        table_level: None,
+        offered: false,
+        refusal: None,
+        reasons: Vec::new(),
+        decider: None,
+        standing_rule: None,
+        entry_digest: None,
+        definition_digest: table.tools.get(&call.tool).map(|t| t.definition_digest.clone()),
+    };
+    // The decision's extras (reasons, decider, digests) are filled once the triple is offered, whatever
+    // else refuses the call after that.
+    if let (Ok(entry), Some(agent)) =
+        (table.offered(&call.agent, &call.skill, &call.tool), table.agents.get(&call.agent))
+    {
+        d.offered = true;
+        d.table_level = entry.level;
+        d.reasons = entry.because.clone();
+        d.entry_digest = Some(entry.entry_digest.clone());
+        d.decider = Some(resolve_decider(table, &entry.route, call.requester.as_deref(), &agent.sponsor));
+    }
+    let of = match table.level_of(call.as_ref()) {
+        Ok(of) => of,
+        Err(why) => {
+            d.level = Level::Never;
+            d.refusal = Some(why.to_string());
+            return d;
+        }
+    };
+    d.table_level = Some(of.rows_level());
+    d.level = of.level;
+    // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
+    // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
+    if of.level == Level::Propose && !of.floored {
+        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry)) {
+            d.level = Level::Alone;
+            d.standing_rule = Some(rule.id.clone());
+            if of.spend.is_some_and(|s| s.over_allowance()) {
+                d.level = Level::Propose;
+                d.standing_rule = None;
+                push_floor_reason(&mut d, of.spend);
+            }
+        }
+    }
+    if of.floored {
+        push_floor_reason(&mut d, of.spend);
+    }
+    d
+}
+
+/// The reason the budget's allowance floor adds (spec §6).
+fn push_floor_reason(d: &mut Decision, spend: Option<SpendOf<'_>>) {
+    if let Some(spend) = spend {
+        d.reasons.push(Reason {
+            layer: None,
+            kind: ReasonKind::Budget,
+            level: Level::Propose,
+            rule: spend.allowance_words(),
+            via: None,
+            at: None,
+        });
+    }
+}
+
+/// The level an entry gives without arguments (spec §3): `never` for the reserved subject; else the
+/// stated level, or the rows folded without arguments (`never` when a condition needs one).
+pub(crate) fn entry_level(entry: &Entry, tool: &ToolInfo) -> Level {
+    if entry.reserved || tool.reserved.is_some() {
+        return Level::Never;
+    }
+    entry.level.unwrap_or_else(|| entry.level_from_rows())
+}
+
+/// Whether a standing rule makes this call alone: in force, for this agent, tool and skill, for the person
+/// the work is for (or everybody), and bound to the tool's and the entry's current digests.
+fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry) -> bool {
+    rule.revoked.is_none()
+        && rule.agent == call.agent
+        && rule.tool == call.tool
+        && rule.skill.as_ref().is_none_or(|s| *s == call.skill)
+        && match &rule.work_for {
+            WorkFor::Everybody => true,
+            WorkFor::Person(p) => call.requester.as_ref() == Some(p),
+        }
+        && rule.definition_digest == tool.definition_digest
+        && rule.covered.get(&call.skill) == Some(&entry.entry_digest)
+}
+
+/// The persons a route names now (spec §3 "Routes"): `requester` is the person the work is for, or the
+/// agent's sponsor when the work is for nobody.
+pub(crate) fn resolve_decider(table: &Table, route: &Route, requester: Option<&str>, sponsor: &str) -> Decider {
+    let mut persons: Vec<String> = match route {
+        Route::Requester => vec![requester.unwrap_or(sponsor).to_string()],
+        Route::Person(p) => vec![p.clone()],
+        Route::Role(r) => holders_of_role(table, r),
+        Route::Queue(q) => match table.queues.get(q) {
+            Some(queue) => {
+                let mut all = Vec::new();
+                for holder in &queue.decided_by {
+                    match holder {
+                        Holder::Person(p) => all.push(p.clone()),
+                        Holder::Role(r) => all.extend(holders_of_role(table, r)),
+                    }
+                }
+                all
+            }
+            None => Vec::new(),
+        },
+    };
+    persons.sort();
+    persons.dedup();
+    Decider { route: route.clone(), persons }
+}
+
+fn holders_of_role(table: &Table, role: &str) -> Vec<String> {
+    table.persons.iter().filter(|(_, p)| p.roles.iter().any(|r| r == role)).map(|(n, _)| n.clone()).collect()
+}
+
+/// Whether `person` is one of `holders` (by name, or by one of their roles).
+pub(crate) fn holds(table: &Table, person: &str, holders: &[Holder]) -> bool {
+    let roles = table.persons.get(person).map(|p| p.roles.as_slice()).unwrap_or(&[]);
+    holders.iter().any(|h| match h {
+        Holder::Person(p) => p == person,
+        Holder::Role(r) => table.persons.contains_key(person) && roles.contains(r),
+    })
+}
+
+/// The fingerprint of a proposal (spec §5): SHA-256 (hex) of the canonical JSON of {agent, skill, tool,
+/// entry_digest, arguments, covered_version, destination}; an absent version or destination is `null`.
+pub fn fingerprint(
+    call: &Call,
+    entry_digest: &str,
+    covered_version: Option<&str>,
+    destination: Option<&str>,
+) -> String {
+    let value = serde_json::json!({
+        "agent": call.agent,
+        "skill": call.skill,
+        "tool": call.tool,
+        "entry_digest": entry_digest,
+        "arguments": call.arguments,
+        "covered_version": covered_version,
+        "destination": destination,
+    });
+    sha256_hex(canonical_value(&value).as_bytes())
+}

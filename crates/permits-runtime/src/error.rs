@@ -1,0 +1,99 @@
+//! The runtime's errors: a refusal (with its kind and a message a person reads), an unknown record, or a
+//! store failure.
+
+use serde::Serialize;
+
+/// Why the runtime refused (spec §5). A refusal never runs anything; some also make the proposal final (the
+/// message says so, and [`crate::Proposal::status`] shows it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    /// The call's level is `never`: an unknown agent, skill, tool or person, a tool outside the skill,
+    /// arguments that do not match the tool's parameters, or the rules.
+    Never,
+    /// The call must be proposed to a person first (its level is not `alone`).
+    MustPropose,
+    /// The host could not supply the covered version (`version P.F`) of the call.
+    UnknownVersion,
+    /// The person may not decide (or revoke, or withdraw) this proposal.
+    NotDecider,
+    /// The fingerprint passed with the approval is not the proposal's.
+    WrongFingerprint,
+    /// The tool, the entry, the arguments, the covered version or the destination changed since the
+    /// proposal: it is now `stale`, final.
+    Stale,
+    /// On the current table the call is `never`: the proposal is final.
+    NowNever,
+    /// Execution of a proposal with no grant.
+    NotApproved,
+    /// The proposal expired undecided: it is now `expired`, final.
+    ProposalExpired,
+    /// The grant has expired; the proposal stays `granted` until approved again or revoked.
+    GrantExpired,
+    /// The grant's basis does not authorize an execution (`unknown`).
+    Basis,
+    /// The host's authority refused the agent's account or the person the call runs for: the proposal is
+    /// `failed`, final.
+    Authority,
+    /// The destination the host is about to use is not the approved one.
+    Destination,
+    /// A rejection (or a rule's revocation) without a reason.
+    ReasonRequired,
+    /// The proposal's status does not allow the action (e.g. approving a `rejected` one).
+    Status,
+    /// A standing rule cannot be made (level, skill, or who asks).
+    Rule,
+    /// An earlier proposal for the same subject in the same work is `sending`, `unknown` or `done`: resolve
+    /// it first, or use a new operation key.
+    Unresolved,
+    /// The budget refuses (spec §6): the amount does not fit under the ceiling that applies, or an
+    /// automatic grant no longer fits the current allowance. A proposal keeps its status.
+    Budget,
+    /// A receipt that does not name the operation and amount, or a settlement of something not awaiting
+    /// one (spec §6 "Settlement"): nothing changes.
+    NotConclusive,
+}
+
+/// An error of a [`crate::Runtime`] operation.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The runtime refused; `message` is lowercase, names users in backticks, and says why.
+    #[error("{message}")]
+    Refused {
+        /// The kind of refusal.
+        refusal: Refusal,
+        /// What a person (or the agent) is told.
+        message: String,
+    },
+    /// No proposal has this id.
+    #[error("there is no proposal `{0}`")]
+    UnknownProposal(String),
+    /// No standing rule has this id.
+    #[error("there is no standing rule `{0}`")]
+    UnknownRule(String),
+    /// The table declares no budget of this name.
+    #[error("there is no budget `{0}`")]
+    UnknownBudget(String),
+    /// The store failed; nothing of the operation was recorded.
+    #[error("the store failed: {0}")]
+    Store(#[from] StoreError),
+}
+
+impl RuntimeError {
+    /// The kind of refusal, if this is a refusal.
+    pub fn refusal(&self) -> Option<Refusal> {
+        match self {
+            RuntimeError::Refused { refusal, .. } => Some(*refusal),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn refused(refusal: Refusal, message: impl Into<String>) -> RuntimeError {
+        RuntimeError::Refused { refusal, message: message.into() }
+    }
+}
+
+/// A failure of the store (spec §5): the transaction it happened in was rolled back.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct StoreError(pub String);

@@ -1,0 +1,958 @@
+//! The durable store (spec §6 "The ledger is durable"): proposals, grants, standing rules and the budget
+//! ledger in an embedded SQLite database, behind the same [`Store`] trait as the in-memory store.
+//!
+//! A [`SqliteStore`] owns one connection. Each [`Transaction`] is an SQLite `BEGIN IMMEDIATE … COMMIT`: it
+//! takes the database's write lock when it begins, so two stores on one file (two processes, or two
+//! runtimes in one process) serialize — the second `begin` waits (up to a busy timeout of ten seconds)
+//! instead of failing, and then sees everything the first committed. Dropping a transaction without
+//! committing rolls it back. The file is in WAL mode with `synchronous=NORMAL`: a commit survives the
+//! process ending; the last commits may be lost only if the machine itself loses power.
+//!
+//! # The schema (version 2, [`SqliteStore::SCHEMA_VERSION`])
+//!
+//! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
+//! lookups need. The version is SQLite's `PRAGMA user_version`.
+//!
+//! ```sql
+//! CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+//! CREATE TABLE proposals (
+//!     slot INTEGER PRIMARY KEY AUTOINCREMENT,  -- insertion order: "oldest first"
+//!     id TEXT NOT NULL UNIQUE,
+//!     operation_key TEXT NOT NULL,
+//!     fingerprint TEXT NOT NULL,
+//!     tool TEXT NOT NULL,
+//!     subject TEXT,                            -- canonical JSON of the subject argument, or NULL
+//!     record TEXT NOT NULL                     -- the Proposal, as JSON
+//! );
+//! CREATE INDEX proposals_by_fingerprint ON proposals (operation_key, fingerprint);
+//! CREATE INDEX proposals_by_subject ON proposals (operation_key, tool, subject);
+//! CREATE TABLE rules (slot INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, record TEXT NOT NULL);
+//! CREATE TABLE budgets (name TEXT PRIMARY KEY, installed_ceiling INTEGER NOT NULL, spent INTEGER NOT NULL);
+//! CREATE TABLE reservations (
+//!     holder TEXT PRIMARY KEY, budget TEXT NOT NULL, amount INTEGER NOT NULL, created_at INTEGER NOT NULL
+//! );
+//! CREATE INDEX reservations_by_budget ON reservations (budget);
+//! ```
+//!
+//! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
+//! value above `i64::MAX` cannot be stored (a [`StoreError`]), and a negative one read back is a corrupt
+//! record.
+//!
+//! # Versions and migrations
+//!
+//! - **0**: an empty (new) file. Opening it creates the schema above at version 2.
+//! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
+//!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
+//! - **2**: the current schema: every grant has a `basis` (`operator`, `automatic` or `unknown`).
+//!
+//! Migration 1 → 2 runs in one transaction when the file is opened: every proposal record whose `grant` is
+//! an object without `basis` gets `"basis": "unknown"` (spec §6: a record from before bases existed never
+//! authorizes an execution), then `user_version` becomes 2. A corrupt record stops the migration, which is
+//! rolled back, and the file stays at version 1. A file at a newer version than this runtime knows is
+//! refused, and left untouched.
+//!
+//! # Errors
+//!
+//! Every failure — SQLite's (a locked database past the busy timeout, a full disk, a file that is not a
+//! database), or a record that does not decode — is a [`StoreError`] with a lowercase message naming what
+//! failed (`the stored proposal \`P-3\` is corrupt: …`). Nothing read from the database is trusted: a
+//! corrupt record is an error, never a panic.
+
+use std::path::Path;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::error::StoreError;
+use super::records::{BudgetRecord, Proposal, Reservation, StandingRule};
+use super::store::{Store, Transaction};
+
+/// The current schema, for a new file. Version 2 changed the proposal records (grants gained `basis`), not
+/// the tables, so its DDL is version 1's; a later version that changes tables gets its own text here, and
+/// [`SqliteStore::SCHEMA_V1`] stays as it was.
+const SCHEMA_V2: &str = SqliteStore::SCHEMA_V1;
+
+/// How long a `begin` (or an open that must migrate) waits for another connection's write transaction.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The durable store: an SQLite database (spec §6 "The ledger is durable").
+///
+/// Each transaction is a `BEGIN IMMEDIATE … COMMIT`; several stores on one file (several processes)
+/// serialize, a `begin` waiting up to ten seconds for another's transaction. Records are kept as JSON
+/// beside the key columns their lookups need, in tables `sequences`, `proposals`, `rules`, `budgets` and
+/// `reservations`; the schema version is `PRAGMA user_version` ([`SqliteStore::SCHEMA_VERSION`]). A file
+/// at version 1 ([`SqliteStore::SCHEMA_V1`], from before grants had a basis) is migrated when opened: its
+/// grants get basis `unknown`, which never authorizes an execution. A newer file is refused. The DDL and
+/// every migration are described at the top of `src/runtime/sqlite.rs`.
+///
+/// Transactions hold the store's connection for their whole life, like [`super::MemoryStore`]'s: never begin
+/// a second transaction, or call [`SqliteStore::schema_version`], on a thread that holds one.
+#[derive(Debug)]
+pub struct SqliteStore {
+    conn: Mutex<Connection>,
+}
+
+impl SqliteStore {
+    /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
+    pub const SCHEMA_VERSION: u32 = 2;
+
+    /// The version-1 schema, kept so migrations can be tested and old files understood.
+    ///
+    /// A version-1 file is this DDL with `PRAGMA user_version = 1`. Its tables are those of version 2; what
+    /// differs is the `record` JSON of proposals: a `grant` has `approver`, `granted_at` and `expires_at`, and no
+    /// `basis`.
+    pub const SCHEMA_V1: &str = "
+CREATE TABLE sequences (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE proposals (
+    slot INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    operation_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    subject TEXT,
+    record TEXT NOT NULL
+);
+CREATE INDEX proposals_by_fingerprint ON proposals (operation_key, fingerprint);
+CREATE INDEX proposals_by_subject ON proposals (operation_key, tool, subject);
+CREATE TABLE rules (slot INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, record TEXT NOT NULL);
+CREATE TABLE budgets (name TEXT PRIMARY KEY, installed_ceiling INTEGER NOT NULL, spent INTEGER NOT NULL);
+CREATE TABLE reservations (
+    holder TEXT PRIMARY KEY,
+    budget TEXT NOT NULL,
+    amount INTEGER NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX reservations_by_budget ON reservations (budget);
+";
+
+    /// Opens the database at `path`, creating the file if there is none, and migrates it to
+    /// [`SqliteStore::SCHEMA_VERSION`] (see the module documentation). The directory must exist.
+    ///
+    /// The connection uses WAL journaling, `synchronous=NORMAL`, foreign keys, and a busy timeout of ten
+    /// seconds, so that several stores on one file wait for each other instead of failing.
+    ///
+    /// Errors: the file cannot be opened or is not an SQLite database; it is at a newer schema version
+    /// than this runtime knows; a migration failed (it is rolled back, the file keeps its version).
+    pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
+        let conn = Connection::open(path)
+            .map_err(|e| StoreError(format!("cannot open the database `{}`: {e}", path.display())))?;
+        SqliteStore::setup(conn)
+    }
+
+    /// A new, empty database in memory: lost when the store is dropped. For tests.
+    ///
+    /// Errors: SQLite's, when it cannot allocate the database.
+    pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
+        let conn =
+            Connection::open_in_memory().map_err(|e| StoreError(format!("cannot open a database in memory: {e}")))?;
+        SqliteStore::setup(conn)
+    }
+
+    /// The schema version of the database (`PRAGMA user_version`): [`SqliteStore::SCHEMA_VERSION`] once opened.
+    ///
+    /// Errors: SQLite's, when the version cannot be read.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        user_version(&conn)
+    }
+
+    fn setup(conn: Connection) -> Result<SqliteStore, StoreError> {
+        // The busy timeout comes first: switching to WAL and migrating may wait for another connection.
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sql("set the busy timeout"))?;
+        // A file this runtime does not understand is refused before anything (the journal mode included)
+        // is changed in it.
+        check_known(user_version(&conn)?)?;
+        // An in-memory database answers `memory`: WAL applies to files only, and that is fine.
+        conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get::<_, String>(0))
+            .map_err(sql("switch the journal to WAL"))?;
+        conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql("set `synchronous`"))?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql("enable foreign keys"))?;
+        migrate(&conn)?;
+        Ok(SqliteStore { conn: Mutex::new(conn) })
+    }
+}
+
+impl Store for SqliteStore {
+    fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        // A transaction is rolled back when dropped, even while unwinding; this only guards against a
+        // connection left inside one some other way, whose writes must not leak into the next.
+        if !conn.is_autocommit() {
+            conn.execute_batch("ROLLBACK").map_err(sql("roll back an unfinished transaction"))?;
+        }
+        conn.execute_batch("BEGIN IMMEDIATE").map_err(sql("begin a transaction"))?;
+        Ok(Box::new(SqliteTransaction { conn, committed: false }))
+    }
+}
+
+/// Brings the database to [`SqliteStore::SCHEMA_VERSION`], in one immediate transaction.
+fn migrate(conn: &Connection) -> Result<(), StoreError> {
+    let version = user_version(conn)?;
+    if version == SqliteStore::SCHEMA_VERSION {
+        return Ok(());
+    }
+    check_known(version)?;
+    conn.execute_batch("BEGIN IMMEDIATE").map_err(sql("begin the migration"))?;
+    match migrate_in_transaction(conn) {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(|e| {
+            let _ = conn.execute_batch("ROLLBACK");
+            StoreError(format!("cannot commit the migration: {e}"))
+        }),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
+    // Read again under the write lock: another connection may have migrated the file meanwhile.
+    let mut version = user_version(conn)?;
+    check_known(version)?;
+    if version == 0 {
+        conn.execute_batch(SCHEMA_V2).map_err(sql("create the schema (is this a database of another program?)"))?;
+        version = SqliteStore::SCHEMA_VERSION;
+    }
+    if version == 1 {
+        migrate_1_to_2(conn)?;
+        version = 2;
+    }
+    conn.pragma_update(None, "user_version", version).map_err(sql("record the schema version"))
+}
+
+fn check_known(version: u32) -> Result<(), StoreError> {
+    if version > SqliteStore::SCHEMA_VERSION {
+        return Err(StoreError(format!(
+            "the database is at schema version {version}; this runtime knows up to {}",
+            SqliteStore::SCHEMA_VERSION
+        )));
+    }
+    Ok(())
+}
+
+/// Version 1 → 2: grants gained a basis; a grant recorded before bases existed gets basis `unknown`.
+fn migrate_1_to_2(conn: &Connection) -> Result<(), StoreError> {
+    let mut select =
+        conn.prepare("SELECT id, record FROM proposals ORDER BY slot").map_err(sql("read the proposals"))?;
+    let rows = select
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+        .map_err(sql("read the proposals"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql("read the proposals"))?;
+    let mut update =
+        conn.prepare("UPDATE proposals SET record = ?2 WHERE id = ?1").map_err(sql("update a proposal"))?;
+    for (id, text) in rows {
+        let mut record: Value = serde_json::from_str(&text)
+            .map_err(|e| StoreError(format!("the stored proposal `{id}` is corrupt: {e}")))?;
+        let Some(grant) = record.get_mut("grant").and_then(Value::as_object_mut) else { continue };
+        if grant.contains_key("basis") {
+            continue;
+        }
+        grant.insert("basis".to_string(), Value::String("unknown".to_string()));
+        let text = serde_json::to_string(&record)
+            .map_err(|e| StoreError(format!("cannot encode the proposal `{id}`: {e}")))?;
+        update
+            .execute(params![id, text])
+            .map_err(|e| StoreError(format!("cannot migrate the proposal `{id}`: {e}")))?;
+    }
+    Ok(())
+}
+
+fn user_version(conn: &Connection) -> Result<u32, StoreError> {
+    let version: i64 =
+        conn.pragma_query_value(None, "user_version", |row| row.get(0)).map_err(sql("read the schema version"))?;
+    u32::try_from(version).map_err(|_| StoreError(format!("the database's schema version {version} is not valid")))
+}
+
+/// An open `BEGIN IMMEDIATE` transaction, holding the store's connection.
+struct SqliteTransaction<'a> {
+    conn: MutexGuard<'a, Connection>,
+    committed: bool,
+}
+
+impl Drop for SqliteTransaction<'_> {
+    fn drop(&mut self) {
+        if !self.committed && !self.conn.is_autocommit() {
+            // Nothing to report to: a failed rollback leaves the connection in the transaction, and the
+            // next `begin` rolls it back before starting.
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+impl SqliteTransaction<'_> {
+    /// The records (`id`, `record` columns) a query returns, decoded, in order.
+    fn records<T: DeserializeOwned + HasId>(
+        &self,
+        kind: &str,
+        query: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut stmt =
+            self.conn.prepare_cached(query).map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+        let rows = stmt
+            .query_map(params, |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+            .map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (id, text) = row.map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+            out.push(decode(kind, &id, &text)?);
+        }
+        Ok(out)
+    }
+
+    /// The one record a query returns, if any.
+    fn record<T: DeserializeOwned + HasId>(
+        &self,
+        kind: &str,
+        query: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.records(kind, query, params)?.into_iter().next())
+    }
+}
+
+/// A record with an id, checked against its row's key on decoding.
+trait HasId {
+    fn id(&self) -> &str;
+}
+
+impl HasId for Proposal {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl HasId for StandingRule {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+fn decode<T: DeserializeOwned + HasId>(kind: &str, id: &str, text: &str) -> Result<T, StoreError> {
+    let record: T =
+        serde_json::from_str(text).map_err(|e| StoreError(format!("the stored {kind} `{id}` is corrupt: {e}")))?;
+    if record.id() != id {
+        return Err(StoreError(format!(
+            "the stored {kind} `{id}` is corrupt: its record has the id `{}`",
+            record.id()
+        )));
+    }
+    Ok(record)
+}
+
+fn encode<T: Serialize>(kind: &str, id: &str, record: &T) -> Result<String, StoreError> {
+    serde_json::to_string(record).map_err(|e| StoreError(format!("cannot encode the {kind} `{id}`: {e}")))
+}
+
+/// An unsigned value as SQLite stores it.
+fn to_sql(value: u64, what: impl FnOnce() -> String) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError(format!("{} is {value}: too large to store", what())))
+}
+
+/// An unsigned value read back from SQLite.
+fn from_sql(value: i64, what: impl FnOnce() -> String) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError(format!("{} is corrupt: it is {value}", what())))
+}
+
+/// Maps an SQLite error to a [`StoreError`] saying what could not be done.
+fn sql(doing: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
+    move |e| StoreError(format!("cannot {doing}: {e}"))
+}
+
+impl Transaction for SqliteTransaction<'_> {
+    fn next_number(&mut self, sequence: &str) -> Result<u64, StoreError> {
+        let value: i64 = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO sequences (name, value) VALUES (?1, 1)
+                 ON CONFLICT (name) DO UPDATE SET value = value + 1 RETURNING value",
+            )
+            .and_then(|mut stmt| stmt.query_row([sequence], |row| row.get(0)))
+            .map_err(|e| StoreError(format!("cannot advance the sequence `{sequence}`: {e}")))?;
+        from_sql(value, || format!("the stored sequence `{sequence}`"))
+    }
+
+    fn proposal(&mut self, id: &str) -> Result<Option<Proposal>, StoreError> {
+        self.record("proposal", "SELECT id, record FROM proposals WHERE id = ?1", [id])
+    }
+
+    fn proposal_by_fingerprint(
+        &mut self,
+        operation_key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Proposal>, StoreError> {
+        self.record(
+            "proposal",
+            "SELECT id, record FROM proposals WHERE operation_key = ?1 AND fingerprint = ?2 ORDER BY slot LIMIT 1",
+            [operation_key, fingerprint],
+        )
+    }
+
+    fn proposals_for_subject(
+        &mut self,
+        operation_key: &str,
+        tool: &str,
+        subject: &str,
+    ) -> Result<Vec<Proposal>, StoreError> {
+        self.records(
+            "proposal",
+            "SELECT id, record FROM proposals WHERE operation_key = ?1 AND tool = ?2 AND subject = ?3 ORDER BY slot",
+            [operation_key, tool, subject],
+        )
+    }
+
+    fn proposals(&mut self) -> Result<Vec<Proposal>, StoreError> {
+        self.records("proposal", "SELECT id, record FROM proposals ORDER BY slot", [])
+    }
+
+    fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError> {
+        let record = encode("proposal", &proposal.id, proposal)?;
+        // An upsert, not `INSERT OR REPLACE`: replacing would delete the row and give it a new slot.
+        self.conn
+            .prepare_cached(
+                "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                 ON CONFLICT (id) DO UPDATE SET operation_key = excluded.operation_key,
+                     fingerprint = excluded.fingerprint, tool = excluded.tool, subject = excluded.subject,
+                     record = excluded.record",
+            )
+            .and_then(|mut stmt| {
+                stmt.execute(params![
+                    proposal.id,
+                    proposal.operation_key,
+                    proposal.fingerprint,
+                    proposal.tool,
+                    proposal.subject,
+                    record
+                ])
+            })
+            .map_err(|e| StoreError(format!("cannot store the proposal `{}`: {e}", proposal.id)))?;
+        Ok(())
+    }
+
+    fn rules(&mut self) -> Result<Vec<StandingRule>, StoreError> {
+        self.records("standing rule", "SELECT id, record FROM rules ORDER BY slot", [])
+    }
+
+    fn put_rule(&mut self, rule: &StandingRule) -> Result<(), StoreError> {
+        let record = encode("standing rule", &rule.id, rule)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO rules (id, record) VALUES (?1, ?2)
+                 ON CONFLICT (id) DO UPDATE SET record = excluded.record",
+            )
+            .and_then(|mut stmt| stmt.execute(params![rule.id, record]))
+            .map_err(|e| StoreError(format!("cannot store the standing rule `{}`: {e}", rule.id)))?;
+        Ok(())
+    }
+
+    fn budget(&mut self, name: &str) -> Result<Option<BudgetRecord>, StoreError> {
+        let row: Option<(i64, i64)> = self
+            .conn
+            .prepare_cached("SELECT installed_ceiling, spent FROM budgets WHERE name = ?1")
+            .and_then(|mut stmt| stmt.query_row([name], |row| Ok((row.get(0)?, row.get(1)?))).optional())
+            .map_err(|e| StoreError(format!("cannot read the budget `{name}`: {e}")))?;
+        let Some((installed_ceiling, spent)) = row else { return Ok(None) };
+        Ok(Some(BudgetRecord {
+            name: name.to_string(),
+            installed_ceiling: from_sql(installed_ceiling, || format!("the installed ceiling of the budget `{name}`"))?,
+            spent: from_sql(spent, || format!("the spending of the budget `{name}`"))?,
+        }))
+    }
+
+    fn put_budget(&mut self, record: &BudgetRecord) -> Result<(), StoreError> {
+        let name = &record.name;
+        let installed_ceiling =
+            to_sql(record.installed_ceiling, || format!("the installed ceiling of the budget `{name}`"))?;
+        let spent = to_sql(record.spent, || format!("the spending of the budget `{name}`"))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO budgets (name, installed_ceiling, spent) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (name) DO UPDATE SET installed_ceiling = excluded.installed_ceiling,
+                     spent = excluded.spent",
+            )
+            .and_then(|mut stmt| stmt.execute(params![name, installed_ceiling, spent]))
+            .map_err(|e| StoreError(format!("cannot store the budget `{name}`: {e}")))?;
+        Ok(())
+    }
+
+    fn reservation(&mut self, holder: &str) -> Result<Option<Reservation>, StoreError> {
+        let row: Option<(String, i64, i64)> = self
+            .conn
+            .prepare_cached("SELECT budget, amount, created_at FROM reservations WHERE holder = ?1")
+            .and_then(|mut stmt| stmt.query_row([holder], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).optional())
+            .map_err(|e| StoreError(format!("cannot read the reservation of `{holder}`: {e}")))?;
+        let Some((budget, amount, created_at)) = row else { return Ok(None) };
+        Ok(Some(Reservation {
+            holder: holder.to_string(),
+            budget,
+            amount: from_sql(amount, || format!("the amount of the reservation of `{holder}`"))?,
+            created_at: from_sql(created_at, || format!("the time of the reservation of `{holder}`"))?,
+        }))
+    }
+
+    fn put_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError> {
+        let holder = &reservation.holder;
+        let amount = to_sql(reservation.amount, || format!("the amount of the reservation of `{holder}`"))?;
+        let created_at = to_sql(reservation.created_at, || format!("the time of the reservation of `{holder}`"))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO reservations (holder, budget, amount, created_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT (holder) DO UPDATE SET budget = excluded.budget, amount = excluded.amount,
+                     created_at = excluded.created_at",
+            )
+            .and_then(|mut stmt| stmt.execute(params![holder, reservation.budget, amount, created_at]))
+            .map_err(|e| StoreError(format!("cannot store the reservation of `{holder}`: {e}")))?;
+        Ok(())
+    }
+
+    fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError> {
+        self.conn
+            .prepare_cached("DELETE FROM reservations WHERE holder = ?1")
+            .and_then(|mut stmt| stmt.execute([holder]))
+            .map_err(|e| StoreError(format!("cannot remove the reservation of `{holder}`: {e}")))?;
+        Ok(())
+    }
+
+    fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
+        let total: i64 = self
+            .conn
+            .prepare_cached("SELECT COALESCE(SUM(amount), 0) FROM reservations WHERE budget = ?1")
+            .and_then(|mut stmt| stmt.query_row([budget], |row| row.get(0)))
+            .map_err(|e| StoreError(format!("cannot sum the reservations of the budget `{budget}`: {e}")))?;
+        from_sql(total, || format!("the sum of the reservations of the budget `{budget}`"))
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        // On failure the transaction is still open, and dropping `self` rolls it back.
+        self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
+        self.committed = true;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::mpsc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::records::{Basis, Decider, Grant, RuleRevocation, Status, WorkFor};
+    use crate::table::{Level, Route};
+
+    /// A fresh directory under the system's temporary directory, removed when dropped (even when a test
+    /// fails).
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(name: &str) -> TempDir {
+            static COUNTER: AtomicU32 = AtomicU32::new(0);
+            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+            let dir = std::env::temp_dir().join(format!("permits-sqlite-{}-{name}-{n}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("create the temporary directory");
+            TempDir(dir)
+        }
+
+        fn db(&self) -> PathBuf {
+            self.0.join("permits.db")
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn proposal(n: u64, subject: Option<&str>, grant: Option<Grant>) -> Proposal {
+        Proposal {
+            id: format!("P-{n}"),
+            operation_key: "order-1".into(),
+            agent: "Buyer".into(),
+            skill: "Restock".into(),
+            tool: "PlaceOrder".into(),
+            label: "Place an order".into(),
+            arguments: json!({"supplier": "acme", "amount": 4500 + n}),
+            shown: vec![],
+            covered_version: None,
+            destination: Some("https://acme.example/orders".into()),
+            why: "the shelf is empty".into(),
+            evidence: vec![],
+            requester: Some("Mia".into()),
+            decider: Decider { route: Route::Requester, persons: vec!["Mia".into()] },
+            level: Level::Propose,
+            entry_digest: "e".repeat(64),
+            definition_digest: "d".repeat(64),
+            subject: subject.map(str::to_string),
+            fingerprint: format!("{n:064}"),
+            created_at: 1_700_000_000 + n,
+            expires_at: 1_700_600_000,
+            status: if grant.is_some() { Status::Granted } else { Status::Waiting },
+            grant,
+            ran_as: None,
+            receipt: None,
+            reason: None,
+            decided_by: None,
+        }
+    }
+
+    fn grant(basis: Basis) -> Grant {
+        Grant { approver: Some("Noor".into()), basis, granted_at: 1_700_000_100, expires_at: 1_700_086_500 }
+    }
+
+    fn rule(n: u64) -> StandingRule {
+        StandingRule {
+            id: format!("R-{n}"),
+            agent: "Buyer".into(),
+            tool: "PlaceOrder".into(),
+            skill: Some("Restock".into()),
+            work_for: WorkFor::Person("Mia".into()),
+            by: "Noor".into(),
+            definition_digest: "d".repeat(64),
+            covered: [("Restock".to_string(), "e".repeat(64))].into_iter().collect(),
+            created_at: 1_700_000_000,
+            uses: n,
+            revoked: None,
+        }
+    }
+
+    fn budget() -> BudgetRecord {
+        BudgetRecord { name: "Purchases".into(), installed_ceiling: 100_000, spent: 2_500 }
+    }
+
+    fn reservation(holder: &str, amount: u64) -> Reservation {
+        Reservation { holder: holder.into(), budget: "Purchases".into(), amount, created_at: 1_700_000_200 }
+    }
+
+    /// Writes a proposal, a rule, a budget and reservations, and commits.
+    fn fill(store: &SqliteStore) {
+        let mut tx = store.begin().expect("begin");
+        tx.put_proposal(&proposal(1, Some("\"acme\""), None)).expect("put");
+        tx.put_proposal(&proposal(2, Some("\"acme\""), Some(grant(Basis::Operator)))).expect("put");
+        tx.put_proposal(&proposal(3, None, None)).expect("put");
+        tx.put_rule(&rule(1)).expect("put rule");
+        tx.put_budget(&budget()).expect("put budget");
+        tx.put_reservation(&reservation("P-2", 4_502)).expect("put reservation");
+        tx.put_reservation(&reservation("A-1", 300)).expect("put reservation");
+        tx.commit().expect("commit");
+    }
+
+    /// Checks everything [`fill`] wrote, as a new transaction reads it.
+    fn check_filled(store: &SqliteStore) {
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(
+            tx.proposal("P-2").expect("read"),
+            Some(proposal(2, Some("\"acme\""), Some(grant(Basis::Operator))))
+        );
+        assert_eq!(tx.proposal("P-9").expect("read"), None);
+        let ids: Vec<String> = tx.proposals().expect("read").into_iter().map(|p| p.id).collect();
+        assert_eq!(ids, ["P-1", "P-2", "P-3"]);
+        let by_fp = tx.proposal_by_fingerprint("order-1", &format!("{:064}", 3)).expect("read");
+        assert_eq!(by_fp.map(|p| p.id), Some("P-3".to_string()));
+        assert_eq!(tx.proposal_by_fingerprint("order-2", &format!("{:064}", 3)).expect("read"), None);
+        let same: Vec<String> = tx
+            .proposals_for_subject("order-1", "PlaceOrder", "\"acme\"")
+            .expect("read")
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(same, ["P-1", "P-2"]);
+        assert!(tx.proposals_for_subject("order-1", "PlaceOrder", "\"other\"").expect("read").is_empty());
+        assert!(tx.proposals_for_subject("order-1", "Refund", "\"acme\"").expect("read").is_empty());
+        assert_eq!(tx.rules().expect("read"), vec![rule(1)]);
+        assert_eq!(tx.budget("Purchases").expect("read"), Some(budget()));
+        assert_eq!(tx.budget("Travel").expect("read"), None);
+        assert_eq!(tx.reservation("P-2").expect("read"), Some(reservation("P-2", 4_502)));
+        assert_eq!(tx.reservation("P-1").expect("read"), None);
+        assert_eq!(tx.reserved_total("Purchases").expect("sum"), 4_802);
+        assert_eq!(tx.reserved_total("Travel").expect("sum"), 0);
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let store = SqliteStore::open_in_memory().expect("open");
+        assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
+        fill(&store);
+        check_filled(&store);
+    }
+
+    #[test]
+    fn replacing_keeps_the_slot_and_updates_keys() {
+        let store = SqliteStore::open_in_memory().expect("open");
+        fill(&store);
+        let mut tx = store.begin().expect("begin");
+        // P-1 is replaced: its subject changes, and it stays first.
+        let mut p1 = proposal(1, Some("\"globex\""), Some(grant(Basis::Automatic)));
+        p1.status = Status::Superseded;
+        tx.put_proposal(&p1).expect("put");
+        let all = tx.proposals().expect("read");
+        assert_eq!(all.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["P-1", "P-2", "P-3"]);
+        assert_eq!(all[0], p1);
+        let acme: Vec<String> = tx
+            .proposals_for_subject("order-1", "PlaceOrder", "\"acme\"")
+            .expect("read")
+            .into_iter()
+            .map(|p| p.id)
+            .collect();
+        assert_eq!(acme, ["P-2"]);
+        let mut r1 = rule(7);
+        r1.id = "R-1".into();
+        r1.revoked = Some(RuleRevocation { by: "Noor".into(), why: "too broad".into(), at: 1_700_000_900 });
+        tx.put_rule(&rule(2)).expect("put rule");
+        tx.put_rule(&r1).expect("put rule");
+        assert_eq!(tx.rules().expect("read"), vec![r1, rule(2)]);
+        tx.put_budget(&BudgetRecord { spent: 7_000, ..budget() }).expect("put budget");
+        assert_eq!(tx.budget("Purchases").expect("read").map(|b| b.spent), Some(7_000));
+        tx.put_reservation(&reservation("P-2", 10)).expect("put reservation");
+        tx.remove_reservation("A-1").expect("remove");
+        tx.remove_reservation("A-404").expect("removing nothing is fine");
+        assert_eq!(tx.reserved_total("Purchases").expect("sum"), 10);
+        tx.commit().expect("commit");
+    }
+
+    #[test]
+    fn sequences_count_from_one() {
+        let store = SqliteStore::open_in_memory().expect("open");
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.next_number("proposal").expect("next"), 1);
+        assert_eq!(tx.next_number("proposal").expect("next"), 2);
+        assert_eq!(tx.next_number("rule").expect("next"), 1);
+        tx.commit().expect("commit");
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.next_number("proposal").expect("next"), 3);
+    }
+
+    #[test]
+    fn dropping_a_transaction_rolls_it_back() {
+        let dir = TempDir::new("rollback");
+        {
+            let store = SqliteStore::open(&dir.db()).expect("open");
+            let mut tx = store.begin().expect("begin");
+            assert_eq!(tx.next_number("proposal").expect("next"), 1);
+            tx.put_proposal(&proposal(1, None, None)).expect("put");
+            tx.put_rule(&rule(1)).expect("put rule");
+            tx.put_budget(&budget()).expect("put budget");
+            tx.put_reservation(&reservation("P-1", 5)).expect("put reservation");
+            assert_eq!(tx.proposals().expect("read").len(), 1, "a transaction reads its own writes");
+            drop(tx);
+            // The same store, right after the drop, sees nothing.
+            let mut tx = store.begin().expect("begin");
+            assert!(tx.proposals().expect("read").is_empty());
+        }
+        let store = SqliteStore::open(&dir.db()).expect("reopen");
+        let mut tx = store.begin().expect("begin");
+        assert!(tx.proposals().expect("read").is_empty());
+        assert!(tx.rules().expect("read").is_empty());
+        assert_eq!(tx.budget("Purchases").expect("read"), None);
+        assert_eq!(tx.reservation("P-1").expect("read"), None);
+        assert_eq!(tx.reserved_total("Purchases").expect("sum"), 0);
+        assert_eq!(tx.next_number("proposal").expect("next"), 1, "the rolled-back number is handed out again");
+    }
+
+    #[test]
+    fn everything_survives_closing_and_reopening() {
+        let dir = TempDir::new("reopen");
+        {
+            let store = SqliteStore::open(&dir.db()).expect("open");
+            let mut tx = store.begin().expect("begin");
+            for _ in 0..3 {
+                tx.next_number("proposal").expect("next");
+            }
+            tx.commit().expect("commit");
+            fill(&store);
+        }
+        let store = SqliteStore::open(&dir.db()).expect("reopen");
+        assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
+        check_filled(&store);
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.next_number("proposal").expect("next"), 4);
+        // A proposal written after reopening comes after the old ones.
+        tx.put_proposal(&proposal(4, None, None)).expect("put");
+        tx.commit().expect("commit");
+        drop(store);
+        let store = SqliteStore::open(&dir.db()).expect("reopen again");
+        let mut tx = store.begin().expect("begin");
+        let ids: Vec<String> = tx.proposals().expect("read").into_iter().map(|p| p.id).collect();
+        assert_eq!(ids, ["P-1", "P-2", "P-3", "P-4"]);
+        assert_eq!(tx.next_number("proposal").expect("next"), 5);
+    }
+
+    /// A version-1 file: [`SqliteStore::SCHEMA_V1`], `user_version = 1`, and proposals whose grant has no basis.
+    fn write_v1(path: &Path, proposals: &[Proposal]) {
+        let conn = Connection::open(path).expect("open");
+        conn.execute_batch(SqliteStore::SCHEMA_V1).expect("v1 schema");
+        conn.pragma_update(None, "user_version", 1).expect("version 1");
+        for p in proposals {
+            let mut record = serde_json::to_value(p).expect("encode");
+            if let Some(grant) = record.get_mut("grant").and_then(Value::as_object_mut) {
+                assert!(grant.remove("basis").is_some());
+            }
+            conn.execute(
+                "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![p.id, p.operation_key, p.fingerprint, p.tool, p.subject, record.to_string()],
+            )
+            .expect("insert");
+        }
+    }
+
+    #[test]
+    fn version_1_grants_get_the_unknown_basis() {
+        let dir = TempDir::new("migrate");
+        let old = [proposal(1, Some("\"acme\""), Some(grant(Basis::Operator))), proposal(2, None, None)];
+        write_v1(&dir.db(), &old);
+        // Version 1 records do not decode as they are: the migration is what makes them readable.
+        let conn = Connection::open(dir.db()).expect("open");
+        let text: String =
+            conn.query_row("SELECT record FROM proposals WHERE id = 'P-1'", [], |row| row.get(0)).expect("read");
+        assert!(serde_json::from_str::<Proposal>(&text).is_err());
+        drop(conn);
+
+        let store = SqliteStore::open(&dir.db()).expect("open and migrate");
+        assert_eq!(store.schema_version().expect("version"), 2);
+        let mut tx = store.begin().expect("begin");
+        let p1 = tx.proposal("P-1").expect("read").expect("P-1 is kept");
+        assert_eq!(p1.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown));
+        assert_eq!(p1, proposal(1, Some("\"acme\""), Some(grant(Basis::Unknown))));
+        assert_eq!(tx.proposal("P-2").expect("read"), Some(old[1].clone()));
+        assert_eq!(tx.proposals_for_subject("order-1", "PlaceOrder", "\"acme\"").expect("read").len(), 1);
+        drop(tx);
+        drop(store);
+        // Opening again does not migrate again.
+        let store = SqliteStore::open(&dir.db()).expect("reopen");
+        assert_eq!(store.schema_version().expect("version"), 2);
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.proposal("P-1").expect("read").and_then(|p| p.grant).map(|g| g.basis), Some(Basis::Unknown));
+    }
+
+    #[test]
+    fn a_failed_migration_leaves_version_1() {
+        let dir = TempDir::new("migrate-corrupt");
+        write_v1(&dir.db(), &[proposal(1, None, Some(grant(Basis::Operator)))]);
+        let conn = Connection::open(dir.db()).expect("open");
+        conn.execute(
+            "INSERT INTO proposals (id, operation_key, fingerprint, tool, record) VALUES ('P-2', 'k', 'f', 't', '{oops')",
+            [],
+        )
+        .expect("insert");
+        drop(conn);
+        let err = SqliteStore::open(&dir.db()).expect_err("a corrupt record stops the migration");
+        assert!(err.0.starts_with("the stored proposal `P-2` is corrupt"), "{err}");
+        let conn = Connection::open(dir.db()).expect("open");
+        let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
+        assert_eq!(version, 1);
+        let text: String =
+            conn.query_row("SELECT record FROM proposals WHERE id = 'P-1'", [], |row| row.get(0)).expect("read");
+        assert!(!text.contains("basis"), "the migration was rolled back: {text}");
+    }
+
+    #[test]
+    fn a_newer_version_is_refused() {
+        let dir = TempDir::new("too-new");
+        let conn = Connection::open(dir.db()).expect("open");
+        conn.execute_batch(SqliteStore::SCHEMA_V1).expect("schema");
+        conn.pragma_update(None, "user_version", 3).expect("version 3");
+        drop(conn);
+        let err = SqliteStore::open(&dir.db()).expect_err("refused");
+        assert_eq!(err, StoreError("the database is at schema version 3; this runtime knows up to 2".into()));
+        let conn = Connection::open(dir.db()).expect("open");
+        let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
+        assert_eq!(version, 3, "the file is left untouched");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_database_is_an_error() {
+        let dir = TempDir::new("not-a-db");
+        std::fs::write(dir.db(), "this is not an SQLite database, just some text that is long enough").expect("write");
+        let err = SqliteStore::open(&dir.db()).expect_err("refused");
+        assert!(err.0.starts_with("cannot "), "{err}");
+    }
+
+    #[test]
+    fn a_corrupt_record_is_an_error_not_a_panic() {
+        let store = SqliteStore::open_in_memory().expect("open");
+        fill(&store);
+        {
+            let conn = store.conn.lock().expect("lock");
+            conn.execute("UPDATE proposals SET record = '{\"id\": \"P-2\"' WHERE id = 'P-2'", []).expect("corrupt");
+            conn.execute(
+                "UPDATE proposals SET record = ?1 WHERE id = 'P-3'",
+                [serde_json::to_string(&proposal(9, None, None)).expect("encode")],
+            )
+            .expect("swap");
+            conn.execute("UPDATE rules SET record = 42 WHERE id = 'R-1'", []).expect("corrupt");
+            conn.execute("UPDATE budgets SET spent = -1", []).expect("corrupt");
+            conn.execute("UPDATE reservations SET amount = 'lots' WHERE holder = 'A-1'", []).expect("corrupt");
+        }
+        let mut tx = store.begin().expect("begin");
+        let err = tx.proposal("P-2").expect_err("corrupt");
+        assert!(err.0.starts_with("the stored proposal `P-2` is corrupt: "), "{err}");
+        let err = tx.proposals().expect_err("corrupt");
+        assert!(err.0.starts_with("the stored proposal `P-2` is corrupt"), "{err}");
+        let err = tx.proposal("P-3").expect_err("a record under another id");
+        assert_eq!(err.0, "the stored proposal `P-3` is corrupt: its record has the id `P-9`");
+        assert!(tx.proposal("P-1").expect("the others still read").is_some());
+        let err = tx.rules().expect_err("corrupt");
+        assert!(err.0.contains("standing rule"), "{err}");
+        let err = tx.budget("Purchases").expect_err("corrupt");
+        assert_eq!(err.0, "the spending of the budget `Purchases` is corrupt: it is -1");
+        let err = tx.reservation("A-1").expect_err("corrupt");
+        assert!(err.0.starts_with("cannot read the reservation of `A-1`"), "{err}");
+    }
+
+    #[test]
+    fn values_sqlite_cannot_hold_are_refused() {
+        let store = SqliteStore::open_in_memory().expect("open");
+        let mut tx = store.begin().expect("begin");
+        let err = tx.put_budget(&BudgetRecord { spent: u64::MAX, ..budget() }).expect_err("too large");
+        assert_eq!(err.0, format!("the spending of the budget `Purchases` is {}: too large to store", u64::MAX));
+        let err = tx.put_reservation(&reservation("P-1", u64::MAX)).expect_err("too large");
+        assert!(err.0.contains("too large to store"), "{err}");
+    }
+
+    #[test]
+    fn two_stores_on_one_file_serialize() {
+        let dir = TempDir::new("two");
+        let first = SqliteStore::open(&dir.db()).expect("open the first");
+        let second = SqliteStore::open(&dir.db()).expect("open the second");
+        let mut tx = first.begin().expect("begin");
+        assert_eq!(tx.next_number("proposal").expect("next"), 1);
+        tx.put_proposal(&proposal(1, None, None)).expect("put");
+        let began = AtomicBool::new(false);
+        let (ready, starting) = mpsc::channel();
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| {
+                ready.send(()).expect("signal");
+                let mut tx = second.begin().expect("the second waits, then begins");
+                began.store(true, Ordering::SeqCst);
+                let seen = tx.proposal("P-1").expect("read");
+                let next = tx.next_number("proposal").expect("next");
+                tx.commit().expect("commit");
+                (seen, next)
+            });
+            starting.recv().expect("the waiter started");
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(!began.load(Ordering::SeqCst), "the second transaction began while the first was open");
+            tx.commit().expect("commit the first");
+            let (seen, next) = waiter.join().expect("the waiter finished");
+            assert_eq!(seen, Some(proposal(1, None, None)), "the second sees the first's committed write");
+            assert_eq!(next, 2);
+        });
+        let mut tx = first.begin().expect("begin");
+        assert_eq!(tx.next_number("proposal").expect("next"), 3, "the first sees the second's write");
+    }
+
+    #[test]
+    fn sqlite_store_is_a_runtime_store() {
+        fn store_for_runtime<S: Store + Send + Sync + 'static>(_: &S) {}
+        store_for_runtime(&SqliteStore::open_in_memory().expect("open"));
+    }
+}

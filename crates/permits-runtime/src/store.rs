@@ -1,0 +1,240 @@
+//! Storage of proposals, standing rules and the budget ledger (spec §5, §6), behind a transactional trait.
+//!
+//! Every state change of the runtime happens inside one [`Transaction`]: it reads what it needs, writes
+//! every record the change touches, and commits once. Dropping a transaction without committing rolls it
+//! back. This is the shape of an SQLite `BEGIN IMMEDIATE … COMMIT`, so a durable store fits behind the same
+//! trait: [`MemoryStore`] (lost with the process) and, with the `sqlite` feature,
+//! [`crate::SqliteStore`] (durable).
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use super::error::StoreError;
+use super::records::{BudgetRecord, Proposal, Reservation, StandingRule};
+
+/// A store of proposals and standing rules.
+pub trait Store {
+    /// Begins a transaction. Transactions are serialized: a second `begin` waits until the first one ends
+    /// (commit or drop). Never begin a second transaction on a thread that holds one.
+    ///
+    /// Errors: the store's, when it cannot begin.
+    fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError>;
+}
+
+/// One transaction. Reads see its own writes. Nothing is visible to others, or durable, before
+/// [`Transaction::commit`]; dropping it without committing discards every write.
+pub trait Transaction {
+    /// The next number of a sequence (`"proposal"`, `"rule"`), starting at 1.
+    fn next_number(&mut self, sequence: &str) -> Result<u64, StoreError>;
+    /// The proposal with this id.
+    fn proposal(&mut self, id: &str) -> Result<Option<Proposal>, StoreError>;
+    /// The proposal with this fingerprint under this operation key (at most one exists).
+    fn proposal_by_fingerprint(
+        &mut self,
+        operation_key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Proposal>, StoreError>;
+    /// The proposals under this operation key for this tool and subject (canonical JSON of the subject
+    /// argument), oldest first.
+    fn proposals_for_subject(
+        &mut self,
+        operation_key: &str,
+        tool: &str,
+        subject: &str,
+    ) -> Result<Vec<Proposal>, StoreError>;
+    /// Every proposal, oldest first.
+    fn proposals(&mut self) -> Result<Vec<Proposal>, StoreError>;
+    /// Inserts or replaces a proposal (by id).
+    fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError>;
+    /// Every standing rule, revoked ones included, oldest first.
+    fn rules(&mut self) -> Result<Vec<StandingRule>, StoreError>;
+    /// Inserts or replaces a standing rule (by id).
+    fn put_rule(&mut self, rule: &StandingRule) -> Result<(), StoreError>;
+    /// The ledger record of a budget, if the budget was ever used.
+    fn budget(&mut self, name: &str) -> Result<Option<BudgetRecord>, StoreError>;
+    /// Inserts or replaces a budget's ledger record (by name).
+    fn put_budget(&mut self, record: &BudgetRecord) -> Result<(), StoreError>;
+    /// The reservation a holder (a proposal id, or `A-n`) has, if any.
+    fn reservation(&mut self, holder: &str) -> Result<Option<Reservation>, StoreError>;
+    /// Inserts or replaces a reservation (by holder).
+    fn put_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError>;
+    /// Removes a holder's reservation (nothing when it has none).
+    fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError>;
+    /// The sum of a budget's reservations, in its minor unit.
+    fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError>;
+    /// Makes every write of the transaction visible and durable, at once.
+    fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// The in-memory store: lost when the process ends. Transactions hold a lock for their whole life and
+/// keep a copy of the state from before their first write, restored on rollback.
+#[derive(Debug, Default)]
+pub struct MemoryStore {
+    state: Mutex<MemoryState>,
+}
+
+impl MemoryStore {
+    /// An empty store.
+    pub fn new() -> MemoryStore {
+        MemoryStore::default()
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct MemoryState {
+    sequences: BTreeMap<String, u64>,
+    /// Proposals by number (ids are `P-n`), so iteration is oldest first.
+    proposals: BTreeMap<u64, Proposal>,
+    proposal_numbers: BTreeMap<String, u64>,
+    rules: BTreeMap<u64, StandingRule>,
+    rule_numbers: BTreeMap<String, u64>,
+    next_slot: u64,
+    budgets: BTreeMap<String, BudgetRecord>,
+    reservations: BTreeMap<String, Reservation>,
+}
+
+impl Store for MemoryStore {
+    fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+        Ok(Box::new(MemoryTransaction { guard, before: None, committed: false }))
+    }
+}
+
+struct MemoryTransaction<'a> {
+    guard: MutexGuard<'a, MemoryState>,
+    before: Option<MemoryState>,
+    committed: bool,
+}
+
+impl MemoryTransaction<'_> {
+    fn write(&mut self) -> &mut MemoryState {
+        if self.before.is_none() {
+            self.before = Some(self.guard.clone());
+        }
+        &mut self.guard
+    }
+}
+
+impl Drop for MemoryTransaction<'_> {
+    fn drop(&mut self) {
+        if !self.committed {
+            if let Some(before) = self.before.take() {
+                *self.guard = before;
+            }
+        }
+    }
+}
+
+impl Transaction for MemoryTransaction<'_> {
+    fn next_number(&mut self, sequence: &str) -> Result<u64, StoreError> {
+        let counter = self.write().sequences.entry(sequence.to_string()).or_insert(0);
+        *counter += 1;
+        Ok(*counter)
+    }
+
+    fn proposal(&mut self, id: &str) -> Result<Option<Proposal>, StoreError> {
+        let state = &*self.guard;
+        Ok(state.proposal_numbers.get(id).and_then(|n| state.proposals.get(n)).cloned())
+    }
+
+    fn proposal_by_fingerprint(
+        &mut self,
+        operation_key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Proposal>, StoreError> {
+        Ok(self
+            .guard
+            .proposals
+            .values()
+            .find(|p| p.operation_key == operation_key && p.fingerprint == fingerprint)
+            .cloned())
+    }
+
+    fn proposals_for_subject(
+        &mut self,
+        operation_key: &str,
+        tool: &str,
+        subject: &str,
+    ) -> Result<Vec<Proposal>, StoreError> {
+        Ok(self
+            .guard
+            .proposals
+            .values()
+            .filter(|p| p.operation_key == operation_key && p.tool == tool && p.subject.as_deref() == Some(subject))
+            .cloned()
+            .collect())
+    }
+
+    fn proposals(&mut self) -> Result<Vec<Proposal>, StoreError> {
+        Ok(self.guard.proposals.values().cloned().collect())
+    }
+
+    fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError> {
+        let state = self.write();
+        let slot = match state.proposal_numbers.get(&proposal.id) {
+            Some(slot) => *slot,
+            None => {
+                state.next_slot += 1;
+                state.proposal_numbers.insert(proposal.id.clone(), state.next_slot);
+                state.next_slot
+            }
+        };
+        state.proposals.insert(slot, proposal.clone());
+        Ok(())
+    }
+
+    fn rules(&mut self) -> Result<Vec<StandingRule>, StoreError> {
+        Ok(self.guard.rules.values().cloned().collect())
+    }
+
+    fn put_rule(&mut self, rule: &StandingRule) -> Result<(), StoreError> {
+        let state = self.write();
+        let slot = match state.rule_numbers.get(&rule.id) {
+            Some(slot) => *slot,
+            None => {
+                state.next_slot += 1;
+                state.rule_numbers.insert(rule.id.clone(), state.next_slot);
+                state.next_slot
+            }
+        };
+        state.rules.insert(slot, rule.clone());
+        Ok(())
+    }
+
+    fn budget(&mut self, name: &str) -> Result<Option<BudgetRecord>, StoreError> {
+        Ok(self.guard.budgets.get(name).cloned())
+    }
+
+    fn put_budget(&mut self, record: &BudgetRecord) -> Result<(), StoreError> {
+        self.write().budgets.insert(record.name.clone(), record.clone());
+        Ok(())
+    }
+
+    fn reservation(&mut self, holder: &str) -> Result<Option<Reservation>, StoreError> {
+        Ok(self.guard.reservations.get(holder).cloned())
+    }
+
+    fn put_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError> {
+        self.write().reservations.insert(reservation.holder.clone(), reservation.clone());
+        Ok(())
+    }
+
+    fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError> {
+        self.write().reservations.remove(holder);
+        Ok(())
+    }
+
+    fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
+        Ok(self
+            .guard
+            .reservations
+            .values()
+            .filter(|r| r.budget == budget)
+            .fold(0u64, |sum, r| sum.saturating_add(r.amount)))
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.committed = true;
+        Ok(())
+    }
+}

@@ -1,0 +1,649 @@
+//! The one evaluator: the level of one call against a table (spec §3 "The level of (agent, skill, tool)",
+//! §5 "Decide", §6 the allowance floor, §7 `test` expectations).
+//!
+//! Everything that asks "what level does this call get?" asks it here: the runtime's decision (which adds
+//! reasons, the decider and standing rules on top), [`LevelIndex`] (the same answer through one hash
+//! lookup), `permitc decide`, and the compiler's `test` blocks. The steps, in order, each with its typed
+//! refusal:
+//!
+//! 1. offered? ([`Table::offered`], [`NotOffered`]);
+//! 2. the person the work is for is in the table ([`Refused::UnknownPerson`]);
+//! 3. the arguments fit the tool's parameters ([`check_arguments`], [`ArgumentError`]);
+//! 4. the level over the rows, conditions included ([`Refused::Condition`]); the reserved subject;
+//! 5. the budget's allowance floor ([`Refused::Budget`] when the spend cannot be read).
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use serde_json::{Map, Value};
+
+use super::{ConditionError, Entry, Level, NameMap, ParamType, Route, SpendError, SpendOf, Table, ToolInfo};
+
+/// Why a triple is not offered (spec §3 step 1). `Display` gives the spec's words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum NotOffered {
+    /// The table has no such agent: "unknown agent".
+    UnknownAgent,
+    /// The table has no such skill: "unknown skill".
+    UnknownSkill,
+    /// The skill is not one of the agent's: "not one of the agent's skills".
+    NotAgentsSkill,
+    /// The table has no such tool: "unknown tool".
+    UnknownTool,
+    /// The tool is not in the skill's `tools`: "not one of the skill's tools".
+    NotSkillsTool,
+}
+
+impl NotOffered {
+    /// The words of spec §3 step 1.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotOffered::UnknownAgent => "unknown agent",
+            NotOffered::UnknownSkill => "unknown skill",
+            NotOffered::NotAgentsSkill => "not one of the agent's skills",
+            NotOffered::UnknownTool => "unknown tool",
+            NotOffered::NotSkillsTool => "not one of the skill's tools",
+        }
+    }
+}
+
+impl fmt::Display for NotOffered {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a call's arguments do not fit the tool's parameters (spec §5 "Decide": missing, extra, mistyped →
+/// refused; §2: a money argument is never negative). `Display` names the tool and the parameter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgumentError {
+    /// The arguments are not a JSON object.
+    NotAnObject {
+        /// The tool.
+        tool: String,
+    },
+    /// A parameter has no argument.
+    Missing {
+        /// The tool.
+        tool: String,
+        /// The parameter.
+        param: String,
+    },
+    /// An argument names no parameter of the tool.
+    Extra {
+        /// The tool.
+        tool: String,
+        /// The argument's name.
+        name: String,
+    },
+    /// An argument is not of its parameter's type.
+    Mistyped {
+        /// The tool.
+        tool: String,
+        /// The parameter.
+        param: String,
+        /// The parameter's type.
+        expected: ParamType,
+        /// What was given, in words ("a string", "a number with a fraction").
+        found: &'static str,
+    },
+    /// A `money` argument is negative (spec §2: money is never negative, budget or not).
+    NegativeMoney {
+        /// The tool.
+        tool: String,
+        /// The parameter.
+        param: String,
+        /// The amount given.
+        amount: i64,
+    },
+}
+
+impl fmt::Display for ArgumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgumentError::NotAnObject { tool } => write!(f, "the arguments of `{tool}` are not a JSON object"),
+            ArgumentError::Missing { tool, param } => write!(f, "argument `{param}` of `{tool}` is missing"),
+            ArgumentError::Extra { tool, name } => write!(f, "`{tool}` has no parameter `{name}`"),
+            ArgumentError::Mistyped { tool, param, expected, found } => {
+                write!(f, "argument `{param}` of `{tool}` must be {}, found {found}", type_words(expected))
+            }
+            ArgumentError::NegativeMoney { tool, param, amount } => {
+                write!(f, "the amount `{param}` of `{tool}` is {amount}: an amount is never negative")
+            }
+        }
+    }
+}
+
+/// Why a call's level is `never` outright. `Display` gives the words the runtime puts in a decision's
+/// `refusal`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// The triple is not offered (spec §3 step 1).
+    NotOffered(NotOffered),
+    /// The person the work is for is not in the table.
+    UnknownPerson(String),
+    /// The arguments do not fit the tool's parameters.
+    Arguments(ArgumentError),
+    /// A condition of the entry cannot be evaluated on the arguments (spec §3 item 5: fail closed).
+    Condition(ConditionError),
+    /// The tool's spend cannot be read: it spends from a budget the table does not declare (spec §6).
+    Budget {
+        /// The tool.
+        tool: String,
+        /// The budget it names.
+        budget: String,
+        /// The tool's `money` parameter that holds the amount.
+        param: String,
+        /// Why.
+        error: SpendError,
+    },
+}
+
+impl Refused {
+    /// The refusal for a spend that cannot be read ([`Table::spend_of`]'s error).
+    pub fn budget(tool_name: &str, tool: &ToolInfo, error: SpendError) -> Refused {
+        let (budget, param) =
+            tool.spends.as_ref().map_or((String::new(), String::new()), |s| (s.budget.clone(), s.param.clone()));
+        Refused::Budget { tool: tool_name.to_string(), budget, param, error }
+    }
+}
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refused::NotOffered(why) => f.write_str(why.as_str()),
+            Refused::UnknownPerson(person) => write!(f, "unknown person `{person}`"),
+            Refused::Arguments(e) => e.fmt(f),
+            Refused::Condition(e) => e.fmt(f),
+            Refused::Budget { tool, budget, param, error } => match error {
+                SpendError::UnknownBudget => {
+                    write!(f, "`{tool}` spends from `{budget}`, which the table does not declare")
+                }
+                SpendError::MissingAmount => {
+                    write!(f, "the amount `{param}` of `{tool}` is missing or not a whole number")
+                }
+                SpendError::NegativeAmount(a) => {
+                    write!(f, "the amount `{param}` of `{tool}` is {a}: an amount is never negative")
+                }
+            },
+        }
+    }
+}
+
+/// One call to decide, borrowed: the triple, its arguments (a JSON object) and the person the work is for.
+#[derive(Clone, Copy, Debug)]
+pub struct CallRef<'c> {
+    /// The agent.
+    pub agent: &'c str,
+    /// The skill it works in.
+    pub skill: &'c str,
+    /// The tool.
+    pub tool: &'c str,
+    /// The arguments: a JSON object with one member per parameter of the tool.
+    pub arguments: &'c Value,
+    /// The person the work is for; `None` when it is for nobody.
+    pub requester: Option<&'c str>,
+}
+
+/// The level of one call, borrowed from the table ([`Table::level_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LevelOf<'t> {
+    /// The level after the allowance floor (pipeline steps 1–4 of spec §3c); standing rules come after.
+    pub level: Level,
+    /// Who decides a proposal of the triple (the runtime resolves it to persons).
+    pub route: &'t Route,
+    /// The triple's entry: its reasons and digests.
+    pub entry: &'t Entry,
+    /// The tool.
+    pub tool: &'t ToolInfo,
+    /// The call's spend, when the tool spends from a budget.
+    pub spend: Option<SpendOf<'t>>,
+    /// `true` when the allowance floor raised an `alone` level to `propose` (spec §6).
+    pub floored: bool,
+}
+
+impl<'t> LevelOf<'t> {
+    /// The level before the allowance floor: what the entry's rows give these arguments.
+    pub fn rows_level(&self) -> Level {
+        if self.floored { Level::Alone } else { self.level }
+    }
+}
+
+impl SpendOf<'_> {
+    /// The reason the allowance floor adds to a decision, in words: "budget `Supplies`: 900 cents is over
+    /// the automatic allowance of 500 cents".
+    pub fn allowance_words(&self) -> String {
+        format!(
+            "budget `{}`: {} {unit} is over the automatic allowance of {} {unit}",
+            self.budget,
+            self.amount,
+            self.info.alone_up_to,
+            unit = self.info.unit
+        )
+    }
+}
+
+impl Table {
+    /// The entry for a triple, or why it is not offered (spec §3 step 1). The one place these reasons are
+    /// decided, in this order.
+    ///
+    /// Errors: [`NotOffered`], when the triple is not offered (the answer is then `never`).
+    pub fn offered(&self, agent: &str, skill: &str, tool: &str) -> Result<&Entry, NotOffered> {
+        self.offered_with_tool(agent, skill, tool).map(|(entry, _)| entry)
+    }
+
+    /// [`Table::offered`], with the tool's information.
+    fn offered_with_tool(&self, agent: &str, skill: &str, tool: &str) -> Result<(&Entry, &ToolInfo), NotOffered> {
+        let a = self.agents.get(agent).ok_or(NotOffered::UnknownAgent)?;
+        let s = self.skills.get(skill).ok_or(NotOffered::UnknownSkill)?;
+        if !a.skills.iter().any(|x| x == skill) {
+            return Err(NotOffered::NotAgentsSkill);
+        }
+        let t = self.tools.get(tool).ok_or(NotOffered::UnknownTool)?;
+        if !s.tools.iter().any(|x| x == tool) {
+            return Err(NotOffered::NotSkillsTool);
+        }
+        let entry = self.entry(agent, skill, tool).ok_or(NotOffered::NotSkillsTool)?;
+        Ok((entry, t))
+    }
+
+    /// The level of one call against the table alone, with no standing rules (spec §3, §5 "Decide", §6):
+    /// the one evaluator. No allocation on the way to an answer for an offered, well-formed call.
+    ///
+    /// Errors: [`Refused`], when the level is `never` because the call is refused outright.
+    pub fn level_of(&self, call: CallRef<'_>) -> Result<LevelOf<'_>, Refused> {
+        let (entry, tool) = self.offered_with_tool(call.agent, call.skill, call.tool).map_err(Refused::NotOffered)?;
+        level_of_offered(self, entry, tool, call, |args| arguments_fit(tool, args))
+    }
+
+    /// Every level the triple can get over every well-typed argument set, the allowance floor included
+    /// (spec §7: a `test` expectation written without arguments). One level means it does not depend on
+    /// the arguments. Conditions are taken as independent, so the set may hold a level no argument set
+    /// reaches (never one fewer).
+    ///
+    /// Errors: [`NotOffered`].
+    pub fn possible_levels(&self, agent: &str, skill: &str, tool: &str) -> Result<BTreeSet<Level>, NotOffered> {
+        let (entry, info) = self.offered_with_tool(agent, skill, tool)?;
+        if entry.reserved || info.reserved.is_some() {
+            return Ok(BTreeSet::from([Level::Never]));
+        }
+        let mut levels = match entry.level {
+            Some(level) => BTreeSet::from([level]),
+            None => {
+                // The strictest over the layers of one choice of level per layer.
+                let mut acc = BTreeSet::from([Level::Alone]);
+                for row in &entry.rows {
+                    let options = row.possible_levels();
+                    let mut next = BTreeSet::new();
+                    for a in &acc {
+                        for o in &options {
+                            next.insert(o.map_or(*a, |o| o.max(*a)));
+                        }
+                    }
+                    acc = next;
+                }
+                acc
+            }
+        };
+        // The floor: an `alone` spend over the allowance is `propose`, and amounts are unbounded above.
+        if levels.contains(&Level::Alone) && info.spends.is_some() {
+            levels.insert(Level::Propose);
+        }
+        Ok(levels)
+    }
+}
+
+/// The rest of [`Table::level_of`] once the triple is offered: the person, the arguments, the level, the
+/// floor. `fit` is [`arguments_fit`] (or a faster equivalent); on `false` the error comes from
+/// [`check_arguments`].
+fn level_of_offered<'t>(
+    table: &'t Table,
+    entry: &'t Entry,
+    tool: &'t ToolInfo,
+    call: CallRef<'_>,
+    fit: impl Fn(&Map<String, Value>) -> bool,
+) -> Result<LevelOf<'t>, Refused> {
+    if let Some(person) = call.requester {
+        if !table.persons.contains_key(person) {
+            return Err(Refused::UnknownPerson(person.to_string()));
+        }
+    }
+    let args = match call.arguments.as_object() {
+        Some(args) if fit(args) => args,
+        _ => {
+            return Err(Refused::Arguments(match check_arguments(call.tool, tool, call.arguments) {
+                Err(e) => e,
+                // INVARIANT: `fit` says no exactly when `check_arguments` errs; stay closed if they ever disagree.
+                Ok(()) => ArgumentError::NotAnObject { tool: call.tool.to_string() },
+            }));
+        }
+    };
+    let level = if entry.reserved || tool.reserved.is_some() {
+        Level::Never
+    } else if let Some(level) = entry.level {
+        level
+    } else {
+        entry.level_for(args).map_err(Refused::Condition)?
+    };
+    let spend = table.spend_of(tool, args).map_err(|error| Refused::budget(call.tool, tool, error))?;
+    let floored = level == Level::Alone && spend.is_some_and(|s| s.over_allowance());
+    Ok(LevelOf {
+        level: if floored { Level::Propose } else { level },
+        route: &entry.route,
+        entry,
+        tool,
+        spend,
+        floored,
+    })
+}
+
+/// Checks a call's arguments against the tool's parameters (spec §5 "Decide"): a JSON object with exactly
+/// the declared names, each of its type (`string` and entities: a string; `int`: an integer; `money`: a
+/// non-negative integer; `bool`: a boolean).
+///
+/// Errors: the first [`ArgumentError`], parameters in declared order, then the first extra name.
+pub fn check_arguments(tool_name: &str, tool: &ToolInfo, arguments: &Value) -> Result<(), ArgumentError> {
+    let Value::Object(map) = arguments else {
+        return Err(ArgumentError::NotAnObject { tool: tool_name.to_string() });
+    };
+    for param in &tool.params {
+        let Some(value) = map.get(&param.name) else {
+            return Err(ArgumentError::Missing { tool: tool_name.to_string(), param: param.name.clone() });
+        };
+        if !value_fits(&param.ty, value) {
+            if let (ParamType::Money, Some(amount)) = (&param.ty, value.as_i64()) {
+                return Err(ArgumentError::NegativeMoney {
+                    tool: tool_name.to_string(),
+                    param: param.name.clone(),
+                    amount,
+                });
+            }
+            return Err(ArgumentError::Mistyped {
+                tool: tool_name.to_string(),
+                param: param.name.clone(),
+                expected: param.ty.clone(),
+                found: value_words(value),
+            });
+        }
+    }
+    if let Some(extra) = map.keys().find(|k| !tool.params.iter().any(|p| &p.name == *k)) {
+        return Err(ArgumentError::Extra { tool: tool_name.to_string(), name: extra.clone() });
+    }
+    Ok(())
+}
+
+/// Whether a call's arguments fit the tool's parameters: [`check_arguments`] as a yes or no, without
+/// building an error.
+pub fn arguments_fit(tool: &ToolInfo, args: &Map<String, Value>) -> bool {
+    let typed = tool.params.iter().all(|param| args.get(&param.name).is_some_and(|value| value_fits(&param.ty, value)));
+    typed && args.keys().all(|k| tool.params.iter().any(|p| p.name == *k))
+}
+
+/// Whether an argument's value is of its parameter's type: the one reading of "which value fits which
+/// type" for call arguments.
+pub fn value_fits(ty: &ParamType, value: &Value) -> bool {
+    match ty {
+        ParamType::String | ParamType::Entity(_) => value.is_string(),
+        ParamType::Int => value.is_i64(),
+        // Non-negative and within `i64`, as conditions and budgets read it.
+        ParamType::Money => value.as_i64().is_some_and(|n| n >= 0),
+        ParamType::Bool => value.is_boolean(),
+    }
+}
+
+/// A parameter type in words, for refusals: "a string", "an integer", "a non-negative integer amount in
+/// minor units".
+pub fn type_words(ty: &ParamType) -> String {
+    match ty {
+        ParamType::String => "a string".into(),
+        ParamType::Int => "an integer".into(),
+        ParamType::Bool => "`true` or `false`".into(),
+        ParamType::Money => "a non-negative integer amount in minor units (at most 2^63 - 1)".into(),
+        ParamType::Entity(e) => format!("the id of a `{e}` (a string)"),
+    }
+}
+
+/// A JSON value's kind in words, for refusals.
+fn value_words(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a number with a fraction",
+        Value::Number(_) => "an integer out of range",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// The offered triples of a table in one hash map, for answering [`Table::level_of`] at the rate an agent
+/// asks it. The table's `BTreeMap`s cost a string comparison per step of a search (about 30 for a tool
+/// among 10,000); here a triple is one hash lookup. Build it once per loaded table.
+#[derive(Debug)]
+pub struct LevelIndex<'t> {
+    table: &'t Table,
+    /// `(agent, skill, tool)` → the triple's entry and tool, for the triples [`Table::offered`] accepts.
+    offered: NameMap<Triple<'t>, Offered<'t>>,
+}
+
+/// An (agent, skill, tool) key of a [`LevelIndex`].
+#[derive(Clone, Copy, Debug)]
+struct Triple<'a>(&'a str, &'a str, &'a str);
+
+impl std::hash::Hash for Triple<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for name in [self.0, self.1, self.2] {
+            state.write(name.as_bytes());
+            state.write_u8(0xff);
+        }
+    }
+}
+
+impl PartialEq for Triple<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        same_name(self.2, other.2) && same_name(self.1, other.1) && same_name(self.0, other.0)
+    }
+}
+
+impl Eq for Triple<'_> {}
+
+/// `a == b`, without a call to `memcmp` for names of up to 8 bytes (most agent, skill, tool and parameter
+/// names): two overlapping word loads each.
+fn same_name(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    let half = |x: &[u8], at: usize| x.get(at..at + 4).map(|w| u32::from_le_bytes([w[0], w[1], w[2], w[3]]));
+    match n {
+        0 => true,
+        1..=3 => a[0] == b[0] && a[n / 2] == b[n / 2] && a[n - 1] == b[n - 1],
+        4..=8 => half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4),
+        _ => a == b,
+    }
+}
+
+/// One offered triple in a [`LevelIndex`].
+#[derive(Debug)]
+struct Offered<'t> {
+    entry: &'t Entry,
+    tool: &'t ToolInfo,
+    /// The tool's parameters sorted by name, when the names are all different (always so in a table the
+    /// compiler wrote: `check` refuses a repeated parameter); `None` otherwise.
+    sorted_params: Option<Vec<(&'t str, &'t ParamType)>>,
+}
+
+impl Offered<'_> {
+    /// [`arguments_fit`], the same answer ([`fit_sorted`]).
+    fn fit(&self, args: &Map<String, Value>) -> bool {
+        fit_sorted(self.sorted_params.as_deref(), self.tool, args)
+    }
+}
+
+/// [`arguments_fit`], the same answer, given the tool's parameters sorted by name when their names are all
+/// different. Arguments usually come with exactly the parameters' names, and a JSON object's names iterate
+/// sorted: then one pass over both, comparing names and types pairwise, says yes. Anything else (another
+/// order, a missing or extra name, a wrong type) goes to [`arguments_fit`], which decides.
+fn fit_sorted(sorted: Option<&[(&str, &ParamType)]>, tool: &ToolInfo, args: &Map<String, Value>) -> bool {
+    if let Some(params) = sorted {
+        let pairwise = || {
+            args.iter().zip(params).all(|((name, value), (param, ty))| same_name(name, param) && value_fits(ty, value))
+        };
+        if args.len() == params.len() && pairwise() {
+            return true;
+        }
+    }
+    arguments_fit(tool, args)
+}
+
+impl<'t> LevelIndex<'t> {
+    /// Indexes every triple of `table` that it offers.
+    pub fn new(table: &'t Table) -> LevelIndex<'t> {
+        let mut offered = NameMap::default();
+        for (agent, skills) in &table.entries {
+            for (skill, tools) in skills {
+                for tool in tools.keys() {
+                    if let Ok((entry, info)) = table.offered_with_tool(agent, skill, tool) {
+                        let mut params: Vec<(&str, &ParamType)> =
+                            info.params.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
+                        params.sort_unstable_by_key(|&(name, _)| name);
+                        let distinct = params.windows(2).all(|w| w[0].0 != w[1].0);
+                        let sorted_params = distinct.then_some(params);
+                        offered.insert(Triple(agent, skill, tool), Offered { entry, tool: info, sorted_params });
+                    }
+                }
+            }
+        }
+        LevelIndex { table, offered }
+    }
+
+    /// [`Table::level_of`], the same answer; a triple that is not offered is answered by the table (which
+    /// says why).
+    ///
+    /// Errors: [`Refused`], as [`Table::level_of`].
+    pub fn level_of(&self, call: CallRef<'_>) -> Result<LevelOf<'t>, Refused> {
+        let Some(offered) = self.offered.get(&Triple(call.agent, call.skill, call.tool)) else {
+            return self.table.level_of(call);
+        };
+        level_of_offered(self.table, offered.entry, offered.tool, call, |args| offered.fit(args))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::{NameHasher, ParamInfo};
+
+    /// `same_name` is `==` on every pair of a set of names of length 0 to 12 that differ in one byte at
+    /// each position, or in length only.
+    #[test]
+    fn same_name_is_string_equality() {
+        let mut names = vec![String::new()];
+        for n in 1..=12 {
+            let base: String = (0..n).map(|i| char::from(b'a' + i)).collect();
+            names.push(base.clone());
+            for at in 0..usize::from(n) {
+                let mut bytes = base.clone().into_bytes();
+                bytes[at] = b'Z';
+                names.push(String::from_utf8(bytes).unwrap_or_default());
+            }
+        }
+        names.push("Ωmega".into());
+        for a in &names {
+            for b in &names {
+                assert_eq!(same_name(a, b), a == b, "{a:?} {b:?}");
+            }
+        }
+    }
+
+    /// Triples that differ anywhere are different keys (no false match through the hash or `eq`), and a
+    /// name moved from one field to the next is another triple.
+    #[test]
+    fn triples_compare_by_all_three_names() {
+        use std::hash::BuildHasher;
+        let hasher = std::hash::BuildHasherDefault::<NameHasher>::default();
+        let t = Triple("A0", "A0S0", "T12");
+        assert_eq!(t, Triple("A0", "A0S0", "T12"));
+        assert_eq!(hasher.hash_one(t), hasher.hash_one(Triple("A0", "A0S0", "T12")));
+        for other in [
+            Triple("A0", "A0S0", "T13"),
+            Triple("A1", "A0S0", "T12"),
+            Triple("A0", "A0S1", "T12"),
+            Triple("A0A0S0", "", "T12"),
+        ] {
+            assert_ne!(t, other);
+        }
+        assert_ne!(hasher.hash_one(Triple("ab", "c", "")), hasher.hash_one(Triple("a", "bc", "")));
+    }
+
+    /// The index's argument check (`fit_sorted`) gives `arguments_fit`'s answer on every set of up to three
+    /// arguments drawn from the parameters' names and near misses, with values of each type, for distinct
+    /// and for repeated parameter names.
+    #[test]
+    fn indexed_argument_check_agrees_with_arguments_fit() {
+        let param = |name: &str, ty: ParamType| ParamInfo { name: name.into(), ty };
+        let tool = |params: Vec<ParamInfo>| ToolInfo {
+            label: "t".into(),
+            doc: None,
+            external: false,
+            params,
+            effects: BTreeMap::new(),
+            claim: None,
+            reserved: None,
+            version: None,
+            subject: None,
+            spends: None,
+            definition_digest: String::new(),
+        };
+        let tools = [
+            tool(vec![]),
+            tool(vec![param("to", ParamType::String), param("amount", ParamType::Money)]),
+            tool(vec![
+                param("b", ParamType::Bool),
+                param("a", ParamType::Int),
+                param("c", ParamType::Entity("E".into())),
+            ]),
+            tool(vec![param("a", ParamType::Int), param("a", ParamType::Int)]),
+        ];
+        let values = [json!(1), json!("x"), json!(true), json!(null), json!(-2)];
+        for info in &tools {
+            let mut params: Vec<(&str, &ParamType)> = info.params.iter().map(|p| (p.name.as_str(), &p.ty)).collect();
+            params.sort_unstable_by_key(|&(name, _)| name);
+            let distinct = params.windows(2).all(|w| w[0].0 != w[1].0);
+            let sorted = distinct.then_some(params);
+            let mut names: Vec<&str> = info.params.iter().map(|p| p.name.as_str()).collect();
+            names.extend(["amounx", "zz", "a"]);
+            names.sort_unstable();
+            names.dedup();
+            let mut checked = 0;
+            for mask in 0u32..(1 << names.len()) {
+                let chosen: Vec<&str> =
+                    names.iter().enumerate().filter(|(i, _)| mask & (1 << i) != 0).map(|(_, n)| *n).collect();
+                if chosen.len() > 3 {
+                    continue;
+                }
+                for pick in 0..values.len().pow(u32::try_from(chosen.len()).unwrap_or(0)) {
+                    let mut map = serde_json::Map::new();
+                    let mut p = pick;
+                    for name in &chosen {
+                        map.insert((*name).to_string(), values[p % values.len()].clone());
+                        p /= values.len();
+                    }
+                    assert_eq!(
+                        fit_sorted(sorted.as_deref(), info, &map),
+                        arguments_fit(info, &map),
+                        "{:?} {map:?}",
+                        info.params
+                    );
+                    checked += 1;
+                }
+            }
+            assert!(checked > 20, "{checked}");
+        }
+    }
+}
