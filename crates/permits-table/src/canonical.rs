@@ -12,6 +12,7 @@
 //! which arrive sorted and cost nothing; structs' fields usually need the copy.
 
 use serde::ser::{self, Serialize};
+use sha2::{Digest, Sha256};
 
 /// Canonical JSON of `value`: sorted keys, no whitespace, or the pretty layout when `indent` is set.
 /// `skip_top_field` leaves out one field of the outermost struct (the table's `header`).
@@ -647,6 +648,116 @@ impl ser::Serializer for KeyWriter<'_> {
         _len: usize,
     ) -> Result<Self::SerializeStructVariant, Error> {
         Err(key_must_be_a_string())
+    }
+}
+
+/// SHA-256 of `bytes` as 64 lowercase hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+/// Lowercase hex of a byte string.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0xf)]));
+    }
+    s
+}
+
+/// The canonical JSON of a serializable value: keys sorted, no whitespace (spec §4).
+///
+/// Errors: serde's, for a value that cannot be JSON (a map with non-string keys).
+pub fn canonical_json<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
+    let bytes = to_canonical_bytes(value, None, None)?;
+    String::from_utf8(bytes).map_err(serde::ser::Error::custom)
+}
+
+/// SHA-256 (hex) of the canonical JSON of a serializable value (see [`canonical_json`]), without building
+/// the string.
+///
+/// Errors: serde's, for a value that cannot be JSON (a map with non-string keys).
+pub fn canonical_digest<T: Serialize + ?Sized>(value: &T) -> Result<String, serde_json::Error> {
+    Ok(sha256_hex(&to_canonical_bytes(value, None, None)?))
+}
+
+/// The canonical JSON of a JSON value: keys sorted (explicitly, whatever map type serde_json uses),
+/// no whitespace.
+pub fn canonical_value(value: &serde_json::Value) -> String {
+    // INVARIANT: a `Value`'s map keys are strings, so it always serializes.
+    canonical_json(value).expect("a JSON value serializes")
+}
+
+/// The reference the canonical writer is tested against (here and by the compiler's tests on real
+/// tables): the `Value` tree, keys sorted explicitly. Slow; not for use.
+#[doc(hidden)]
+pub fn reference_canonical(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out, None, 0);
+    out
+}
+
+/// [`reference_canonical`] with two-space indentation: the reference of [`Table::to_pretty_json`].
+#[doc(hidden)]
+pub fn reference_pretty(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out, Some(2), 0);
+    out
+}
+
+fn write_canonical(value: &serde_json::Value, out: &mut String, indent: Option<usize>, depth: usize) {
+    use serde_json::Value;
+    let newline = |out: &mut String, depth: usize| {
+        if let Some(width) = indent {
+            out.push('\n');
+            out.extend(std::iter::repeat_n(' ', width * depth));
+        }
+    };
+    match value {
+        Value::Object(map) => {
+            if map.is_empty() {
+                out.push_str("{}");
+                return;
+            }
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, depth + 1);
+                out.push_str(&serde_json::Value::String(key.clone()).to_string());
+                out.push(':');
+                if indent.is_some() {
+                    out.push(' ');
+                }
+                if let Some(v) = map.get(key) {
+                    write_canonical(v, out, indent, depth + 1);
+                }
+            }
+            newline(out, depth);
+            out.push('}');
+        }
+        Value::Array(items) => {
+            if items.is_empty() {
+                out.push_str("[]");
+                return;
+            }
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                newline(out, depth + 1);
+                write_canonical(item, out, indent, depth + 1);
+            }
+            newline(out, depth);
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
     }
 }
 

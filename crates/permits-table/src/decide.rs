@@ -17,7 +17,56 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::{ConditionError, Entry, Level, NameMap, ParamType, Route, SpendError, SpendOf, Table, ToolInfo};
+use super::{BudgetInfo, ConditionError, Entry, Level, NameMap, ParamType, Route, Table, ToolInfo};
+
+/// One call's spend (spec §6): the budget it spends from, with its current figures, and the amount of
+/// the call's `money` argument, in the budget's minor unit. See [`Table::spend_of`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpendOf<'t> {
+    /// The budget's name.
+    pub budget: &'t str,
+    /// The budget's figures in this table.
+    pub info: &'t BudgetInfo,
+    /// The amount, in the budget's minor unit.
+    pub amount: u64,
+}
+
+impl SpendOf<'_> {
+    /// Whether the amount is above the budget's automatic allowance: an `alone` call is then `propose`.
+    pub fn over_allowance(&self) -> bool {
+        self.amount > self.info.alone_up_to
+    }
+}
+
+/// Why a call's spend cannot be read (spec §6): the call is `never`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpendError {
+    /// The tool spends from a budget the table does not declare.
+    UnknownBudget,
+    /// The amount argument is missing or not a whole number.
+    MissingAmount,
+    /// The amount is negative.
+    NegativeAmount(i64),
+}
+
+impl Table {
+    /// The spend of a call of `tool` with `arguments` (spec §6): `None` when the tool spends from no budget.
+    /// The one reading of a spend, used by the runtime's ledger and [`Table::level_of`].
+    ///
+    /// Errors: [`SpendError`] — the call is then `never`.
+    pub fn spend_of<'t>(
+        &'t self,
+        tool: &ToolInfo,
+        arguments: &serde_json::Map<String, serde_json::Value>,
+    ) -> Result<Option<SpendOf<'t>>, SpendError> {
+        let Some(spends) = &tool.spends else { return Ok(None) };
+        let (budget, info) = self.budgets.get_key_value(&spends.budget).ok_or(SpendError::UnknownBudget)?;
+        let amount =
+            arguments.get(&spends.param).and_then(serde_json::Value::as_i64).ok_or(SpendError::MissingAmount)?;
+        let amount = u64::try_from(amount).map_err(|_| SpendError::NegativeAmount(amount))?;
+        Ok(Some(SpendOf { budget, info, amount }))
+    }
+}
 
 /// Why a triple is not offered (spec §3 step 1). `Display` gives the spec's words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1,0 +1,190 @@
+//! Conditions on a tool's arguments as the runtime evaluates them (spec §3 item 5): a small typed tree,
+//! its evaluator (fail closed) and its canonical printing.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{CompareOp, Literal};
+
+/// A condition on a tool's arguments, as the runtime evaluates it (spec §3 item 5). A small typed tree:
+/// the compiler has checked every parameter and type against the tool, so evaluation needs no parser.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum Condition {
+    /// Every part holds.
+    All(Vec<Condition>),
+    /// At least one part holds.
+    Any(Vec<Condition>),
+    /// The part does not hold.
+    Not(Box<Condition>),
+    /// `param OP value`.
+    Compare {
+        /// The parameter.
+        param: String,
+        /// The comparison.
+        op: CompareOp,
+        /// The value compared with.
+        value: Literal,
+    },
+    /// `param in [..]`: the string argument is one of the values.
+    In {
+        /// The parameter (a string or an entity id).
+        param: String,
+        /// The values.
+        values: Vec<String>,
+    },
+    /// `param matches "glob"`: `*` matches any run of characters, `?` any one character; case-sensitive.
+    Matches {
+        /// The parameter (a string or an entity id).
+        param: String,
+        /// The pattern.
+        glob: String,
+    },
+}
+
+/// Why a condition cannot be evaluated. The decision is then `never` (fail closed, spec §3 item 5).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConditionError {
+    /// The argument the condition reads is missing.
+    #[error("the argument `{0}` is missing, so the condition cannot be evaluated")]
+    Missing(String),
+    /// The argument has the wrong type for the comparison.
+    #[error("the argument `{param}` is not {expected}, so the condition cannot be evaluated")]
+    Mistyped {
+        /// The parameter.
+        param: String,
+        /// What was expected: "a whole number", "a string", "true or false".
+        expected: &'static str,
+    },
+}
+
+impl Condition {
+    /// Evaluates the condition on a call's arguments (a JSON object's map). Numbers must be JSON
+    /// integers, strings JSON strings, booleans JSON booleans.
+    ///
+    /// Errors: [`ConditionError`] when an argument the condition reads is missing or of the wrong type;
+    /// the caller decides `never`.
+    pub fn eval(&self, args: &serde_json::Map<String, serde_json::Value>) -> Result<bool, ConditionError> {
+        match self {
+            Condition::All(parts) => {
+                // Evaluate every part, so a missing argument anywhere fails closed, not only when reached.
+                let mut all = true;
+                for p in parts {
+                    all &= p.eval(args)?;
+                }
+                Ok(all)
+            }
+            Condition::Any(parts) => {
+                let mut any = false;
+                for p in parts {
+                    any |= p.eval(args)?;
+                }
+                Ok(any)
+            }
+            Condition::Not(p) => Ok(!p.eval(args)?),
+            Condition::Compare { param, op, value } => {
+                let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
+                let ordering = match value {
+                    Literal::Int(n) => {
+                        let a = arg
+                            .as_i64()
+                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a whole number" })?;
+                        a.cmp(n)
+                    }
+                    Literal::String(s) => {
+                        let a = arg
+                            .as_str()
+                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                        a.cmp(s.as_str())
+                    }
+                    Literal::Bool(b) => {
+                        let a = arg
+                            .as_bool()
+                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "true or false" })?;
+                        a.cmp(b)
+                    }
+                };
+                Ok(op.holds(ordering))
+            }
+            Condition::In { param, values } => {
+                let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
+                let a = arg.as_str().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                Ok(values.iter().any(|v| v == a))
+            }
+            Condition::Matches { param, glob } => {
+                let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
+                let a = arg.as_str().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                Ok(glob_matches(glob, a))
+            }
+        }
+    }
+
+    fn fmt_prec(&self, f: &mut fmt::Formatter<'_>, outer: u8) -> fmt::Result {
+        // Precedence: or 1, and 2, not 3, comparison 4.
+        let (prec, parts, word) = match self {
+            Condition::Any(p) => (1, p, " or "),
+            Condition::All(p) => (2, p, " and "),
+            Condition::Not(inner) => {
+                f.write_str("not ")?;
+                return inner.fmt_prec(f, 3);
+            }
+            Condition::Compare { param, op, value } => return write!(f, "{param} {} {value}", op.as_str()),
+            Condition::In { param, values } => {
+                let vs: Vec<String> = values.iter().map(|v| Literal::String(v.clone()).to_string()).collect();
+                return write!(f, "{param} in [{}]", vs.join(", "));
+            }
+            Condition::Matches { param, glob } => {
+                return write!(f, "{param} matches {}", Literal::String(glob.clone()));
+            }
+        };
+        if prec < outer {
+            f.write_str("(")?;
+        }
+        for (i, p) in parts.iter().enumerate() {
+            if i > 0 {
+                f.write_str(word)?;
+            }
+            p.fmt_prec(f, prec + 1)?;
+        }
+        if prec < outer {
+            f.write_str(")")?;
+        }
+        Ok(())
+    }
+}
+
+/// The canonical text of a condition, as written in sources (`amount <= 10000 and not to matches "*@x"`).
+impl fmt::Display for Condition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fmt_prec(f, 0)
+    }
+}
+
+/// Whether `text` matches `glob`: `*` is any run of characters (also none), `?` exactly one character,
+/// everything else itself. Iterative, linear in practice (one backtrack point).
+pub fn glob_matches(glob: &str, text: &str) -> bool {
+    let g: Vec<char> = glob.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut gi, mut ti) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while ti < t.len() {
+        if gi < g.len() && (g[gi] == '?' || (g[gi] != '*' && g[gi] == t[ti])) {
+            gi += 1;
+            ti += 1;
+        } else if gi < g.len() && g[gi] == '*' {
+            star = Some((gi, ti));
+            gi += 1;
+        } else if let Some((sg, st)) = star {
+            gi = sg + 1;
+            ti = st + 1;
+            star = Some((sg, st + 1));
+        } else {
+            return false;
+        }
+    }
+    while gi < g.len() && g[gi] == '*' {
+        gi += 1;
+    }
+    gi == g.len()
+}
