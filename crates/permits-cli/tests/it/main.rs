@@ -12,15 +12,15 @@ mod conditions;
 mod deep;
 mod diff;
 mod evaluator;
+mod fixtures;
 mod laws;
-mod runtime_failures;
-mod runtime_skill_grants;
-mod runtime_support_triage;
-mod runtime_workshop;
 mod sarif;
 mod shop_spending;
 mod supplier;
+mod unknown_names;
 
+#[path = "../../../permits-runtime/tests/fixtures/registry.rs"]
+mod registry;
 #[path = "../../../../examples/supplier/client.rs"]
 mod supplier_client;
 

@@ -3,17 +3,17 @@
 
 use std::sync::{Arc, Mutex};
 
-use permits::runtime::{
+use permits_runtime::table::{Level, ParamInfo, ParamType, Table};
+use permits_runtime::{
     ApproveMode, Authority, Call, Evidence, Handled, ManualClock, MemorySink, Naming, NewRule, Principal, Proposal,
     ProposalRequest, Refusal, RunContext, RunOutcome, Runtime, Status, VersionQuery, Versions, WorkFor,
 };
-use permits::table::{Level, ParamInfo, ParamType, Table};
 use serde_json::{Value, json};
 
 type R = Result<(), Box<dyn std::error::Error>>;
 
 fn table() -> Result<Table, String> {
-    permits::compile::compile_path(&crate::root().join("policies/workshop"))
+    crate::fixture("workshop")
 }
 
 /// The workshop's app: repair T-7 and who may do what in it.

@@ -3,11 +3,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use permits::runtime::{
+use permits_runtime::table::{Level, Table};
+use permits_runtime::{
     AdmitAll, ApproveMode, Call, EventKind, ManualClock, MemorySink, Proposal, ProposalRequest, Refusal, RunContext,
     RunOutcome, Runtime, Status, VersionQuery, Versions,
 };
-use permits::table::{Level, Table};
 use serde_json::json;
 
 type R = Result<(), Box<dyn std::error::Error>>;
@@ -16,7 +16,7 @@ const DAY: u64 = 24 * 3600;
 const TEXT: &str = "J-42 recorded an export access error. …";
 
 fn table() -> Result<Table, String> {
-    permits::compile::compile_path(&crate::root().join("policies/support-triage"))
+    crate::fixture("support-triage")
 }
 
 /// The support desk: ticket T-42's revision and the outbox SendReply appends to.
@@ -86,7 +86,7 @@ fn send_reply(recipient: &str) -> Call {
 }
 
 /// Proposal P-8: the reply to customer-42 under operation key `mock-T42-P8`.
-fn p8(w: &World) -> Result<Proposal, permits::runtime::RuntimeError> {
+fn p8(w: &World) -> Result<Proposal, permits_runtime::RuntimeError> {
     w.rt.propose(&ProposalRequest::new(send_reply("customer-42"), "mock-T42-P8", "tell the customer what failed"))
 }
 
