@@ -12,9 +12,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::compile::{self, Analysis, Output};
 use crate::diagnostics::{Diagnostic, Severity, render};
-use crate::effects::{self, Hop};
+use crate::explain::Explanation;
 use crate::syntax::{self, Sources};
-use crate::table::{EffectClass, Level, Route};
+use crate::table::Level;
 
 /// The permits compiler: check `.permits` packages, compile them to a decision table, explain a decision.
 #[derive(Debug, Parser)]
@@ -748,243 +748,94 @@ fn graph(paths: &[PathBuf], agent: Option<&str>) -> u8 {
 }
 
 fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) -> u8 {
-    let result = with_analysis(path, format, |a| {
-        // A misspelt name is most likely a typo, not a question: answer `never` as the runtime would, and
-        // say which name is unknown, with the nearest one.
-        let m = &a.model;
-        let unknown = [
-            ("agent", agent, m.agents.keys().copied().collect::<Vec<_>>()),
-            ("skill", skill, m.skills.keys().copied().collect()),
-            ("tool", tool, m.nodes.iter().filter(|n| n.is_tool()).map(|n| n.name).collect()),
-        ]
-        .into_iter()
-        .find(|(_, name, names)| !names.contains(name))
-        .map(|(what, name, names)| match crate::diagnostics::closest(name, names.iter().copied()) {
-            Some(near) => format!("unknown {what} `{name}`; did you mean `{near}`?"),
-            None => format!("unknown {what} `{name}`"),
-        });
-        (explain_text(a, agent, skill, tool, format), unknown)
-    });
-    match result {
-        Ok((text, unknown)) => {
-            out!("{text}");
-            match unknown {
-                Some(msg) => {
-                    errln!("error: {msg}");
-                    1
-                }
-                None => 0,
-            }
-        }
-        Err(code) => code,
-    }
-}
-
-/// A line without its `//` comment (a `//` inside a string is not a comment).
-fn strip_comment(line: &str) -> &str {
-    let mut in_string = false;
-    let mut escaped = false;
-    let bytes = line.as_bytes();
-    for (i, b) in bytes.iter().enumerate() {
-        match b {
-            _ if escaped => escaped = false,
-            b'\\' if in_string => escaped = true,
-            b'"' => in_string = !in_string,
-            b'/' if !in_string && bytes.get(i + 1) == Some(&b'/') => return &line[..i],
-            _ => {}
-        }
-    }
-    line
-}
-
-/// Why a triple is not offered, in the runtime's words (spec §3 step 1).
-fn not_offered(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Option<&'static str> {
-    let m = &a.model;
-    let Some(ag) = m.agents.get(agent) else { return Some("unknown agent") };
-    let Some(sk) = m.skills.get(skill) else { return Some("unknown skill") };
-    if !ag.skills.contains(&skill) {
-        return Some("not one of the agent's skills");
-    }
-    let Some(&id) = m.node_of.get(tool).filter(|id| m.nodes[**id].is_tool()) else { return Some("unknown tool") };
-    if !sk.tools.contains(&id) {
-        return Some("not one of the skill's tools");
-    }
-    None
-}
-
-fn route_text(route: &Route, a: &Analysis<'_>, agent: &str) -> String {
-    match route {
-        Route::Requester => {
-            let sponsor = a.model.agents.get(agent).and_then(|x| x.sponsor).unwrap_or("?");
-            format!("requester (the person the work is for; the sponsor `{sponsor}` when it is for nobody)")
-        }
-        other => other.to_string(),
-    }
-}
-
-fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: Format) -> String {
-    let triple = format!("({agent}, {skill}, {tool})");
-    if let Some(why) = not_offered(a, agent, skill, tool) {
-        return match format {
-            Format::Human => format!("{triple}: never\n  not offered: {why}\n"),
-            Format::Json => format!(
-                "{}\n",
-                serde_json::json!({ "agent": agent, "skill": skill, "tool": tool, "level": Level::Never, "offered": false, "reason": why })
-            ),
-        };
-    }
-    let Some(d) =
-        a.decisions.iter().find(|d| d.agent == agent && d.skill == skill && a.model.nodes[d.tool].name == tool)
-    else {
-        return format!("{triple}: never\n  not offered\n");
+    let result = with_analysis(path, format, |a| crate::explain::explain(a, agent, skill, tool));
+    let explanation = match result {
+        Ok(e) => e,
+        Err(code) => return code,
     };
-    let line_text = |span: crate::syntax::Span| {
-        let src = a.sources.get(span.file);
-        let (line, col) = src.line_col(span.start);
-        // The rule as written, from the start of its first line to its end, whitespace collapsed (a
-        // condition written over several lines is quoted whole).
-        let start = (span.start - (col - 1)) as usize;
-        let first_line_end = src.text[start..].find('\n').map_or(src.text.len(), |i| start + i);
-        let end = (span.end as usize).max(first_line_end).min(src.text.len());
-        let raw = src.text.get(start..end).unwrap_or("");
-        let raw = raw.lines().map(strip_comment).collect::<Vec<_>>().join(" ");
-        let text = raw.split_whitespace().collect::<Vec<_>>().join(" ");
-        (format!("{}:{}", a.sources.display_name(span.file), line), text)
-    };
-    // Witness paths of each effect (and of the reserved subject).
-    let mut witnesses = Vec::new();
-    for s in 0..effects::SLOTS {
-        if !a.effects.sets[d.tool].has_slot(s) {
-            continue;
-        }
-        let mut hops = vec![tool.to_string()];
-        let mut end = String::new();
-        for (at, hop) in a.effects.witness_path(d.tool, s) {
-            match hop {
-                Hop::Call(c, _) => hops.push(a.model.nodes[c].name.to_string()),
-                Hop::Operation(i) => {
-                    let op = &a.model.nodes[at].operations[i];
-                    let (place, _) = line_text(op.span);
-                    hops.push(op.text.clone());
-                    end = place;
-                }
-                Hop::Claim(span) => {
-                    let (place, _) = line_text(span);
-                    hops.push("claim (assumed)".to_string());
-                    end = place;
-                }
-            }
-        }
-        let class = effects::slot_name(s);
-        let assumed = s < effects::RESERVED_SLOT && !a.effects.real[d.tool].has_slot(s);
-        witnesses.push((class, hops.join(" → "), end, assumed));
-    }
-    // The budget the tool spends from (spec §6), with its figures.
-    let budget = a.model.nodes[d.tool].spend.and_then(|sp| {
-        let b = a.model.budgets.get(sp.budget)?;
-        let (place, _) = line_text(b.name_span);
-        Some((sp, b, place))
-    });
     match format {
-        Format::Json => {
-            let reasons: Vec<_> = d
-                .because
-                .iter()
-                .map(|(r, span)| {
-                    let text = span.map(|s| line_text(s).1);
-                    let at = span.map(|s| line_text(s).0);
-                    serde_json::json!({ "layer": r.layer, "kind": r.kind, "level": r.level, "rule": r.rule, "via": r.via, "at": at, "text": text })
-                })
-                .collect();
-            let w: Vec<_> = witnesses
-                .iter()
-                .map(|(c, p, at, assumed)| serde_json::json!({ "effect": c, "path": p, "at": at, "assumed": assumed }))
-                .collect();
-            format!(
-                "{}\n",
-                serde_json::to_string_pretty(&serde_json::json!({
-                    "agent": agent, "skill": skill, "tool": tool, "level": d.level, "possible": d.possible, "offered": true,
-                    "route": d.route, "reasons": reasons, "witnesses": w, "rows": d.rows,
-                    "budget": budget.map(|(sp, b, at)| serde_json::json!({
-                        "name": sp.budget, "by": sp.param, "currency": b.currency, "unit": b.unit,
-                        "ceiling": b.ceiling, "alone_up_to": b.alone_up_to, "at": at,
-                    })),
-                }))
-                .unwrap_or_default()
-            )
+        // Through a `Value`, so keys come out sorted, as every JSON output of `permitc`.
+        Format::Json => match serde_json::to_value(&explanation) {
+            Ok(v) if matches!(explanation, Explanation::NotOffered(_)) => outln!("{v}"),
+            Ok(v) => outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+            Err(e) => errln!("error: {e}"),
+        },
+        Format::Human => out!("{}", explain_text(&explanation)),
+    }
+    match &explanation {
+        Explanation::NotOffered(n) if n.unknown.is_some() => {
+            errln!("error: {}", n.unknown.as_deref().unwrap_or_default());
+            1
         }
-        Format::Human => {
-            let shown = match d.level {
-                Some(l) => l.to_string(),
-                None => format!(
-                    "depends on the arguments: {}",
-                    d.possible.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(" or ")
-                ),
-            };
-            let mut out = format!("{triple}: {shown}\n");
-            let routed = d.possible.iter().any(|l| matches!(l, Level::Propose | Level::ProposeEveryTime));
-            let strictest = d.possible.iter().max().copied().unwrap_or(Level::Never);
-            out.push_str(&format!(
-                "  route: {}{}\n",
-                route_text(&d.route, a, agent),
-                if routed { "" } else { " (unused: nothing is proposed)" }
-            ));
-            out.push_str("  because:\n");
-            for (r, span) in &d.because {
-                let layer = match r.layer {
-                    Some(crate::table::Layer::Package) => "package-wide layer".to_string(),
-                    Some(l) => format!("{l} layer"),
-                    None => "reserved subject".to_string(),
-                };
-                let decisive = if d.level.is_none_or(|l| l == r.level) || r.level == strictest { "*" } else { " " };
-                let inherited = match (r.kind, &r.via) {
-                    (crate::table::ReasonKind::Inherited, Some(callee)) => {
-                        format!(" (inherited: `{tool}` calls `{callee}`)")
-                    }
-                    _ => String::new(),
-                };
-                match span {
-                    Some(s) => {
-                        let (place, text) = line_text(*s);
-                        out.push_str(&format!(
-                            "  {decisive} {layer}: {} — {}{inherited} at {place}: `{text}`\n",
-                            r.level, r.rule
-                        ));
-                    }
-                    None => out.push_str(&format!("  {decisive} {layer}: {} — {}\n", r.level, r.rule)),
-                }
-            }
-            if witnesses.is_empty() {
-                out.push_str("  effects: none (it only computes)\n");
-            } else {
-                out.push_str("  effects:\n");
-                for (class, path, at, assumed) in &witnesses {
-                    let note = if *assumed { " (assumed: an extern tool's claim)" } else { "" };
-                    out.push_str(&format!("    {class}: {path} at {at}{note}\n"));
-                }
-            }
-            if let Some((claim, _)) = a.model.nodes[d.tool].claim {
-                out.push_str(&format!("  claim: {} (levels use the claim)\n", claim.describe()));
-            }
-            if let Some((sp, b, at)) = &budget {
-                out.push_str(&format!(
-                    "  budget: spends from `{}` by `{}` ({} {}): ceiling {}, alone up to {} (declared at {at})\n",
-                    sp.budget, sp.param, b.currency, b.unit, b.ceiling, b.alone_up_to
-                ));
-                out.push_str(&format!(
-                    "    every execution reserves `{}` against the ceiling; a call over {} is at least propose, whatever the level\n",
-                    sp.param, b.alone_up_to
-                ));
-            }
-            let _ = EffectClass::Reads;
-            if d.level.is_some() {
-                out.push_str("  (* marks the rules that decide the level)\n");
-            } else {
-                out.push_str(
-                    "  (the strictest entry whose condition holds decides; the class level when none holds)\n",
-                );
-            }
-            out
+        _ => 0,
+    }
+}
+
+/// The text form of an explanation.
+fn explain_text(e: &Explanation) -> String {
+    let d = match e {
+        Explanation::NotOffered(n) => {
+            return format!("({}, {}, {}): never\n  not offered: {}\n", n.agent, n.skill, n.tool, n.reason);
+        }
+        Explanation::Offered(d) => d,
+    };
+    let shown = match d.level {
+        Some(l) => l.to_string(),
+        None => format!(
+            "depends on the arguments: {}",
+            d.possible.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(" or ")
+        ),
+    };
+    let mut out = format!("({}, {}, {}): {shown}\n", d.agent, d.skill, d.tool);
+    let routed = d.possible.iter().any(|l| matches!(l, Level::Propose | Level::ProposeEveryTime));
+    out.push_str(&format!(
+        "  route: {}{}\n",
+        d.route_words,
+        if routed { "" } else { " (unused: nothing is proposed)" }
+    ));
+    out.push_str("  because:\n");
+    for r in &d.reasons {
+        let decisive = if r.decisive { "*" } else { " " };
+        let inherited = match r.inherited_from() {
+            Some(callee) => format!(" (inherited: `{}` calls `{callee}`)", d.tool),
+            None => String::new(),
+        };
+        match (&r.at, &r.text) {
+            (Some(place), Some(text)) => out.push_str(&format!(
+                "  {decisive} {}: {} — {}{inherited} at {place}: `{text}`\n",
+                r.layer_words(),
+                r.level,
+                r.rule
+            )),
+            _ => out.push_str(&format!("  {decisive} {}: {} — {}\n", r.layer_words(), r.level, r.rule)),
         }
     }
+    if d.witnesses.is_empty() {
+        out.push_str("  effects: none (it only computes)\n");
+    } else {
+        out.push_str("  effects:\n");
+        for w in &d.witnesses {
+            let note = if w.assumed { " (assumed: an extern tool's claim)" } else { "" };
+            out.push_str(&format!("    {}: {} at {}{note}\n", w.effect, w.path, w.at));
+        }
+    }
+    if let Some(claim) = &d.claim {
+        out.push_str(&format!("  claim: {claim} (levels use the claim)\n"));
+    }
+    if let Some(b) = &d.budget {
+        out.push_str(&format!(
+            "  budget: spends from `{}` by `{}` ({} {}): ceiling {}, alone up to {} (declared at {})\n",
+            b.name, b.by, b.currency, b.unit, b.ceiling, b.alone_up_to, b.at
+        ));
+        out.push_str(&format!(
+            "    every execution reserves `{}` against the ceiling; a call over {} is at least propose, whatever the level\n",
+            b.by, b.alone_up_to
+        ));
+    }
+    if d.level.is_some() {
+        out.push_str("  (* marks the rules that decide the level)\n");
+    } else {
+        out.push_str("  (the strictest entry whose condition holds decides; the class level when none holds)\n");
+    }
+    out
 }

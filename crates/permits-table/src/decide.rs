@@ -96,6 +96,13 @@ impl NotOffered {
     }
 }
 
+impl serde::Serialize for NotOffered {
+    /// As its words (`"unknown skill"`).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 impl fmt::Display for NotOffered {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
