@@ -47,6 +47,13 @@ pub struct Table {
     pub entries: BTreeMap<String, BTreeMap<String, BTreeMap<String, Entry>>>,
 }
 
+impl Table {
+    /// How many decisions the table holds: one entry per offered (agent, skill, tool).
+    pub fn decision_count(&self) -> usize {
+        self.entries.values().flat_map(|skills| skills.values()).map(|tools| tools.len()).sum()
+    }
+}
+
 impl Serialize for Table {
     /// The members in key order: the canonical JSON (spec §4) sorts them anyway, and a table that arrives
     /// sorted is written without a copy. `budgets` is left out when empty, as in the JSON of tables
