@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::compile::Analysis;
 use crate::diagnostics::closest;
-use crate::effects::{self, Hop};
+use crate::effects::{self, NextHop};
 use crate::syntax::Span;
 use crate::table::{Layer, Level, NotOffered, ReasonKind, Route, Row};
 
@@ -175,13 +175,13 @@ pub fn explain(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Explan
         let mut end = String::new();
         for (at, hop) in a.effects.witness_path(d.tool, s) {
             match hop {
-                Hop::Call(c, _) => hops.push(a.model.nodes[c].name.to_string()),
-                Hop::Operation(i) => {
+                NextHop::Call(c, _) => hops.push(a.model.nodes[c].name.to_string()),
+                NextHop::Operation(i) => {
                     let op = &a.model.nodes[at].operations[i];
                     hops.push(op.text.clone());
                     end = rule_text(a, op.span).0;
                 }
-                Hop::Claim(span) => {
+                NextHop::Claim(span) => {
                     hops.push("claim (assumed)".to_string());
                     end = rule_text(a, span).0;
                 }

@@ -163,7 +163,7 @@ fn workshop() -> Table {
             .collect(),
         entities: BTreeMap::new(),
         queues: BTreeMap::new(),
-        authority: crate::table::Authority {
+        authority: crate::table::AuthorityStatements {
             supervises: manager.clone(),
             decides_proposals: manager.clone(),
             widens_autonomy: manager,

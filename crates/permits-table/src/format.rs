@@ -37,7 +37,7 @@ pub struct Table {
     /// Every queue, by name.
     pub queues: BTreeMap<String, QueueInfo>,
     /// The package-wide authority statements.
-    pub authority: Authority,
+    pub authority: AuthorityStatements,
     /// Every budget, by name (spec §6); absent from the JSON when the package declares none. Budget
     /// figures are in no entry's digest: the runtime checks them against their current values at grant
     /// and at execution.
@@ -316,7 +316,7 @@ pub struct QueueInfo {
 /// The package-wide authority statements (spec §3, §5).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Authority {
+pub struct AuthorityStatements {
     /// May make standing rules for others or everybody, and revoke any proposal or rule.
     pub supervises: Vec<Holder>,
     /// May decide any proposal, routed or not.

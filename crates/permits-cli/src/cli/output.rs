@@ -43,7 +43,7 @@ pub(super) fn summary(path: &Path, out: &Output) -> String {
     }
 }
 
-pub(super) fn io_error(e: &syntax::LoadError, format: Format) -> u8 {
+pub(super) fn io_error(e: &syntax::ReadError, format: Format) -> u8 {
     if format == Format::Human {
         errln!("error[{}]: {e}", e.code());
     } else {

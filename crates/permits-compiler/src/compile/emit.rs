@@ -6,23 +6,23 @@ use std::collections::BTreeMap;
 use super::levels::source_ref;
 use super::{Analysis, COMPILER};
 use crate::check::{NodeId, Rules};
-use crate::effects::{Hop, RESERVED_SLOT};
+use crate::effects::{NextHop, RESERVED_SLOT};
 use crate::table::{
-    self, AgentInfo, Authority, BudgetInfo, EffectInfo, EntityInfo, Entry, Header, Hop as TableHop, HopKind,
+    self, AgentInfo, AuthorityStatements, BudgetInfo, EffectInfo, EntityInfo, Entry, Header, Hop as TableHop, HopKind,
     PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Route, SkillInfo, SpendInfo, Table, ToolInfo,
     VersionInfo, canonical_digest,
 };
 
-fn table_hop(a: &Analysis<'_>, node: NodeId, hop: Hop) -> TableHop {
+fn table_hop(a: &Analysis<'_>, node: NodeId, hop: NextHop) -> TableHop {
     match hop {
-        Hop::Operation(i) => {
+        NextHop::Operation(i) => {
             let op = &a.model.nodes[node].operations[i];
             TableHop { kind: HopKind::Operation, text: op.text.clone(), at: source_ref(a.sources, op.span) }
         }
-        Hop::Call(c, span) => {
+        NextHop::Call(c, span) => {
             TableHop { kind: HopKind::Call, text: a.model.nodes[c].name.to_string(), at: source_ref(a.sources, span) }
         }
-        Hop::Claim(span) => TableHop {
+        NextHop::Claim(span) => TableHop {
             kind: HopKind::Claim,
             text: a.sources.slice(span).trim().to_string(),
             at: source_ref(a.sources, span),
@@ -200,7 +200,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
                 (n.to_string(), EntityInfo { doc: doc(n), fields: e.fields.iter().map(|f| f.name.clone()).collect() })
             })
             .collect(),
-        authority: Authority {
+        authority: AuthorityStatements {
             supervises: holders(crate::syntax::ast::AuthorityKind::Supervises),
             decides_proposals: holders(crate::syntax::ast::AuthorityKind::DecidesProposals),
             widens_autonomy: holders(crate::syntax::ast::AuthorityKind::WidensAutonomy),

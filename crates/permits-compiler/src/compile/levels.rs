@@ -4,10 +4,10 @@
 
 use std::collections::BTreeSet;
 
-use super::{Analysis, Decision};
+use super::{Analysis, TripleDecision};
 use crate::check::{ClassSource, Model, NodeId, Rules, layer_noun};
 use crate::diagnostics::{Code, Diagnostic};
-use crate::effects::{EffectSet, Effects, Hop, RESERVED_SLOT};
+use crate::effects::{EffectSet, Effects, NextHop, RESERVED_SLOT};
 use crate::syntax::{Sources, Span};
 use crate::table::{EffectClass, Level, NamedRow, Reason, ReasonKind, Route, Row, SourceRef};
 
@@ -273,9 +273,9 @@ impl<'a> TripleFacts<'a> {
     }
 
     /// The decision the table is built from.
-    pub(super) fn into_decision(self) -> Decision<'a> {
+    pub(super) fn into_decision(self) -> TripleDecision<'a> {
         let level = if self.possible.len() == 1 { self.possible.iter().next().copied() } else { None };
-        Decision {
+        TripleDecision {
             agent: self.agent,
             skill: self.skill,
             tool: self.tool,
@@ -323,7 +323,7 @@ pub(super) fn compute<'a>(a: &Analysis<'a>) -> Vec<TripleFacts<'a>> {
                     possible = BTreeSet::from([Level::Never]);
                     let path = a.effects.witness_path(tool, RESERVED_SLOT);
                     let (via, span) = match path.last() {
-                        Some((at, Hop::Operation(i))) => {
+                        Some((at, NextHop::Operation(i))) => {
                             (a.model.nodes[*at].name.to_string(), Some(a.model.nodes[*at].operations[*i].span))
                         }
                         _ => (a.model.nodes[tool].name.to_string(), None),

@@ -37,12 +37,12 @@ pub struct Analysis<'a> {
     /// Inferred effects.
     pub effects: Effects,
     /// Every offered triple's decision, sorted by (agent, skill, tool).
-    pub decisions: Vec<Decision<'a>>,
+    pub decisions: Vec<TripleDecision<'a>>,
 }
 
 /// The compiled decision for one offered triple, with the spans of its reasons (for `explain`).
 #[derive(Debug)]
-pub struct Decision<'a> {
+pub struct TripleDecision<'a> {
     /// The agent.
     pub agent: &'a str,
     /// The skill.
@@ -119,9 +119,9 @@ impl Output {
 
 /// Loads, checks and compiles the package at `path` (a folder or one file).
 ///
-/// Errors: [`syntax::LoadError`] when the path cannot be read; every problem in the sources is a
+/// Errors: [`syntax::ReadError`] when the path cannot be read; every problem in the sources is a
 /// diagnostic in the [`Output`].
-pub fn compile_package(path: &Path) -> Result<Output, syntax::LoadError> {
+pub fn compile_package(path: &Path) -> Result<Output, syntax::ReadError> {
     Ok(compile_loaded(syntax::load_package(path)?))
 }
 
@@ -188,7 +188,7 @@ pub fn analyze<'a>(package: &'a syntax::ast::Package, sources: &'a Sources) -> (
 fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
     let facts = levels::compute(a);
     let diags = lints::lints(a, &facts);
-    let mut decisions: Vec<Decision<'_>> = facts.into_iter().map(TripleFacts::into_decision).collect();
+    let mut decisions: Vec<TripleDecision<'_>> = facts.into_iter().map(TripleFacts::into_decision).collect();
     decisions.sort_by(|x, y| {
         (x.agent, x.skill, a.model.nodes[x.tool].name).cmp(&(y.agent, y.skill, a.model.nodes[y.tool].name))
     });
