@@ -39,6 +39,22 @@ impl Runtime {
                 return Err(self.refuse(events, person, About::Proposal(&p), Refusal::WrongFingerprint, message));
             }
             self.recheck(tx, events, &table, &mut p, person)?;
+            // Spec §5a "Atomic decisions": the standing rule of "always like this" is checked before
+            // anything is reserved, and stored only once the grant is certain, so a refused rule leaves no
+            // grant, no reservation and no rule.
+            let rule = match mode {
+                ApproveMode::Once => None,
+                ApproveMode::AlwaysLikeThis => {
+                    let new = NewRule {
+                        agent: p.agent.clone(),
+                        tool: p.tool.clone(),
+                        skill: Some(p.skill.clone()),
+                        work_for: WorkFor::Person(person.to_string()),
+                        by: person.to_string(),
+                    };
+                    Some(self.check_rule(events, &table, &new, now)?)
+                }
+            };
             // Spec §6: the ceiling is checked and the amount reserved at grant time (a re-grant reserves
             // nothing more).
             match self.spend_for(&table, &p) {
@@ -52,15 +68,8 @@ impl Runtime {
                 }
                 Ok(None) => {}
             }
-            if mode == ApproveMode::AlwaysLikeThis {
-                let new = NewRule {
-                    agent: p.agent.clone(),
-                    tool: p.tool.clone(),
-                    skill: Some(p.skill.clone()),
-                    work_for: WorkFor::Person(person.to_string()),
-                    by: person.to_string(),
-                };
-                self.make_rule(tx, events, &table, &new, now)?;
+            if let Some(rule) = rule {
+                self.record_rule(tx, events, rule)?;
             }
             p.grant = Some(Grant {
                 approver: Some(person.to_string()),
@@ -146,6 +155,8 @@ impl Runtime {
             }
             self.check_status(events, by.name(), &p, "withdrawn", &[Status::Waiting])?;
             p.status = Status::Withdrawn;
+            // Spec §5a: a proposal that ends without a send holds no money.
+            ledger::release(tx, &p.id)?;
             p.decided_by = Some(by.name().to_string());
             tx.put_proposal(&p)?;
             events.push(self.proposal_event(EventKind::Withdrawal, Some(by.name()), &p));
@@ -289,6 +300,8 @@ impl Runtime {
                 if changed.is_empty() { "what it covers changed".to_string() } else { changed.join(", ") }
             );
             p.status = Status::Stale;
+            // Spec §5a: a proposal that ends without a send holds no money.
+            ledger::release(tx, &p.id)?;
             p.reason = Some(message.clone());
             tx.put_proposal(p)?;
             return Err(self.refuse(events, who, About::Proposal(p), Refusal::Stale, message));
@@ -296,6 +309,8 @@ impl Runtime {
         if decision.level == Level::Never {
             let message = format!("on the current table, {}", refusal_message(&decision));
             p.status = Status::Failed;
+            // Spec §5a: a proposal that ends without a send holds no money.
+            ledger::release(tx, &p.id)?;
             p.reason = Some(message.clone());
             tx.put_proposal(p)?;
             return Err(self.refuse(events, who, About::Proposal(p), Refusal::NowNever, message));
@@ -334,6 +349,8 @@ impl Runtime {
             return Ok(false);
         }
         p.status = Status::Expired;
+        // Spec §5a: a proposal that ends without a send holds no money.
+        ledger::release(tx, &p.id)?;
         p.reason = Some("nobody decided before it expired: silence is not consent".into());
         tx.put_proposal(p)?;
         events.push(self.proposal_event(EventKind::Expiry, None, p));

@@ -71,6 +71,32 @@ impl Runtime {
         new: &NewRule,
         now: u64,
     ) -> Result<StandingRule, RuntimeError> {
+        let rule = self.check_rule(events, table, new, now)?;
+        self.record_rule(tx, events, rule)
+    }
+
+    /// Gives a checked rule its id and stores it, with its audit event.
+    pub(crate) fn record_rule(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        mut rule: StandingRule,
+    ) -> Result<StandingRule, RuntimeError> {
+        rule.id = format!("R-{}", tx.next_number("rule")?);
+        tx.put_rule(&rule)?;
+        events.push(self.rule_event(EventKind::RuleCreated, &rule.by, &rule));
+        Ok(rule)
+    }
+
+    /// Checks that `new` may be made on `table` now, writing nothing (so an approval can check its rule
+    /// before it reserves, and fail whole): the rule as it would be stored, without an id yet.
+    pub(crate) fn check_rule(
+        &self,
+        events: &mut Vec<AuditEvent>,
+        table: &Table,
+        new: &NewRule,
+        now: u64,
+    ) -> Result<StandingRule, RuntimeError> {
         let (agent_name, tool_name) = (&new.agent, &new.tool);
         let Some(agent) = table.agents.get(agent_name) else {
             return Err(self.refuse(
@@ -241,8 +267,8 @@ impl Runtime {
                 ));
             }
         }
-        let rule = StandingRule {
-            id: format!("R-{}", tx.next_number("rule")?),
+        Ok(StandingRule {
+            id: String::new(),
             agent: agent_name.clone(),
             tool: tool_name.clone(),
             skill: new.skill.clone(),
@@ -253,9 +279,6 @@ impl Runtime {
             created_at: now,
             uses: 0,
             revoked: None,
-        };
-        tx.put_rule(&rule)?;
-        events.push(self.rule_event(EventKind::RuleCreated, by, &rule));
-        Ok(rule)
+        })
     }
 }

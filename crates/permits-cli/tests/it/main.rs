@@ -11,6 +11,7 @@ mod common;
 mod conditions;
 mod deep;
 mod diff;
+mod holes;
 mod laws;
 mod runtime_failures;
 mod runtime_skill_grants;
