@@ -48,34 +48,52 @@ impl Runtime {
         })
     }
 
-    /// Settles a spend whose outcome was not confirmed (spec §6 "Settlement"): `holder` is a proposal id
-    /// (status `unknown`, or `revoked` while sending) or the `A-n` operation of a call that ran alone, and
-    /// `receipt` the other side's answer. A conclusive receipt — it names the operation
+    /// Settles a spend whose execution was admitted (spec §6 "Settlement", §5a "Settlement follows a
+    /// send"): `holder` is a proposal id whose execution was admitted (`sending`, `unknown`, `done` with its
+    /// reservation still held, or `revoked` after it was sent) or the `A-n` operation of a call that ran
+    /// alone, and `receipt` the other side's answer. A conclusive receipt — it names the operation
     /// ([`RunContext::operation`]) and the amount, with `"outcome": "accepted"` or `"rejected"` (see
     /// [`conclusive`]) — moves the reservation to spent or releases it; the proposal becomes `done` or
-    /// `failed` (a revoked one stays revoked). Returns the budget afterwards.
+    /// `failed` (a revoked one stays revoked). Returns the budget afterwards. Every refusal is audited.
     ///
-    /// Errors: [`Refusal::NotConclusive`] (nothing changes), [`RuntimeError::UnknownProposal`] (no such
-    /// holder), [`RuntimeError::Store`].
+    /// Errors: [`Refusal::NotSent`] (a proposal never sent: nothing changes), [`Refusal::NotConclusive`]
+    /// (nothing held, or a receipt that does not name the operation: nothing changes),
+    /// [`RuntimeError::Store`].
     pub fn settle(&self, holder: &str, receipt: &Value) -> Result<BudgetStatus, RuntimeError> {
         let table = self.table();
         self.transact(|tx, events| {
-            let Some(reservation) = tx.reservation(holder)? else {
-                return Err(RuntimeError::refused(
-                    Refusal::NotConclusive,
-                    format!("`{holder}` holds no reservation: there is nothing to settle"),
-                ));
-            };
             let mut proposal = tx.proposal(holder)?;
+            let who = proposal.as_ref().map_or_else(String::new, |p| p.agent.clone());
+            if let Some(p) = &proposal {
+                let admitted = p.ran_as.is_some()
+                    && matches!(p.status, Status::Sending | Status::Unknown | Status::Done | Status::Revoked);
+                if !admitted {
+                    let message = format!(
+                        "proposal `{}` is `{}` and was never sent: only what was sent is settled; nothing changes",
+                        p.id, p.status
+                    );
+                    return Err(self.refuse(events, &who, About::Proposal(p), Refusal::NotSent, message));
+                }
+            }
+            let Some(reservation) = tx.reservation(holder)? else {
+                let message = format!("`{holder}` holds no reservation: there is nothing to settle");
+                let refused = match &proposal {
+                    Some(p) => self.refuse(events, &who, About::Proposal(p), Refusal::NotConclusive, message),
+                    None => self.refuse(events, &who, About::Operation(holder), Refusal::NotConclusive, message),
+                };
+                return Err(refused);
+            };
             let operation = proposal.as_ref().map_or_else(|| holder.to_string(), operation_id);
             let Some(accepted) = conclusive(receipt, &operation, reservation.amount) else {
-                return Err(RuntimeError::refused(
-                    Refusal::NotConclusive,
-                    format!(
-                        "the receipt does not name operation `{operation}` and amount {} with an outcome `accepted` or `rejected`: nothing changes",
-                        reservation.amount
-                    ),
-                ));
+                let message = format!(
+                    "the receipt does not name operation `{operation}` and amount {} with an outcome `accepted` or `rejected`: nothing changes",
+                    reservation.amount
+                );
+                let refused = match &proposal {
+                    Some(p) => self.refuse(events, &who, About::Proposal(p), Refusal::NotConclusive, message),
+                    None => self.refuse(events, &who, About::Operation(holder), Refusal::NotConclusive, message),
+                };
+                return Err(refused);
             };
             if accepted {
                 ledger::settle_spent(tx, holder)?;
@@ -99,6 +117,53 @@ impl Runtime {
                 doc: None,
             });
             Ok(ledger::status(tx, &reservation.budget, &info)?)
+        })
+    }
+
+    /// A supervisor resolves a `sending` or `unknown` proposal that spends nothing (spec §5a "Settlement
+    /// follows a send"), with a conclusive receipt: a JSON object naming the operation
+    /// ([`operation_id`]) with `"outcome": "accepted"` (→ `done`, the receipt stored) or `"rejected"`
+    /// (→ `failed`). A spend is settled with [`Runtime::settle`] instead.
+    ///
+    /// Errors: [`Refusal::NotDecider`] (not a supervisor), [`Refusal::NotSent`] (any other status),
+    /// [`Refusal::NotConclusive`] (a spend, or a receipt that does not name the operation with an outcome),
+    /// [`RuntimeError::UnknownProposal`], [`RuntimeError::Store`].
+    pub fn resolve(&self, id: &str, by: &str, receipt: &Value) -> Result<Proposal, RuntimeError> {
+        let table = self.table();
+        self.transact(|tx, events| {
+            let mut p = load(tx, id)?;
+            if !holds(&table, by, &table.authority.supervises) {
+                let message = format!("only a supervisor resolves proposal `{}`, not `{by}`", p.id);
+                return Err(self.refuse(events, by, About::Proposal(&p), Refusal::NotDecider, message));
+            }
+            if !matches!(p.status, Status::Sending | Status::Unknown) {
+                let message =
+                    format!("proposal `{}` is `{}`: only a `sending` or `unknown` one is resolved", p.id, p.status);
+                return Err(self.refuse(events, by, About::Proposal(&p), Refusal::NotSent, message));
+            }
+            if self.spend_for(&table, &p).map_or(true, |s| s.is_some()) || tx.reservation(&p.id)?.is_some() {
+                let message =
+                    format!("proposal `{}` spends from a budget: it is settled with a receipt, not resolved", p.id);
+                return Err(self.refuse(events, by, About::Proposal(&p), Refusal::NotConclusive, message));
+            }
+            let operation = operation_id(&p);
+            let names_it = receipt.get("operation").and_then(Value::as_str) == Some(operation.as_str());
+            let accepted = match receipt.get("outcome").and_then(Value::as_str) {
+                Some("accepted") if names_it => true,
+                Some("rejected") if names_it => false,
+                _ => {
+                    let message = format!(
+                        "the receipt does not name operation `{operation}` with an outcome `accepted` or `rejected`: nothing changes"
+                    );
+                    return Err(self.refuse(events, by, About::Proposal(&p), Refusal::NotConclusive, message));
+                }
+            };
+            p.status = if accepted { Status::Done } else { Status::Failed };
+            p.reason = Some(format!("resolved by `{by}`"));
+            p.receipt = Some(receipt.clone());
+            tx.put_proposal(&p)?;
+            events.push(self.proposal_event(EventKind::Execution, Some(by), &p));
+            Ok(p)
         })
     }
 

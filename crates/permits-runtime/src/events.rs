@@ -13,6 +13,8 @@ pub(crate) enum About<'a> {
     Rule(&'a StandingRule),
     /// A standing rule asked for.
     NewRule(&'a NewRule),
+    /// An operation or record named by its id only (`A-3`, an unknown proposal id).
+    Operation(&'a str),
 }
 
 impl Runtime {
@@ -38,6 +40,19 @@ impl Runtime {
                 skill: new.skill.clone().unwrap_or_default(),
                 tool: new.tool.clone(),
                 proposal: None,
+                fingerprint: None,
+                rule: None,
+                outcome: String::new(),
+                reason: None,
+            },
+            About::Operation(id) => AuditEvent {
+                at: self.clock.now(),
+                kind: EventKind::Refusal,
+                who: Some(who.to_string()),
+                agent: String::new(),
+                skill: String::new(),
+                tool: String::new(),
+                proposal: Some(id.to_string()),
                 fingerprint: None,
                 rule: None,
                 outcome: String::new(),

@@ -139,3 +139,62 @@ fn hole_2_a_granted_spend_that_turns_stale_or_failed_releases_its_reservation() 
     assert!(kinds(&w).contains(&EventKind::Refusal));
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 3: settlement follows a send.
+
+fn accepted(operation: &str, amount: u64) -> Value {
+    json!({"operation": operation, "amount": amount, "outcome": "accepted"})
+}
+
+#[test]
+fn hole_3_settle_is_refused_for_a_spend_never_sent_and_accepted_after_a_send() -> R {
+    let w = world();
+    let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
+    w.rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once)?;
+    assert_eq!(supplies(&w)?, (900, 0));
+    // Granted, never sent: a receipt naming it moves nothing.
+    let before = w.audit.events().len();
+    let (refusal, message) = refusal_of(w.rt.settle(&p.id, &accepted("order-1:P-1", 900)))?;
+    assert_eq!(refusal, Refusal::NotSent, "{message}");
+    assert_eq!(supplies(&w)?, (900, 0));
+    assert_eq!(w.rt.proposal(&p.id)?.status, Status::Granted);
+    assert_eq!(w.audit.events()[before..].iter().map(|e| e.kind).collect::<Vec<_>>(), [EventKind::Refusal]);
+    // Sent, outcome unknown: now the same receipt settles it.
+    let ex = w.rt.execute(&p.id, None, |_| RunOutcome::Unknown("the supplier timed out".into()))?;
+    assert_eq!(ex.proposal.status, Status::Unknown);
+    w.rt.settle(&p.id, &accepted("order-1:P-1", 900))?;
+    assert_eq!((w.rt.proposal(&p.id)?.status, supplies(&w)?), (Status::Done, (0, 900)));
+    Ok(())
+}
+
+#[test]
+fn hole_3_a_supervisor_resolves_an_unknown_outcome_that_spends_nothing() -> R {
+    let w = world();
+    let p = w.rt.propose(&ProposalRequest::new(
+        Call::new("Clerkbot", "ClearStock", "MarkDown")
+            .with_arguments(json!({"sku": "mint", "percent": 20}))
+            .for_person("Sam"),
+        "clear-1",
+        "mint does not sell",
+    ))?;
+    let ex =
+        w.rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("lost".into()))?;
+    assert_eq!(ex.proposal.status, Status::Unknown);
+    let conclusive = json!({"operation": "clear-1:P-1", "outcome": "accepted"});
+    let (refusal, _) = refusal_of(w.rt.resolve(&p.id, "Sam", &conclusive))?;
+    assert_eq!(refusal, Refusal::NotDecider, "only a supervisor resolves");
+    let (refusal, _) = refusal_of(w.rt.resolve(&p.id, "Lucy", &json!({"outcome": "accepted"})))?;
+    assert_eq!(refusal, Refusal::NotConclusive);
+    assert_eq!(w.rt.resolve(&p.id, "Lucy", &conclusive)?.status, Status::Done);
+    // A spend is settled, never resolved.
+    let q = propose(&w, order("mint", 900, "Sam"), "order-2")?;
+    let ex =
+        w.rt.approve_and_run(&q.id, "Max", &q.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("lost".into()))?;
+    assert_eq!(ex.proposal.status, Status::Unknown);
+    let (refusal, _) =
+        refusal_of(w.rt.resolve(&q.id, "Lucy", &json!({"operation": "order-2:P-2", "outcome": "accepted"})))?;
+    assert_eq!(refusal, Refusal::NotConclusive);
+    assert_eq!(supplies(&w)?, (900, 0));
+    Ok(())
+}
