@@ -14,7 +14,7 @@ fn fixtures_dir() -> PathBuf {
 /// The fixture's table as the compiler writes it: the package as it is, or a copy without its `test`
 /// blocks with the edits applied.
 fn compile(f: &Fixture) -> String {
-    let package = crate::root().join("policies").join(f.package);
+    let package = crate::root().join(f.package);
     if f.edits.is_empty() {
         return permits::compile::compile_path(&package).unwrap_or_else(|e| panic!("{}: {e}", f.name)).to_pretty_json();
     }

@@ -13,6 +13,7 @@ mod deep;
 mod diff;
 mod evaluator;
 mod fixtures;
+mod holes;
 mod laws;
 mod sarif;
 mod shop_spending;

@@ -4,6 +4,7 @@
 
 mod failures;
 mod fuzz_regressions;
+mod holes;
 #[path = "../fixtures/registry.rs"]
 #[allow(dead_code, reason = "the registry's helpers serve the compiler-side test that writes the fixtures")]
 mod registry;

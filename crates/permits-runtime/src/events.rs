@@ -1,0 +1,121 @@
+//! The audit events the runtime records (spec §5 "Audit"), and the one way a refusal is recorded.
+
+use crate::*;
+
+/// What a refused operation was about, for its audit event.
+#[derive(Clone, Copy)]
+pub(crate) enum About<'a> {
+    /// A call, as decided.
+    Call(&'a Call, &'a Decision),
+    /// A proposal.
+    Proposal(&'a Proposal),
+    /// A standing rule.
+    Rule(&'a StandingRule),
+    /// A standing rule asked for.
+    NewRule(&'a NewRule),
+    /// An operation or record named by its id only (`A-3`, an unknown proposal id).
+    Operation(&'a str),
+}
+
+impl Runtime {
+    /// The one way a refusal is recorded: an audit event about `about` by `who`, with outcome `refused`
+    /// and `message` as its reason, pushed to `events`; returns the error to hand back.
+    pub(crate) fn refuse(
+        &self,
+        events: &mut Vec<AuditEvent>,
+        who: &str,
+        about: About<'_>,
+        refusal: Refusal,
+        message: String,
+    ) -> RuntimeError {
+        let mut e = match about {
+            About::Call(call, decision) => self.call_event(EventKind::Refusal, Some(who), call, decision),
+            About::Proposal(p) => self.proposal_event(EventKind::Refusal, Some(who), p),
+            About::Rule(rule) => self.rule_event(EventKind::Refusal, who, rule),
+            About::NewRule(new) => AuditEvent {
+                at: self.clock.now(),
+                kind: EventKind::Refusal,
+                who: Some(who.to_string()),
+                agent: new.agent.clone(),
+                skill: new.skill.clone().unwrap_or_default(),
+                tool: new.tool.clone(),
+                proposal: None,
+                fingerprint: None,
+                rule: None,
+                outcome: String::new(),
+                reason: None,
+            },
+            About::Operation(id) => AuditEvent {
+                at: self.clock.now(),
+                kind: EventKind::Refusal,
+                who: Some(who.to_string()),
+                agent: String::new(),
+                skill: String::new(),
+                tool: String::new(),
+                proposal: Some(id.to_string()),
+                fingerprint: None,
+                rule: None,
+                outcome: String::new(),
+                reason: None,
+            },
+        };
+        e.outcome = "refused".into();
+        e.reason = Some(message.clone());
+        events.push(e);
+        RuntimeError::refused(refusal, message)
+    }
+
+    pub(crate) fn proposal_event(&self, kind: EventKind, who: Option<&str>, p: &Proposal) -> AuditEvent {
+        AuditEvent {
+            at: self.clock.now(),
+            kind,
+            who: who.map(str::to_string),
+            agent: p.agent.clone(),
+            skill: p.skill.clone(),
+            tool: p.tool.clone(),
+            proposal: Some(p.id.clone()),
+            fingerprint: Some(p.fingerprint.clone()),
+            rule: None,
+            outcome: p.status.to_string(),
+            reason: p.reason.clone(),
+        }
+    }
+
+    pub(crate) fn call_event(
+        &self,
+        kind: EventKind,
+        who: Option<&str>,
+        call: &Call,
+        decision: &Decision,
+    ) -> AuditEvent {
+        AuditEvent {
+            at: self.clock.now(),
+            kind,
+            who: who.map(str::to_string),
+            agent: call.agent.clone(),
+            skill: call.skill.clone(),
+            tool: call.tool.clone(),
+            proposal: None,
+            fingerprint: None,
+            rule: decision.standing_rule.clone(),
+            outcome: decision.level.to_string(),
+            reason: Some(refusal_message(decision)),
+        }
+    }
+
+    pub(crate) fn rule_event(&self, kind: EventKind, who: &str, rule: &StandingRule) -> AuditEvent {
+        AuditEvent {
+            at: self.clock.now(),
+            kind,
+            who: Some(who.to_string()),
+            agent: rule.agent.clone(),
+            skill: rule.skill.clone().unwrap_or_default(),
+            tool: rule.tool.clone(),
+            proposal: None,
+            fingerprint: None,
+            rule: Some(rule.id.clone()),
+            outcome: if rule.revoked.is_some() { "revoked".into() } else { "in force".into() },
+            reason: None,
+        }
+    }
+}

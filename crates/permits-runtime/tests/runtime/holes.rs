@@ -1,0 +1,200 @@
+//! The holes of issue #14, each closed by the test named for it (README "Guarantees"), on the compiled
+//! `tests/fixtures/holes` shop (`holes.table.json`, kept current by `permits-cli`'s `holes` tests) and edited
+//! copies of it. Each test asserts values — statuses, reserved and spent, event kinds, levels — and failed on
+//! the code before its fix (the commit that added it says how).
+
+use std::path::Path;
+
+use permits_runtime::table::Table;
+use permits_runtime::{
+    AdmitAll, ApproveMode, Call, EventKind, ManualClock, MemorySink, Proposal, ProposalRequest, Refusal, RunOutcome,
+    Runtime, RuntimeError, Status,
+};
+use serde_json::{Value, json};
+
+type R = Result<(), Box<dyn std::error::Error>>;
+
+const DAY: u64 = 24 * 3600;
+
+/// The compiled hardening shop.
+fn shop() -> Table {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/holes.table.json");
+    Table::load_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// The shop with one edit, sealed again (a recompiled policy).
+fn edited(edit: impl FnOnce(&mut Table)) -> Table {
+    let mut t = shop();
+    edit(&mut t);
+    t.seal();
+    t
+}
+
+struct World {
+    rt: Runtime,
+    clock: ManualClock,
+    audit: MemorySink,
+}
+
+fn world_on(table: Table) -> World {
+    let clock = ManualClock::at(1_767_225_600);
+    let audit = MemorySink::new();
+    let rt = Runtime::new(table, AdmitAll).with_clock(clock.clone()).with_audit(audit.clone());
+    World { rt, clock, audit }
+}
+
+fn world() -> World {
+    world_on(shop())
+}
+
+fn order(sku: &str, amount: u64, person: &str) -> Call {
+    Call::new("Clerkbot", "Reorder", "PlaceOrder")
+        .with_arguments(json!({"sku": sku, "quantity": 1, "amount": amount}))
+        .for_person(person)
+}
+
+fn propose(w: &World, call: Call, key: &str) -> Result<Proposal, RuntimeError> {
+    w.rt.propose(&ProposalRequest::new(call, key, "we are running low"))
+}
+
+/// (reserved, spent) of the shop's budget, in cents.
+fn supplies(w: &World) -> Result<(u64, u64), RuntimeError> {
+    let b = w.rt.budget("Supplies")?;
+    Ok((b.reserved, b.spent))
+}
+
+fn refusal_of<T: std::fmt::Debug>(r: Result<T, RuntimeError>) -> Result<(Refusal, String), String> {
+    match r {
+        Err(e) => Ok((e.refusal().ok_or_else(|| format!("not a refusal: {e}"))?, e.to_string())),
+        Ok(v) => Err(format!("not refused: {v:?}")),
+    }
+}
+
+fn kinds(w: &World) -> Vec<EventKind> {
+    w.audit.events().iter().map(|e| e.kind).collect()
+}
+
+fn done(receipt: Value) -> impl FnOnce(&permits_runtime::RunContext<'_>) -> RunOutcome {
+    move |_| RunOutcome::Done(receipt)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 2: atomic decisions.
+
+#[test]
+fn hole_2_a_refused_always_like_this_leaves_no_grant_no_reservation_and_no_rule() -> R {
+    let w = world();
+    // Sam's order goes to a buyer; Max is one, but buyers may not widen autonomy.
+    let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
+    assert_eq!(p.status, Status::Waiting);
+    let (refusal, message) = refusal_of(w.rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::AlwaysLikeThis))?;
+    assert_eq!(refusal, Refusal::Rule, "{message}");
+    let after = w.rt.proposal(&p.id)?;
+    assert_eq!((after.status, after.grant.is_some()), (Status::Waiting, false));
+    assert_eq!(supplies(&w)?, (0, 0), "the refused approval reserved nothing");
+    assert!(w.rt.rules()?.is_empty());
+    // Expiry and withdrawal release whatever is held: nothing is left behind.
+    w.clock.advance(8 * DAY);
+    assert_eq!(w.rt.expire_due()?, vec![p.id.clone()]);
+    assert_eq!(supplies(&w)?, (0, 0));
+    let q = propose(&w, order("vanilla", 900, "Sam"), "order-2")?;
+    let _ = w.rt.approve(&q.id, "Max", &q.fingerprint, ApproveMode::AlwaysLikeThis);
+    assert_eq!(w.rt.withdraw(&q.id, permits_runtime::Principal::Person("Sam"))?.status, Status::Withdrawn);
+    assert_eq!(supplies(&w)?, (0, 0));
+    Ok(())
+}
+
+#[test]
+fn hole_2_a_granted_spend_that_turns_stale_or_failed_releases_its_reservation() -> R {
+    let w = world();
+    let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
+    w.rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once)?;
+    assert_eq!(supplies(&w)?, (900, 0));
+    // A recompiled policy changes the entry: the grant is stale, and so is its hold on the money.
+    w.rt.replace_table(edited(|t| {
+        if let Some(e) =
+            t.entries.get_mut("Clerkbot").and_then(|s| s.get_mut("Reorder")).and_then(|e| e.get_mut("PlaceOrder"))
+        {
+            e.entry_digest = "0".repeat(64);
+        }
+    }));
+    let (refusal, _) = refusal_of(w.rt.execute(&p.id, None, done(json!("sent"))))?;
+    assert_eq!(refusal, Refusal::Stale);
+    assert_eq!(w.rt.proposal(&p.id)?.status, Status::Stale);
+    assert_eq!(supplies(&w)?, (0, 0), "a stale grant holds no money");
+    // The same for a grant the current table makes `never`: `failed`, released.
+    let w = world();
+    let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
+    w.rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once)?;
+    w.rt.replace_table(edited(|t| {
+        if let Some(e) =
+            t.entries.get_mut("Clerkbot").and_then(|s| s.get_mut("Reorder")).and_then(|e| e.get_mut("PlaceOrder"))
+        {
+            e.reserved = true;
+        }
+    }));
+    let (refusal, _) = refusal_of(w.rt.execute(&p.id, None, done(json!("sent"))))?;
+    assert_eq!(refusal, Refusal::NowNever);
+    assert_eq!((w.rt.proposal(&p.id)?.status, supplies(&w)?), (Status::Failed, (0, 0)));
+    assert!(kinds(&w).contains(&EventKind::Refusal));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 3: settlement follows a send.
+
+fn accepted(operation: &str, amount: u64) -> Value {
+    json!({"operation": operation, "amount": amount, "outcome": "accepted"})
+}
+
+#[test]
+fn hole_3_settle_is_refused_for_a_spend_never_sent_and_accepted_after_a_send() -> R {
+    let w = world();
+    let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
+    w.rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once)?;
+    assert_eq!(supplies(&w)?, (900, 0));
+    // Granted, never sent: a receipt naming it moves nothing.
+    let before = w.audit.events().len();
+    let (refusal, message) = refusal_of(w.rt.settle(&p.id, &accepted("order-1:P-1", 900)))?;
+    assert_eq!(refusal, Refusal::NotSent, "{message}");
+    assert_eq!(supplies(&w)?, (900, 0));
+    assert_eq!(w.rt.proposal(&p.id)?.status, Status::Granted);
+    assert_eq!(w.audit.events()[before..].iter().map(|e| e.kind).collect::<Vec<_>>(), [EventKind::Refusal]);
+    // Sent, outcome unknown: now the same receipt settles it.
+    let ex = w.rt.execute(&p.id, None, |_| RunOutcome::Unknown("the supplier timed out".into()))?;
+    assert_eq!(ex.proposal.status, Status::Unknown);
+    w.rt.settle(&p.id, &accepted("order-1:P-1", 900))?;
+    assert_eq!((w.rt.proposal(&p.id)?.status, supplies(&w)?), (Status::Done, (0, 900)));
+    Ok(())
+}
+
+#[test]
+fn hole_3_a_supervisor_resolves_an_unknown_outcome_that_spends_nothing() -> R {
+    let w = world();
+    let p = w.rt.propose(&ProposalRequest::new(
+        Call::new("Clerkbot", "ClearStock", "MarkDown")
+            .with_arguments(json!({"sku": "mint", "percent": 20}))
+            .for_person("Sam"),
+        "clear-1",
+        "mint does not sell",
+    ))?;
+    let ex =
+        w.rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("lost".into()))?;
+    assert_eq!(ex.proposal.status, Status::Unknown);
+    let conclusive = json!({"operation": "clear-1:P-1", "outcome": "accepted"});
+    let (refusal, _) = refusal_of(w.rt.resolve(&p.id, "Sam", &conclusive))?;
+    assert_eq!(refusal, Refusal::NotDecider, "only a supervisor resolves");
+    let (refusal, _) = refusal_of(w.rt.resolve(&p.id, "Lucy", &json!({"outcome": "accepted"})))?;
+    assert_eq!(refusal, Refusal::NotConclusive);
+    assert_eq!(w.rt.resolve(&p.id, "Lucy", &conclusive)?.status, Status::Done);
+    // A spend is settled, never resolved.
+    let q = propose(&w, order("mint", 900, "Sam"), "order-2")?;
+    let ex =
+        w.rt.approve_and_run(&q.id, "Max", &q.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("lost".into()))?;
+    assert_eq!(ex.proposal.status, Status::Unknown);
+    let (refusal, _) =
+        refusal_of(w.rt.resolve(&q.id, "Lucy", &json!({"operation": "order-2:P-2", "outcome": "accepted"})))?;
+    assert_eq!(refusal, Refusal::NotConclusive);
+    assert_eq!(supplies(&w)?, (900, 0));
+    Ok(())
+}
