@@ -25,3 +25,7 @@ pub use permits_compiler as compiler;
 pub use permits_compiler::{
     check, compile, conditions, diagnostics, diff, effects, explain, fmt, graph, model, syntax,
 };
+
+/// The architecture: crates, modules and their invariants (the repository's `ARCHITECTURE.md`).
+#[doc = include_str!("../../../ARCHITECTURE.md")]
+pub mod architecture {}
