@@ -17,7 +17,7 @@
 //! | `decide` | the one evaluator: [`Table::level_of`], [`LevelIndex`], typed refusals |
 //! | `condition` | conditions on arguments and their evaluator |
 //! | `canonical` | canonical JSON and SHA-256 digests |
-//! | `hash` | the hasher of name-keyed lookup maps |
+//! | `hash` | `NameMap`, for name-keyed lookup maps |
 
 mod canonical;
 mod condition;
@@ -36,8 +36,7 @@ pub use decide::{
     check_arguments, type_words, value_fits,
 };
 pub use format::*;
-pub use hash::NameHasher;
-pub(crate) use hash::NameMap;
+pub use hash::NameMap;
 pub use load::LoadError;
 pub use vocab::{CompareOp, EffectClass, Holder, Layer, Level, Literal, ParamType, Route};
 
