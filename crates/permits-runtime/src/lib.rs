@@ -46,6 +46,7 @@ pub use permits_table as table;
 mod audit;
 mod clock;
 mod decision;
+pub mod display;
 mod error;
 mod host;
 mod ledger;

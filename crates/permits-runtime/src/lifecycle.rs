@@ -113,8 +113,8 @@ impl Runtime {
         self.transact(|tx, events| {
             let mut p = load(tx, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
-            if reason.trim().is_empty() {
-                let message = "a rejection needs a reason: the agent is told it".to_string();
+            if !display::has_visible(reason) {
+                let message = "a rejection needs a reason with a visible character: the agent is told it".to_string();
                 return Err(self.refuse(events, person, About::Proposal(&p), Refusal::ReasonRequired, message));
             }
             self.check_status(events, person, &p, "rejected", &[Status::Waiting, Status::Granted])?;
@@ -195,7 +195,8 @@ impl Runtime {
                 ledger::release(tx, &p.id)?; // a sending or unknown one keeps it: the other side may have acted
             }
             p.status = Status::Revoked;
-            p.reason = Some(if why.trim().is_empty() { format!("revoked by `{person}`") } else { why.to_string() });
+            p.reason =
+                Some(if !display::has_visible(why) { format!("revoked by `{person}`") } else { why.to_string() });
             p.decided_by = Some(person.to_string());
             tx.put_proposal(&p)?;
             events.push(self.proposal_event(EventKind::Revocation, Some(person), &p));

@@ -69,7 +69,7 @@ impl Runtime {
                 .iter()
                 .map(|p| ShownArgument {
                     name: p.name.clone(),
-                    shown: call.arguments.get(&p.name).map(|v| self.naming.show(&call.tool, p, v)).unwrap_or_default(),
+                    shown: call.arguments.get(&p.name).map(|v| display::visible(&self.naming.show(&call.tool, p, v))).unwrap_or_default(),
                 })
                 .collect();
             let proposal = Proposal {
@@ -78,7 +78,7 @@ impl Runtime {
                 agent: call.agent.clone(),
                 skill: call.skill.clone(),
                 tool: call.tool.clone(),
-                label: tool.label.clone(),
+                label: display::visible(&tool.label),
                 arguments: call.arguments.clone(),
                 shown,
                 covered_version,

@@ -210,6 +210,28 @@ pub struct Proposal {
 }
 
 impl Proposal {
+    /// Why the agent wants it, as a person is shown it: line breaks kept, every other invisible
+    /// character made visible (spec §5a, [`crate::display::visible_lines`]).
+    pub fn why_for_person(&self) -> String {
+        crate::display::visible_lines(&self.why)
+    }
+
+    /// The evidence as a person is shown it, one text per item: "`Tool` {arguments} → answer", with every
+    /// invisible character made visible (spec §5a).
+    pub fn evidence_for_person(&self) -> Vec<String> {
+        self.evidence
+            .iter()
+            .map(|e| {
+                crate::display::visible_lines(&format!(
+                    "`{}` {} → {}",
+                    e.tool,
+                    crate::table::canonical_value(&e.arguments),
+                    crate::table::canonical_value(&e.answer)
+                ))
+            })
+            .collect()
+    }
+
     /// What the agent is told as the tool's answer while or after the proposal is decided: the status, and
     /// the reason when there is one ("rejected: Quote the cable separately.").
     pub fn answer_for_agent(&self) -> String {

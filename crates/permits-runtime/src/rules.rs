@@ -31,7 +31,7 @@ impl Runtime {
             if rule.revoked.is_some() {
                 return Ok(rule);
             }
-            if why.trim().is_empty() {
+            if !display::has_visible(why) {
                 return Err(self.refuse(
                     events,
                     by,

@@ -53,6 +53,12 @@ fn order(sku: &str, amount: u64, person: &str) -> Call {
         .for_person(person)
 }
 
+fn markdown(sku: &str, percent: i64, person: &str) -> Call {
+    Call::new("Clerkbot", "ClearStock", "MarkDown")
+        .with_arguments(json!({"sku": sku, "percent": percent}))
+        .for_person(person)
+}
+
 fn propose(w: &World, call: Call, key: &str) -> Result<Proposal, RuntimeError> {
     w.rt.propose(&ProposalRequest::new(call, key, "we are running low"))
 }
@@ -171,13 +177,7 @@ fn hole_3_settle_is_refused_for_a_spend_never_sent_and_accepted_after_a_send() -
 #[test]
 fn hole_3_a_supervisor_resolves_an_unknown_outcome_that_spends_nothing() -> R {
     let w = world();
-    let p = w.rt.propose(&ProposalRequest::new(
-        Call::new("Clerkbot", "ClearStock", "MarkDown")
-            .with_arguments(json!({"sku": "mint", "percent": 20}))
-            .for_person("Sam"),
-        "clear-1",
-        "mint does not sell",
-    ))?;
+    let p = w.rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "clear-1", "mint does not sell"))?;
     let ex =
         w.rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("lost".into()))?;
     assert_eq!(ex.proposal.status, Status::Unknown);
@@ -196,5 +196,35 @@ fn hole_3_a_supervisor_resolves_an_unknown_outcome_that_spends_nothing() -> R {
         refusal_of(w.rt.resolve(&q.id, "Lucy", &json!({"operation": "order-2:P-2", "outcome": "accepted"})))?;
     assert_eq!(refusal, Refusal::NotConclusive);
     assert_eq!(supplies(&w)?, (900, 0));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 9: what a person is shown is what runs.
+
+#[test]
+fn hole_9_invisible_and_bidi_characters_are_shown_and_a_blank_reason_is_refused() -> R {
+    let w = world_on(edited(|t| {
+        if let Some(tool) = t.tools.get_mut("SetNote") {
+            tool.label = "Write a note\u{202e}\u{e0041}".into();
+        }
+    }));
+    let note = Call::new("Clerkbot", "ClearStock", "SetNote")
+        .with_arguments(json!({"sku": "mint\u{200b}", "note": "fine\u{202e}gnp.exe\u{7}"}))
+        .for_person("Max");
+    let p = w.rt.propose(&ProposalRequest::new(note, "note-1", "as asked\u{2066}\nsecond line"))?;
+    assert_eq!(p.label, "Write a note\\u{202e}\\u{e0041}");
+    let shown: Vec<(&str, &str)> = p.shown.iter().map(|a| (a.name.as_str(), a.shown.as_str())).collect();
+    assert_eq!(shown, [("sku", "mint\\u{200b}"), ("note", "fine\\u{202e}gnp.exe\\u{7}")]);
+    assert_eq!(p.why_for_person(), "as asked\\u{2066}\nsecond line");
+    // What runs is the exact call: the arguments are kept as given.
+    assert_eq!(p.arguments["note"], "fine\u{202e}gnp.exe\u{7}");
+    // A reason of invisible characters only is no reason.
+    for blank in ["\u{200b}\u{200b}", " \u{202e} ", "\u{e0020}\t", "\u{feff}"] {
+        let (refusal, _) = refusal_of(w.rt.reject(&p.id, "Sam", blank))?;
+        assert_eq!(refusal, Refusal::ReasonRequired, "{blank:?}");
+    }
+    assert_eq!(w.rt.proposal(&p.id)?.status, Status::Waiting);
+    assert_eq!(w.rt.reject(&p.id, "Sam", "not \u{200b}now")?.status, Status::Rejected);
     Ok(())
 }
