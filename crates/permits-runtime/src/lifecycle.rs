@@ -114,7 +114,7 @@ impl Runtime {
             let mut p = load(tx, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             if !display::has_visible(reason) {
-                let message = "a rejection needs a reason with a visible character: the agent is told it".to_string();
+                let message = "a rejection needs a reason: the agent is told it".to_string();
                 return Err(self.refuse(events, person, About::Proposal(&p), Refusal::ReasonRequired, message));
             }
             self.check_status(events, person, &p, "rejected", &[Status::Waiting, Status::Granted])?;
