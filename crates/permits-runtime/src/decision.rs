@@ -218,13 +218,16 @@ fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry
         && match &rule.work_for {
             WorkFor::Everybody => true,
             WorkFor::Person(p) => call.requester.as_ref() == Some(p),
+            WorkFor::Nobody => call.requester.is_none(),
         }
         && rule.definition_digest == tool.definition_digest
         && rule.covered.get(&call.skill) == Some(&entry.entry_digest)
 }
 
-/// The persons a route names now (spec §3 "Routes"): `requester` is the person the work is for, or the
-/// agent's sponsor when the work is for nobody.
+/// The persons who decide a route now (spec §3 "Routes", §5 "Who decides"): `requester` is the person the
+/// work is for, or the agent's sponsor when the work is for nobody; a person route names its person (the
+/// requester too, when the policy names them); a role's holders and a queue's members decide **except the
+/// person the work is for**: a proposal routed to a group is never decided by its requester.
 pub(crate) fn resolve_decider(table: &Table, route: &Route, requester: Option<&str>, sponsor: &str) -> Decider {
     let mut persons: Vec<String> = match route {
         Route::Requester => vec![requester.unwrap_or(sponsor).to_string()],
@@ -244,6 +247,9 @@ pub(crate) fn resolve_decider(table: &Table, route: &Route, requester: Option<&s
             None => Vec::new(),
         },
     };
+    if matches!(route, Route::Role(_) | Route::Queue(_)) {
+        persons.retain(|p| Some(p.as_str()) != requester);
+    }
     persons.sort();
     persons.dedup();
     Decider { route: route.clone(), persons }

@@ -253,6 +253,8 @@ impl Proposal {
 pub enum WorkFor {
     /// Work done for this person.
     Person(String),
+    /// Work done for nobody (the agent's sponsor stands in).
+    Nobody,
     /// Work done for anybody (and for nobody).
     Everybody,
 }

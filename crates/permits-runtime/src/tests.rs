@@ -559,7 +559,7 @@ fn a_routed_decision_is_not_the_requesters() -> R {
     assert_eq!(err.refusal(), Some(Refusal::NotDecider));
     assert_eq!(
         err.to_string(),
-        "the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`; the work is for `Mia`, but the decision is not `Mia`'s"
+        "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`"
     );
     assert_eq!(w.shop.get().price, 0);
     let done = w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| w.shop.run(c))?;
@@ -929,12 +929,13 @@ fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
     let w = world();
     w.rt.replace_table(table);
     let p = w.rt.propose(&ProposalRequest::new(set_price(38, "Mia", "PriceFleetRepair"), "fleet-1", "fleet rate"))?;
-    assert_eq!(p.decider.persons, ["Mia", "Ola"]);
-    assert_eq!(p.decider.waiting_on(), "a decision from the Finance queue (Mia, Ola)");
+    // Spec §5: a queue's members decide, minus the person the work is for.
+    assert_eq!(p.decider.persons, ["Ola"]);
+    assert_eq!(p.decider.waiting_on(), "a decision from the Finance queue (Ola)");
     let err = w.rt.approve(&p.id, "Mia", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
     assert_eq!(
         err.to_string(),
-        "the decision is a member of queue `Finance`'s because skill `PriceFleetRepair` routes `SetPrice` to queue `Finance`; the work is for `Mia`, but the decision is not `Mia`'s"
+        "`Mia` may not decide proposal `P-1`: the work is for `Mia`, and skill `PriceFleetRepair` routes `SetPrice` to queue `Finance`, so the decision is someone else's; the decision is `Ola`'s"
     );
     let err = w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
     assert!(err.to_string().starts_with("`Noor` may not decide proposal `P-1`"), "{err}");

@@ -228,3 +228,47 @@ fn hole_9_invisible_and_bidi_characters_are_shown_and_a_blank_reason_is_refused(
     assert_eq!(w.rt.reject(&p.id, "Sam", "not \u{200b}now")?.status, Status::Rejected);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Who decides (spec §5), with hole 1.
+
+#[test]
+fn who_decides_a_person_route_naming_the_requester_lets_the_requester_decide() -> R {
+    let w = world();
+    let note =
+        Call::new("Clerkbot", "ClearStock", "SetNote").with_arguments(json!({"sku": "mint", "note": "last tubs"}));
+    // Notes are routed to person Sam: when the work is Sam's, Sam decides (the policy named him).
+    let p = propose(&w, note.clone().for_person("Sam"), "note-1")?;
+    assert_eq!(p.decider.persons, ["Sam"]);
+    assert_eq!(w.rt.approve(&p.id, "Sam", &p.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+    // Max's note is Sam's to decide, not Max's, and the refusal says why without contradicting itself.
+    let q = propose(&w, note.for_person("Max"), "note-2")?;
+    let (refusal, message) = refusal_of(w.rt.approve(&q.id, "Max", &q.fingerprint, ApproveMode::Once))?;
+    assert_eq!(refusal, Refusal::NotDecider);
+    assert_eq!(
+        message,
+        "`Max` may not decide proposal `P-2`: the decision is `Sam`'s because skill `ClearStock` routes `SetNote` to person `Sam`"
+    );
+    Ok(())
+}
+
+#[test]
+fn who_decides_a_group_route_never_lets_the_requester_decide() -> R {
+    let w = world();
+    // Orders are routed to role Buyer; Max and Ida are buyers. Max's order is Ida's to decide.
+    let p = propose(&w, order("vanilla", 900, "Max"), "order-1")?;
+    assert_eq!(p.decider.persons, ["Ida"]);
+    let (refusal, message) = refusal_of(w.rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once))?;
+    assert_eq!(refusal, Refusal::NotDecider);
+    assert_eq!(
+        message,
+        "`Max` may not decide proposal `P-1`: the work is for `Max`, and skill `Reorder` routes `PlaceOrder` to role `Buyer`, so the decision is someone else's; the decision is `Ida`'s"
+    );
+    assert!(w.rt.waiting_for("Max")?.is_empty());
+    assert_eq!(w.rt.waiting_for("Ida")?.len(), 1);
+    assert_eq!(w.rt.approve(&p.id, "Ida", &p.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+    // Lucy, admitted by `decides_proposals`, decides anything, her own work included.
+    let q = propose(&w, order("mint", 900, "Lucy"), "order-2")?;
+    assert_eq!(w.rt.approve(&q.id, "Lucy", &q.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+    Ok(())
+}
