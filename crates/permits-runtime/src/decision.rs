@@ -125,11 +125,12 @@ impl Decision {
 /// match the tool's parameters (missing, extra, mistyped) give level `never` with the reason in
 /// [`Decision::refusal`].
 pub fn decide_table(table: &Table, call: &Call) -> Decision {
-    decide_with(table, call, &[])
+    decide_with(table, call, &[], 0)
 }
 
 /// Decides with the standing rules in force (spec §5 "Standing rules").
-pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) -> Decision {
+/// `now` (seconds since the Unix epoch) decides which rules have expired.
+pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], now: u64) -> Decision {
     let mut d = Decision {
         agent: call.agent.clone(),
         skill: call.skill.clone(),
@@ -169,7 +170,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
     // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
     // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
     if of.level == Level::Propose && !of.floored {
-        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry)) {
+        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry, now)) {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
             if of.spend.is_some_and(|s| s.over_allowance()) {
@@ -208,10 +209,13 @@ pub(crate) fn entry_level(entry: &Entry, tool: &ToolInfo) -> Level {
     entry.level.unwrap_or_else(|| entry.level_from_rows())
 }
 
-/// Whether a standing rule makes this call alone: in force, for this agent, tool and skill, for the person
-/// the work is for (or everybody), and bound to the tool's and the entry's current digests.
-fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry) -> bool {
+/// Whether a standing rule makes this call alone: in force (not revoked, not expired), for this agent,
+/// tool and skill, for the person the work is for (or everybody), covering these arguments (its scope),
+/// and bound to the tool's and the entry's current digests.
+fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry, now: u64) -> bool {
     rule.revoked.is_none()
+        && rule.expires_at.is_none_or(|at| now < at)
+        && rule.scope.covers(&call.arguments)
         && rule.agent == call.agent
         && rule.tool == call.tool
         && rule.skill.as_ref().is_none_or(|s| *s == call.skill)

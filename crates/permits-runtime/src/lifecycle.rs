@@ -42,9 +42,14 @@ impl Runtime {
             // Spec §5a "Atomic decisions": the standing rule of "always like this" is checked before
             // anything is reserved, and stored only once the grant is certain, so a refused rule leaves no
             // grant, no reservation and no rule.
-            let rule = match mode {
+            let scope = match mode {
                 ApproveMode::Once => None,
-                ApproveMode::AlwaysLikeThis => {
+                ApproveMode::AlwaysLikeThis => Some(Scope::AnyArguments),
+                ApproveMode::AlwaysTheseArguments => Some(Scope::these(&p.arguments)),
+            };
+            let rule = match scope {
+                None => None,
+                Some(scope) => {
                     let new = NewRule {
                         agent: p.agent.clone(),
                         tool: p.tool.clone(),
@@ -52,6 +57,8 @@ impl Runtime {
                         // Spec §5: "always like this" makes the rule for the proposal's requester.
                         work_for: p.requester.clone().map_or(WorkFor::Nobody, WorkFor::Person),
                         by: person.to_string(),
+                        scope,
+                        expires_at: None,
                     };
                     Some(self.check_rule(events, &table, &new, now)?)
                 }
@@ -272,7 +279,7 @@ impl Runtime {
         who: &str,
     ) -> Result<(), RuntimeError> {
         let call = proposal_call(p);
-        let decision = decide_with(table, &call, &[]);
+        let decision = decide_with(table, &call, &[], 0);
         let version = match self.covered_version(table, &call) {
             Ok(v) => v,
             Err(message) => return Err(self.refuse(events, who, About::Proposal(p), Refusal::UnknownVersion, message)),

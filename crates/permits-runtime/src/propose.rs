@@ -16,7 +16,7 @@ impl Runtime {
         let now = self.clock.now();
         let call = &request.call;
         self.transact(|tx, events| {
-            let decision = decide_with(&table, call, &[]);
+            let decision = decide_with(&table, call, &[], 0);
             let (Some(tool), Some(entry_digest), Some(decider), true) =
                 (table.tools.get(&call.tool), decision.entry_digest.clone(), decision.decider.clone(), decision.level != Level::Never)
             else {

@@ -203,6 +203,10 @@ impl Runtime {
             ));
         }
         let by = &new.by;
+        if let Some(at) = new.expires_at.filter(|at| *at <= now) {
+            let message = format!("a standing rule that expires at {at} has already expired (it is {now} now)");
+            return Err(self.refuse(events, by, About::NewRule(new), Refusal::Rule, message));
+        }
         let routed: Vec<(&str, &Route)> = routed.iter().map(|(s, r)| (s.as_str(), r)).collect();
         if let Err(message) = may_make_rule(table, agent_name, tool_name, &new.work_for, by, &routed) {
             return Err(self.refuse(events, by, About::NewRule(new), Refusal::Rule, message));
@@ -216,6 +220,8 @@ impl Runtime {
             by: by.clone(),
             definition_digest: tool.definition_digest.clone(),
             covered,
+            scope: new.scope.clone(),
+            expires_at: new.expires_at,
             created_at: now,
             uses: 0,
             revoked: None,

@@ -506,6 +506,8 @@ fn standing_rules_are_refused_for_never_and_for_the_wrong_people() -> R {
         skill: None,
         work_for,
         by: by.into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
     };
     let err = w.rt.allow_alone(&rule("ScrapRepair", WorkFor::Everybody, "Noor")).err().ok_or("made")?;
     assert_eq!(err.refusal(), Some(Refusal::Rule));
@@ -532,6 +534,8 @@ fn a_rule_stops_applying_when_the_tool_changes() -> R {
         skill: Some("EstimateRepair".into()),
         work_for: WorkFor::Everybody,
         by: "Noor".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
     })?;
     assert_eq!(w.rt.decide(&set_price(45, "Mia", "EstimateRepair"))?.level, Level::Alone);
     let mut table = workshop();
@@ -747,6 +751,8 @@ fn a_store_transaction_dropped_without_commit_changes_nothing() -> R {
             by: "P".into(),
             definition_digest: String::new(),
             covered: BTreeMap::new(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
             created_at: 0,
             uses: 0,
             revoked: None,

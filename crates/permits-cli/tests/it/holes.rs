@@ -34,8 +34,8 @@ fn the_runtime_holes_fixture_is_current() -> R {
 
 mod coding_agent {
     use permits::runtime::{
-        AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, Runtime, RuntimeError, Status, VersionQuery,
-        Versions, WorkFor,
+        AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, Runtime, RuntimeError, Scope, Status,
+        VersionQuery, Versions, WorkFor,
     };
     use permits::table::Level;
     use serde_json::json;
@@ -78,6 +78,8 @@ mod coding_agent {
             skill: Some("FixBug".into()),
             work_for: WorkFor::Person("Ben".into()),
             by: "Ben".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
         };
         let err = rt.allow_alone(&bens).err().ok_or("Ben made a rule on a triple routed to his own role")?;
         assert_eq!(err.refusal(), Some(Refusal::Rule));

@@ -4,7 +4,7 @@
 use std::fs;
 
 use permits::runtime::{
-    AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime, Status, WorkFor,
+    AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime, Scope, Status, WorkFor,
 };
 use permits::table::{Level, Table};
 use serde_json::json;
@@ -89,6 +89,8 @@ fn outcome_2_propose_every_time_takes_no_standing_rule() -> R {
             skill: Some("Release".into()),
             work_for: WorkFor::Person("Priya".into()),
             by: "Priya".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
         })
         .err()
         .ok_or("a rule was made")?;

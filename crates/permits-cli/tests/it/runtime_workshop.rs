@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use permits::runtime::{
     ApproveMode, Authority, Call, Evidence, Handled, ManualClock, MemorySink, Naming, NewRule, Principal, Proposal,
-    ProposalRequest, Refusal, RunContext, RunOutcome, Runtime, Status, VersionQuery, Versions, WorkFor,
+    ProposalRequest, Refusal, RunContext, RunOutcome, Runtime, Scope, Status, VersionQuery, Versions, WorkFor,
 };
 use permits::table::{Level, ParamInfo, ParamType, Table};
 use serde_json::{Value, json};
@@ -307,6 +307,8 @@ fn outcome_8_what_it_never_does_takes_no_rule() -> R {
             skill: None,
             work_for: WorkFor::Everybody,
             by: "Noor".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
         })
         .err()
         .ok_or("a rule was made")?;

@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use permits_runtime::table::Table;
+use permits_runtime::table::{Level, Table};
 use permits_runtime::{
-    AdmitAll, ApproveMode, Call, EventKind, ManualClock, MemorySink, Proposal, ProposalRequest, Refusal, RunOutcome,
-    Runtime, RuntimeError, Status,
+    AdmitAll, ApproveMode, Call, Clock, EventKind, ManualClock, MemorySink, NewRule, Proposal, ProposalRequest,
+    Refusal, RunOutcome, Runtime, RuntimeError, Scope, Status, WorkFor,
 };
 use serde_json::{Value, json};
 
@@ -271,4 +271,62 @@ fn who_decides_a_group_route_never_lets_the_requester_decide() -> R {
     let q = propose(&w, order("mint", 900, "Lucy"), "order-2")?;
     assert_eq!(w.rt.approve(&q.id, "Lucy", &q.fingerprint, ApproveMode::Once)?.status, Status::Granted);
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 11: a standing rule has a scope and may expire.
+
+#[test]
+fn hole_11_a_rule_covers_only_its_scope_and_ends_at_its_expiry() -> R {
+    let w = world();
+    let these = json!({"sku": "mint", "percent": 20});
+    let rule = w.rt.allow_alone(&NewRule {
+        agent: "Clerkbot".into(),
+        tool: "MarkDown".into(),
+        skill: Some("ClearStock".into()),
+        work_for: WorkFor::Person("Sam".into()),
+        by: "Lucy".into(),
+        scope: Scope::these(&json!({"percent": 20, "sku": "mint"})),
+        expires_at: Some(w.clock.now() + DAY),
+    })?;
+    let created = w.audit.events().into_iter().find(|e| e.kind == EventKind::RuleCreated).ok_or("no event")?;
+    assert_eq!(
+        created.reason.as_deref(),
+        Some(
+            format!("these arguments: {{\"percent\":20,\"sku\":\"mint\"}}; expires at {}", w.clock.now() + DAY)
+                .as_str()
+        )
+    );
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.standing_rule.as_deref(), Some(rule.id.as_str()));
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Alone);
+    // Other arguments are not covered: a 90% markdown is still proposed.
+    assert_eq!(w.rt.decide(&markdown("mint", 90, "Sam"))?.level, Level::Propose);
+    assert_eq!(w.rt.decide(&markdown("vanilla", 20, "Sam"))?.level, Level::Propose);
+    // At its expiry it stops applying.
+    w.clock.advance(DAY);
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Propose);
+    // "Always these arguments" from an approval makes the narrow rule for the requester.
+    let p = propose(&w, markdown("mint", 30, "Sam"), "clear-1")?;
+    let ex = w.rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::AlwaysTheseArguments, done(these))?;
+    assert_eq!(ex.proposal.status, Status::Done);
+    let rules = w.rt.rules()?;
+    assert_eq!(rules[1].scope, Scope::these(&json!({"sku": "mint", "percent": 30})));
+    assert_eq!(w.rt.decide(&markdown("mint", 30, "Sam"))?.level, Level::Alone);
+    assert_eq!(w.rt.decide(&markdown("mint", 31, "Sam"))?.level, Level::Propose);
+    // A rule already expired is refused.
+    let (refusal, _) = refusal_of(w.rt.allow_alone(&NewRule { expires_at: Some(w.clock.now()), ..rule_for_sam() }))?;
+    assert_eq!(refusal, Refusal::Rule);
+    Ok(())
+}
+
+fn rule_for_sam() -> NewRule {
+    NewRule {
+        agent: "Clerkbot".into(),
+        tool: "MarkDown".into(),
+        skill: Some("ClearStock".into()),
+        work_for: WorkFor::Person("Sam".into()),
+        by: "Lucy".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
+    }
 }
