@@ -10,7 +10,7 @@ impl Runtime {
     pub fn decide(&self, call: &Call) -> Result<Decision, RuntimeError> {
         let table = self.table();
         self.transact(|tx, events| {
-            let decision = decide_with(&table, call, &tx.rules()?);
+            let decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
             events.push(self.call_event(EventKind::Decision, Some(&call.agent), call, &decision));
             Ok(decision)
         })
@@ -43,7 +43,7 @@ impl Runtime {
     pub fn run_alone(&self, call: &Call, run: impl FnOnce(&RunContext<'_>) -> RunOutcome) -> Result<Ran, RuntimeError> {
         let table = self.table();
         let admitted = self.transact(|tx, events| {
-            let decision = decide_with(&table, call, &tx.rules()?);
+            let decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
             match decision.level {
                 Level::Alone => {}
                 Level::Never => {

@@ -125,11 +125,12 @@ impl Decision {
 /// match the tool's parameters (missing, extra, mistyped) give level `never` with the reason in
 /// [`Decision::refusal`].
 pub fn decide_table(table: &Table, call: &Call) -> Decision {
-    decide_with(table, call, &[])
+    decide_with(table, call, &[], 0)
 }
 
 /// Decides with the standing rules in force (spec §5 "Standing rules").
-pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) -> Decision {
+/// `now` (seconds since the Unix epoch) decides which rules have expired.
+pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], now: u64) -> Decision {
     let mut d = Decision {
         agent: call.agent.clone(),
         skill: call.skill.clone(),
@@ -169,7 +170,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
     // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
     // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
     if of.level == Level::Propose && !of.floored {
-        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry)) {
+        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry, now)) {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
             if of.spend.is_some_and(|s| s.over_allowance()) {
@@ -208,23 +209,29 @@ pub(crate) fn entry_level(entry: &Entry, tool: &ToolInfo) -> Level {
     entry.level.unwrap_or_else(|| entry.level_from_rows())
 }
 
-/// Whether a standing rule makes this call alone: in force, for this agent, tool and skill, for the person
-/// the work is for (or everybody), and bound to the tool's and the entry's current digests.
-fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry) -> bool {
+/// Whether a standing rule makes this call alone: in force (not revoked, not expired), for this agent,
+/// tool and skill, for the person the work is for (or everybody), covering these arguments (its scope),
+/// and bound to the tool's and the entry's current digests.
+fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry, now: u64) -> bool {
     rule.revoked.is_none()
+        && rule.expires_at.is_none_or(|at| now < at)
+        && rule.scope.covers(&call.arguments)
         && rule.agent == call.agent
         && rule.tool == call.tool
         && rule.skill.as_ref().is_none_or(|s| *s == call.skill)
         && match &rule.work_for {
             WorkFor::Everybody => true,
             WorkFor::Person(p) => call.requester.as_ref() == Some(p),
+            WorkFor::Nobody => call.requester.is_none(),
         }
         && rule.definition_digest == tool.definition_digest
         && rule.covered.get(&call.skill) == Some(&entry.entry_digest)
 }
 
-/// The persons a route names now (spec §3 "Routes"): `requester` is the person the work is for, or the
-/// agent's sponsor when the work is for nobody.
+/// The persons who decide a route now (spec §3 "Routes", §5 "Who decides"): `requester` is the person the
+/// work is for, or the agent's sponsor when the work is for nobody; a person route names its person (the
+/// requester too, when the policy names them); a role's holders and a queue's members decide **except the
+/// person the work is for**: a proposal routed to a group is never decided by its requester.
 pub(crate) fn resolve_decider(table: &Table, route: &Route, requester: Option<&str>, sponsor: &str) -> Decider {
     let mut persons: Vec<String> = match route {
         Route::Requester => vec![requester.unwrap_or(sponsor).to_string()],
@@ -244,6 +251,9 @@ pub(crate) fn resolve_decider(table: &Table, route: &Route, requester: Option<&s
             None => Vec::new(),
         },
     };
+    if matches!(route, Route::Role(_) | Route::Queue(_)) {
+        persons.retain(|p| Some(p.as_str()) != requester);
+    }
     persons.sort();
     persons.dedup();
     Decider { route: route.clone(), persons }

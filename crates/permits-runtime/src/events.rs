@@ -115,7 +115,11 @@ impl Runtime {
             fingerprint: None,
             rule: Some(rule.id.clone()),
             outcome: if rule.revoked.is_some() { "revoked".into() } else { "in force".into() },
-            reason: None,
+            // Spec §5: the audit says which calls the rule covers, and until when.
+            reason: Some(match rule.expires_at {
+                Some(at) => format!("{}; expires at {at}", rule.scope.words()),
+                None => format!("{}; until revoked", rule.scope.words()),
+            }),
         }
     }
 }

@@ -46,6 +46,7 @@ pub use permits_table as table;
 mod audit;
 mod clock;
 mod decision;
+pub mod display;
 mod error;
 mod host;
 mod ledger;
@@ -80,8 +81,8 @@ pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};
 pub use records::{
-    Basis, BudgetRecord, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, ShownArgument, StandingRule,
-    Status, WorkFor,
+    Basis, BudgetRecord, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, Scope, ShownArgument,
+    StandingRule, Status, WorkFor,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -89,6 +90,8 @@ pub use store::{MemoryStore, Store, Transaction};
 
 use decision::{decide_with, entry_level, holds, resolve_decider};
 use events::About;
+use lifecycle::route_source;
+
 use ledger::Reserve;
 use words::{outcome_words, reasons_for, refusal_message, route_words, words_of};
 
@@ -215,12 +218,16 @@ pub struct Execution {
 pub enum ApproveMode {
     /// This one call.
     Once,
-    /// This call, and from now on calls of this (agent, tool, skill) in work done for the approver run
-    /// alone: a standing rule.
+    /// This call, and from now on calls of this (agent, tool, skill) in work done for the proposal's
+    /// requester run alone, **whatever their arguments**: a standing rule with scope
+    /// [`Scope::AnyArguments`] (the workshop's "from now on, alone").
     AlwaysLikeThis,
+    /// This call, and from now on the **same call** (these exact canonical arguments) in work done for
+    /// the proposal's requester runs alone: a standing rule with scope [`Scope::TheseArguments`].
+    AlwaysTheseArguments,
 }
 
-/// A standing rule to make with [`Runtime::allow_alone`].
+/// A standing rule to make with [`Runtime::allow_alone`] (spec §5 "Standing rules").
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewRule {
     /// The agent.
@@ -233,6 +240,11 @@ pub struct NewRule {
     pub work_for: WorkFor,
     /// The person making it.
     pub by: String,
+    /// Which calls it covers: these exact arguments, or any.
+    pub scope: Scope,
+    /// When it stops applying, in seconds since the Unix epoch; `None` for a rule that lasts until
+    /// revoked. Must be later than now.
+    pub expires_at: Option<u64>,
 }
 
 /// A tool as offered to the model in one skill: never a `never` one.

@@ -16,7 +16,7 @@ impl Runtime {
         let now = self.clock.now();
         let call = &request.call;
         self.transact(|tx, events| {
-            let decision = decide_with(&table, call, &[]);
+            let decision = decide_with(&table, call, &[], 0);
             let (Some(tool), Some(entry_digest), Some(decider), true) =
                 (table.tools.get(&call.tool), decision.entry_digest.clone(), decision.decider.clone(), decision.level != Level::Never)
             else {
@@ -69,7 +69,7 @@ impl Runtime {
                 .iter()
                 .map(|p| ShownArgument {
                     name: p.name.clone(),
-                    shown: call.arguments.get(&p.name).map(|v| self.naming.show(&call.tool, p, v)).unwrap_or_default(),
+                    shown: call.arguments.get(&p.name).map(|v| display::visible(&self.naming.show(&call.tool, p, v))).unwrap_or_default(),
                 })
                 .collect();
             let proposal = Proposal {
@@ -78,7 +78,7 @@ impl Runtime {
                 agent: call.agent.clone(),
                 skill: call.skill.clone(),
                 tool: call.tool.clone(),
-                label: tool.label.clone(),
+                label: display::visible(&tool.label),
                 arguments: call.arguments.clone(),
                 shown,
                 covered_version,

@@ -210,6 +210,28 @@ pub struct Proposal {
 }
 
 impl Proposal {
+    /// Why the agent wants it, as a person is shown it: line breaks kept, every other invisible
+    /// character made visible (spec §5a, [`crate::display::visible_lines`]).
+    pub fn why_for_person(&self) -> String {
+        crate::display::visible_lines(&self.why)
+    }
+
+    /// The evidence as a person is shown it, one text per item: "`Tool` {arguments} → answer", with every
+    /// invisible character made visible (spec §5a).
+    pub fn evidence_for_person(&self) -> Vec<String> {
+        self.evidence
+            .iter()
+            .map(|e| {
+                crate::display::visible_lines(&format!(
+                    "`{}` {} → {}",
+                    e.tool,
+                    crate::table::canonical_value(&e.arguments),
+                    crate::table::canonical_value(&e.answer)
+                ))
+            })
+            .collect()
+    }
+
     /// What the agent is told as the tool's answer while or after the proposal is decided: the status, and
     /// the reason when there is one ("rejected: Quote the cable separately.").
     pub fn answer_for_agent(&self) -> String {
@@ -231,8 +253,50 @@ impl Proposal {
 pub enum WorkFor {
     /// Work done for this person.
     Person(String),
+    /// Work done for nobody (the agent's sponsor stands in).
+    Nobody,
     /// Work done for anybody (and for nobody).
     Everybody,
+}
+
+/// Which calls a standing rule covers (spec §5 "Standing rules": `these arguments` or `any arguments`);
+/// the approval screen and the audit say which ([`Scope::words`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Exactly these arguments: the canonical JSON of the arguments object (see [`Scope::these`]).
+    TheseArguments(String),
+    /// Any arguments the tool's parameters accept.
+    AnyArguments,
+}
+
+impl Scope {
+    /// The scope of exactly `arguments` (a JSON object), kept in canonical form: key order and
+    /// whitespace do not matter.
+    pub fn these(arguments: &Value) -> Scope {
+        Scope::TheseArguments(crate::table::canonical_value(arguments))
+    }
+
+    /// Whether a call with `arguments` is covered.
+    pub fn covers(&self, arguments: &Value) -> bool {
+        match self {
+            Scope::AnyArguments => true,
+            Scope::TheseArguments(canonical) => *canonical == crate::table::canonical_value(arguments),
+        }
+    }
+
+    /// What a person reads: "these arguments: {…}" or "any arguments".
+    pub fn words(&self) -> String {
+        match self {
+            Scope::AnyArguments => "any arguments".to_string(),
+            Scope::TheseArguments(canonical) => format!("these arguments: {canonical}"),
+        }
+    }
+
+    /// [`Scope::AnyArguments`]: what a rule stored before scopes existed covered.
+    fn any() -> Scope {
+        Scope::AnyArguments
+    }
 }
 
 /// A standing rule: "from now on, alone" for one (agent, tool[, skill]) (spec §5).
@@ -255,6 +319,12 @@ pub struct StandingRule {
     /// Each covered skill with its entry's `entry_digest` when it was made: a changed entry is no longer
     /// covered.
     pub covered: std::collections::BTreeMap<String, String>,
+    /// Which calls it covers (a rule stored before scopes existed covers any arguments, as it did).
+    #[serde(default = "Scope::any")]
+    pub scope: Scope,
+    /// When it stops applying, in seconds since the Unix epoch; `None` until revoked.
+    #[serde(default)]
+    pub expires_at: Option<u64>,
     /// When it was made, in seconds since the Unix epoch.
     pub created_at: u64,
     /// How many calls ran alone because of it.

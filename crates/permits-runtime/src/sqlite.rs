@@ -619,6 +619,8 @@ mod tests {
             by: "Noor".into(),
             definition_digest: "d".repeat(64),
             covered: [("Restock".to_string(), "e".repeat(64))].into_iter().collect(),
+            scope: crate::records::Scope::these(&json!({"sku": "acme", "amount": 4_502})),
+            expires_at: Some(1_800_000_000),
             created_at: 1_700_000_000,
             uses: n,
             revoked: None,

@@ -506,6 +506,8 @@ fn standing_rules_are_refused_for_never_and_for_the_wrong_people() -> R {
         skill: None,
         work_for,
         by: by.into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
     };
     let err = w.rt.allow_alone(&rule("ScrapRepair", WorkFor::Everybody, "Noor")).err().ok_or("made")?;
     assert_eq!(err.refusal(), Some(Refusal::Rule));
@@ -532,6 +534,8 @@ fn a_rule_stops_applying_when_the_tool_changes() -> R {
         skill: Some("EstimateRepair".into()),
         work_for: WorkFor::Everybody,
         by: "Noor".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
     })?;
     assert_eq!(w.rt.decide(&set_price(45, "Mia", "EstimateRepair"))?.level, Level::Alone);
     let mut table = workshop();
@@ -559,7 +563,7 @@ fn a_routed_decision_is_not_the_requesters() -> R {
     assert_eq!(err.refusal(), Some(Refusal::NotDecider));
     assert_eq!(
         err.to_string(),
-        "the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`; the work is for `Mia`, but the decision is not `Mia`'s"
+        "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`"
     );
     assert_eq!(w.shop.get().price, 0);
     let done = w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| w.shop.run(c))?;
@@ -747,6 +751,8 @@ fn a_store_transaction_dropped_without_commit_changes_nothing() -> R {
             by: "P".into(),
             definition_digest: String::new(),
             covered: BTreeMap::new(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
             created_at: 0,
             uses: 0,
             revoked: None,
@@ -929,12 +935,13 @@ fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
     let w = world();
     w.rt.replace_table(table);
     let p = w.rt.propose(&ProposalRequest::new(set_price(38, "Mia", "PriceFleetRepair"), "fleet-1", "fleet rate"))?;
-    assert_eq!(p.decider.persons, ["Mia", "Ola"]);
-    assert_eq!(p.decider.waiting_on(), "a decision from the Finance queue (Mia, Ola)");
+    // Spec §5: a queue's members decide, minus the person the work is for.
+    assert_eq!(p.decider.persons, ["Ola"]);
+    assert_eq!(p.decider.waiting_on(), "a decision from the Finance queue (Ola)");
     let err = w.rt.approve(&p.id, "Mia", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
     assert_eq!(
         err.to_string(),
-        "the decision is a member of queue `Finance`'s because skill `PriceFleetRepair` routes `SetPrice` to queue `Finance`; the work is for `Mia`, but the decision is not `Mia`'s"
+        "`Mia` may not decide proposal `P-1`: the work is for `Mia`, and skill `PriceFleetRepair` routes `SetPrice` to queue `Finance`, so the decision is someone else's; the decision is `Ola`'s"
     );
     let err = w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
     assert!(err.to_string().starts_with("`Noor` may not decide proposal `P-1`"), "{err}");

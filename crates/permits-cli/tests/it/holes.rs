@@ -28,3 +28,74 @@ fn the_runtime_holes_fixture_is_current() -> R {
     );
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 1: a requester runs a routed triple unreviewed through a standing rule (`policies/coding-agent`).
+
+mod coding_agent {
+    use permits::runtime::{
+        AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, Runtime, RuntimeError, Scope, Status,
+        VersionQuery, Versions, WorkFor,
+    };
+    use permits::table::Level;
+    use serde_json::json;
+
+    use super::R;
+
+    /// The branch's head is always `h1`.
+    struct Heads;
+
+    impl Versions for Heads {
+        fn covered_version(&self, _: VersionQuery<'_>) -> Option<String> {
+            Some("h1".into())
+        }
+    }
+
+    fn runtime() -> Result<Runtime, Box<dyn std::error::Error>> {
+        let table = permits::compile::compile_path(&crate::root().join("policies/coding-agent"))?;
+        Ok(Runtime::new(table, AdmitAll).with_versions(Heads))
+    }
+
+    fn push(person: &str) -> Call {
+        Call::new("Coder", "FixBug", "GitPush").with_arguments(json!({"branch": "fix-42"})).for_person(person)
+    }
+
+    fn refusal<T>(r: Result<T, RuntimeError>) -> Option<Refusal> {
+        r.err().and_then(|e| e.refusal())
+    }
+
+    #[test]
+    fn hole_1_a_requester_cannot_make_a_routed_triple_run_alone_for_themselves() -> R {
+        let rt = runtime()?;
+        let p = rt.propose(&ProposalRequest::new(push("Ben"), "bug-42", "the fix for #42"))?;
+        // Routed to role Maintainer, which Ben holds: the other maintainer decides, not Ben.
+        assert_eq!(p.decider.persons, ["Chloe"]);
+        assert_eq!(refusal(rt.approve(&p.id, "Ben", &p.fingerprint, ApproveMode::Once)), Some(Refusal::NotDecider));
+        // Nor may Ben make it run alone for himself with a standing rule.
+        let bens = NewRule {
+            agent: "Coder".into(),
+            tool: "GitPush".into(),
+            skill: Some("FixBug".into()),
+            work_for: WorkFor::Person("Ben".into()),
+            by: "Ben".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
+        };
+        let err = rt.allow_alone(&bens).err().ok_or("Ben made a rule on a triple routed to his own role")?;
+        assert_eq!(err.refusal(), Some(Refusal::Rule));
+        assert!(err.to_string().contains("routes `GitPush` to role `Maintainer`"), "{err}");
+        assert!(rt.rules()?.is_empty());
+        assert_eq!(rt.decide(&push("Ben"))?.level, Level::Propose, "Ben's next push is still proposed");
+        // "Always like this" makes the rule for the proposal's requester: Chloe may decide Ben's push, but a
+        // rule for Ben's work is a rule for someone else, which only a supervisor makes; nothing changes.
+        let err = rt.approve(&p.id, "Chloe", &p.fingerprint, ApproveMode::AlwaysLikeThis).err().ok_or("approved")?;
+        assert_eq!(err.refusal(), Some(Refusal::Rule), "{err}");
+        assert_eq!((rt.proposal(&p.id)?.status, rt.rules()?.len()), (Status::Waiting, 0));
+        // Chloe approves once; Ada, who supervises, may make the rule.
+        assert_eq!(rt.approve(&p.id, "Chloe", &p.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+        let adas = rt.allow_alone(&NewRule { by: "Ada".into(), ..bens })?;
+        assert_eq!(adas.work_for, WorkFor::Person("Ben".into()));
+        assert_eq!(rt.decide(&push("Ben"))?.level, Level::Alone);
+        Ok(())
+    }
+}

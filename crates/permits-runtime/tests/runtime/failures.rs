@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use permits_runtime::table::{Level, LoadError, Table};
 use permits_runtime::{
     AdmitAll, ApproveMode, Authority, Call, Handled, ManualClock, NewRule, Principal, Proposal, ProposalRequest,
-    Refusal, RunContext, RunOutcome, Runtime, RuntimeError, Status, VersionQuery, Versions, WorkFor, decide_table,
-    fingerprint,
+    Refusal, RunContext, RunOutcome, Runtime, RuntimeError, Scope, Status, VersionQuery, Versions, WorkFor,
+    decide_table, fingerprint,
 };
 use serde_json::{Value, json};
 
@@ -96,6 +96,8 @@ fn kind_3_nothing_makes_a_never_tool_run() -> R {
         skill: Some("EstimateRepair".into()),
         work_for: WorkFor::Everybody,
         by: "Noor".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
     };
     assert_eq!(rt.allow_alone(&rule).err().and_then(|e| e.refusal()), Some(Refusal::Rule));
     // A decider's yes with a valid fingerprint, then the policy says never: nothing runs.
@@ -220,6 +222,8 @@ fn kind_10_a_standing_rule_follows_the_tools_content_not_its_name() -> R {
         skill: None,
         work_for: WorkFor::Person("Noor".into()),
         by: "Noor".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
     })?;
     assert_eq!(rule.covered.len(), 2);
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Alone);

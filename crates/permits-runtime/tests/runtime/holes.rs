@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
-use permits_runtime::table::Table;
+use permits_runtime::table::{Level, Table};
 use permits_runtime::{
-    AdmitAll, ApproveMode, Call, EventKind, ManualClock, MemorySink, Proposal, ProposalRequest, Refusal, RunOutcome,
-    Runtime, RuntimeError, Status,
+    AdmitAll, ApproveMode, Call, Clock, EventKind, ManualClock, MemorySink, NewRule, Proposal, ProposalRequest,
+    Refusal, RunOutcome, Runtime, RuntimeError, Scope, Status, WorkFor,
 };
 use serde_json::{Value, json};
 
@@ -50,6 +50,12 @@ fn world() -> World {
 fn order(sku: &str, amount: u64, person: &str) -> Call {
     Call::new("Clerkbot", "Reorder", "PlaceOrder")
         .with_arguments(json!({"sku": sku, "quantity": 1, "amount": amount}))
+        .for_person(person)
+}
+
+fn markdown(sku: &str, percent: i64, person: &str) -> Call {
+    Call::new("Clerkbot", "ClearStock", "MarkDown")
+        .with_arguments(json!({"sku": sku, "percent": percent}))
         .for_person(person)
 }
 
@@ -171,13 +177,7 @@ fn hole_3_settle_is_refused_for_a_spend_never_sent_and_accepted_after_a_send() -
 #[test]
 fn hole_3_a_supervisor_resolves_an_unknown_outcome_that_spends_nothing() -> R {
     let w = world();
-    let p = w.rt.propose(&ProposalRequest::new(
-        Call::new("Clerkbot", "ClearStock", "MarkDown")
-            .with_arguments(json!({"sku": "mint", "percent": 20}))
-            .for_person("Sam"),
-        "clear-1",
-        "mint does not sell",
-    ))?;
+    let p = w.rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "clear-1", "mint does not sell"))?;
     let ex =
         w.rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Unknown("lost".into()))?;
     assert_eq!(ex.proposal.status, Status::Unknown);
@@ -197,4 +197,136 @@ fn hole_3_a_supervisor_resolves_an_unknown_outcome_that_spends_nothing() -> R {
     assert_eq!(refusal, Refusal::NotConclusive);
     assert_eq!(supplies(&w)?, (900, 0));
     Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 9: what a person is shown is what runs.
+
+#[test]
+fn hole_9_invisible_and_bidi_characters_are_shown_and_a_blank_reason_is_refused() -> R {
+    let w = world_on(edited(|t| {
+        if let Some(tool) = t.tools.get_mut("SetNote") {
+            tool.label = "Write a note\u{202e}\u{e0041}".into();
+        }
+    }));
+    let note = Call::new("Clerkbot", "ClearStock", "SetNote")
+        .with_arguments(json!({"sku": "mint\u{200b}", "note": "fine\u{202e}gnp.exe\u{7}"}))
+        .for_person("Max");
+    let p = w.rt.propose(&ProposalRequest::new(note, "note-1", "as asked\u{2066}\nsecond line"))?;
+    assert_eq!(p.label, "Write a note\\u{202e}\\u{e0041}");
+    let shown: Vec<(&str, &str)> = p.shown.iter().map(|a| (a.name.as_str(), a.shown.as_str())).collect();
+    assert_eq!(shown, [("sku", "mint\\u{200b}"), ("note", "fine\\u{202e}gnp.exe\\u{7}")]);
+    assert_eq!(p.why_for_person(), "as asked\\u{2066}\nsecond line");
+    // What runs is the exact call: the arguments are kept as given.
+    assert_eq!(p.arguments["note"], "fine\u{202e}gnp.exe\u{7}");
+    // A reason of invisible characters only is no reason.
+    for blank in ["\u{200b}\u{200b}", " \u{202e} ", "\u{e0020}\t", "\u{feff}"] {
+        let (refusal, _) = refusal_of(w.rt.reject(&p.id, "Sam", blank))?;
+        assert_eq!(refusal, Refusal::ReasonRequired, "{blank:?}");
+    }
+    assert_eq!(w.rt.proposal(&p.id)?.status, Status::Waiting);
+    assert_eq!(w.rt.reject(&p.id, "Sam", "not \u{200b}now")?.status, Status::Rejected);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Who decides (spec §5), with hole 1.
+
+#[test]
+fn who_decides_a_person_route_naming_the_requester_lets_the_requester_decide() -> R {
+    let w = world();
+    let note =
+        Call::new("Clerkbot", "ClearStock", "SetNote").with_arguments(json!({"sku": "mint", "note": "last tubs"}));
+    // Notes are routed to person Sam: when the work is Sam's, Sam decides (the policy named him).
+    let p = propose(&w, note.clone().for_person("Sam"), "note-1")?;
+    assert_eq!(p.decider.persons, ["Sam"]);
+    assert_eq!(w.rt.approve(&p.id, "Sam", &p.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+    // Max's note is Sam's to decide, not Max's, and the refusal says why without contradicting itself.
+    let q = propose(&w, note.for_person("Max"), "note-2")?;
+    let (refusal, message) = refusal_of(w.rt.approve(&q.id, "Max", &q.fingerprint, ApproveMode::Once))?;
+    assert_eq!(refusal, Refusal::NotDecider);
+    assert_eq!(
+        message,
+        "`Max` may not decide proposal `P-2`: the decision is `Sam`'s because skill `ClearStock` routes `SetNote` to person `Sam`"
+    );
+    Ok(())
+}
+
+#[test]
+fn who_decides_a_group_route_never_lets_the_requester_decide() -> R {
+    let w = world();
+    // Orders are routed to role Buyer; Max and Ida are buyers. Max's order is Ida's to decide.
+    let p = propose(&w, order("vanilla", 900, "Max"), "order-1")?;
+    assert_eq!(p.decider.persons, ["Ida"]);
+    let (refusal, message) = refusal_of(w.rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once))?;
+    assert_eq!(refusal, Refusal::NotDecider);
+    assert_eq!(
+        message,
+        "`Max` may not decide proposal `P-1`: the work is for `Max`, and skill `Reorder` routes `PlaceOrder` to role `Buyer`, so the decision is someone else's; the decision is `Ida`'s"
+    );
+    assert!(w.rt.waiting_for("Max")?.is_empty());
+    assert_eq!(w.rt.waiting_for("Ida")?.len(), 1);
+    assert_eq!(w.rt.approve(&p.id, "Ida", &p.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+    // Lucy, admitted by `decides_proposals`, decides anything, her own work included.
+    let q = propose(&w, order("mint", 900, "Lucy"), "order-2")?;
+    assert_eq!(w.rt.approve(&q.id, "Lucy", &q.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 11: a standing rule has a scope and may expire.
+
+#[test]
+fn hole_11_a_rule_covers_only_its_scope_and_ends_at_its_expiry() -> R {
+    let w = world();
+    let these = json!({"sku": "mint", "percent": 20});
+    let rule = w.rt.allow_alone(&NewRule {
+        agent: "Clerkbot".into(),
+        tool: "MarkDown".into(),
+        skill: Some("ClearStock".into()),
+        work_for: WorkFor::Person("Sam".into()),
+        by: "Lucy".into(),
+        scope: Scope::these(&json!({"percent": 20, "sku": "mint"})),
+        expires_at: Some(w.clock.now() + DAY),
+    })?;
+    let created = w.audit.events().into_iter().find(|e| e.kind == EventKind::RuleCreated).ok_or("no event")?;
+    assert_eq!(
+        created.reason.as_deref(),
+        Some(
+            format!("these arguments: {{\"percent\":20,\"sku\":\"mint\"}}; expires at {}", w.clock.now() + DAY)
+                .as_str()
+        )
+    );
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.standing_rule.as_deref(), Some(rule.id.as_str()));
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Alone);
+    // Other arguments are not covered: a 90% markdown is still proposed.
+    assert_eq!(w.rt.decide(&markdown("mint", 90, "Sam"))?.level, Level::Propose);
+    assert_eq!(w.rt.decide(&markdown("vanilla", 20, "Sam"))?.level, Level::Propose);
+    // At its expiry it stops applying.
+    w.clock.advance(DAY);
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Propose);
+    // "Always these arguments" from an approval makes the narrow rule for the requester.
+    let p = propose(&w, markdown("mint", 30, "Sam"), "clear-1")?;
+    let ex = w.rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::AlwaysTheseArguments, done(these))?;
+    assert_eq!(ex.proposal.status, Status::Done);
+    let rules = w.rt.rules()?;
+    assert_eq!(rules[1].scope, Scope::these(&json!({"sku": "mint", "percent": 30})));
+    assert_eq!(w.rt.decide(&markdown("mint", 30, "Sam"))?.level, Level::Alone);
+    assert_eq!(w.rt.decide(&markdown("mint", 31, "Sam"))?.level, Level::Propose);
+    // A rule already expired is refused.
+    let (refusal, _) = refusal_of(w.rt.allow_alone(&NewRule { expires_at: Some(w.clock.now()), ..rule_for_sam() }))?;
+    assert_eq!(refusal, Refusal::Rule);
+    Ok(())
+}
+
+fn rule_for_sam() -> NewRule {
+    NewRule {
+        agent: "Clerkbot".into(),
+        tool: "MarkDown".into(),
+        skill: Some("ClearStock".into()),
+        work_for: WorkFor::Person("Sam".into()),
+        by: "Lucy".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
+    }
 }

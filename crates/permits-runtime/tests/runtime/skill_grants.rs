@@ -3,7 +3,7 @@
 
 use permits_runtime::table::{Level, Table};
 use permits_runtime::{
-    AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime, Status, WorkFor,
+    AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime, Scope, Status, WorkFor,
 };
 use serde_json::json;
 
@@ -43,6 +43,8 @@ fn outcome_2_propose_every_time_takes_no_standing_rule() -> R {
             skill: Some("Release".into()),
             work_for: WorkFor::Person("Priya".into()),
             by: "Priya".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
         })
         .err()
         .ok_or("a rule was made")?;

@@ -174,7 +174,7 @@ fn d_one_approval_sends_exactly_once_and_sam_cannot_approve() -> R {
     assert_eq!(err.refusal(), Some(Refusal::NotDecider));
     assert_eq!(
         err.to_string(),
-        "the decision is a holder of role `SupportReviewer`'s because skill `ExportFailures` routes `SendReply` to role `SupportReviewer`; the work is for `Sam`, but the decision is not `Sam`'s"
+        "`Sam` may not decide proposal `P-1`: the work is for `Sam`, and skill `ExportFailures` routes `SendReply` to role `SupportReviewer`, so the decision is someone else's; the decision is `Riley`'s"
     );
     w.rt.approve(&p.id, "Riley", &p.fingerprint, ApproveMode::Once)?;
     let first = w.rt.execute(&p.id, None, |c| w.desk.run(c))?;
