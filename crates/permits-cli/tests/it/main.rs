@@ -18,6 +18,7 @@ mod laws;
 mod sarif;
 mod shop_spending;
 mod supplier;
+mod support;
 mod unknown_names;
 
 #[path = "../../../permits-runtime/tests/fixtures/registry.rs"]
