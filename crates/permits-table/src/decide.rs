@@ -177,22 +177,26 @@ pub enum Refused {
     /// The triple is not offered (spec §3 step 1).
     NotOffered(NotOffered),
     /// The person the work is for is not in the table.
-    UnknownPerson(String),
+    UnknownPerson(Box<str>),
     /// The arguments do not fit the tool's parameters.
-    Arguments(ArgumentError),
+    Arguments(Box<ArgumentError>),
     /// A condition of the entry cannot be evaluated on the arguments (spec §3 item 5: fail closed).
-    Condition(ConditionError),
+    Condition(Box<ConditionError>),
     /// The tool's spend cannot be read: it spends from a budget the table does not declare (spec §6).
-    Budget {
-        /// The tool.
-        tool: String,
-        /// The budget it names.
-        budget: String,
-        /// The tool's `money` parameter that holds the amount.
-        param: String,
-        /// Why.
-        error: SpendError,
-    },
+    Budget(Box<BudgetRefusal>),
+}
+
+/// Why a tool's spend cannot be read ([`Refused::Budget`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetRefusal {
+    /// The tool.
+    pub tool: String,
+    /// The budget it names.
+    pub budget: String,
+    /// The tool's `money` parameter that holds the amount.
+    pub param: String,
+    /// Why.
+    pub error: SpendError,
 }
 
 impl Refused {
@@ -200,7 +204,7 @@ impl Refused {
     pub fn budget(tool_name: &str, tool: &ToolInfo, error: SpendError) -> Refused {
         let (budget, param) =
             tool.spends.as_ref().map_or((String::new(), String::new()), |s| (s.budget.clone(), s.param.clone()));
-        Refused::Budget { tool: tool_name.to_string(), budget, param, error }
+        Refused::Budget(Box::new(BudgetRefusal { tool: tool_name.to_string(), budget, param, error }))
     }
 }
 
@@ -211,15 +215,15 @@ impl fmt::Display for Refused {
             Refused::UnknownPerson(person) => write!(f, "unknown person `{person}`"),
             Refused::Arguments(e) => e.fmt(f),
             Refused::Condition(e) => e.fmt(f),
-            Refused::Budget { tool, budget, param, error } => match error {
+            Refused::Budget(b) => match b.error {
                 SpendError::UnknownBudget => {
-                    write!(f, "`{tool}` spends from `{budget}`, which the table does not declare")
+                    write!(f, "`{}` spends from `{}`, which the table does not declare", b.tool, b.budget)
                 }
                 SpendError::MissingAmount => {
-                    write!(f, "the amount `{param}` of `{tool}` is missing or not a whole number")
+                    write!(f, "the amount `{}` of `{}` is missing or not a whole number", b.param, b.tool)
                 }
                 SpendError::NegativeAmount(a) => {
-                    write!(f, "the amount `{param}` of `{tool}` is {a}: an amount is never negative")
+                    write!(f, "the amount `{}` of `{}` is {a}: an amount is never negative", b.param, b.tool)
                 }
             },
         }
@@ -252,8 +256,10 @@ pub struct LevelOf<'t> {
     pub entry: &'t Entry,
     /// The tool.
     pub tool: &'t ToolInfo,
-    /// The call's spend, when the tool spends from a budget.
-    pub spend: Option<SpendOf<'t>>,
+    /// `true` when the call spends more than its budget's automatic allowance (spec §6): an `alone` level
+    /// is then `propose` (see `floored`), and no standing rule makes it alone. [`Table::spend_of`] gives the
+    /// spend itself.
+    pub over_allowance: bool,
     /// `true` when the allowance floor raised an `alone` level to `propose` (spec §6).
     pub floored: bool,
 }
@@ -359,38 +365,79 @@ fn level_of_offered<'t>(
     call: CallRef<'_>,
     fit: impl Fn(&Map<String, Value>) -> bool,
 ) -> Result<LevelOf<'t>, Refused> {
+    match level_or_fault(table, entry, tool, call, fit) {
+        Ok(of) => Ok(of),
+        Err(fault) => Err(refusal(fault, entry, tool, call)),
+    }
+}
+
+/// What went wrong, small and `Copy`: the hot path returns it, and [`refusal`] (off the hot path) gives it
+/// its words.
+#[derive(Clone, Copy)]
+enum Fault {
+    Person,
+    Arguments,
+    Condition,
+    Budget(SpendError),
+}
+
+/// [`level_of_offered`] without building a refusal: what an agent asks before every call stays small.
+#[inline]
+fn level_or_fault<'t>(
+    table: &'t Table,
+    entry: &'t Entry,
+    tool: &'t ToolInfo,
+    call: CallRef<'_>,
+    fit: impl Fn(&Map<String, Value>) -> bool,
+) -> Result<LevelOf<'t>, Fault> {
     if let Some(person) = call.requester {
         if !table.persons.contains_key(person) {
-            return Err(Refused::UnknownPerson(person.to_string()));
+            return Err(Fault::Person);
         }
     }
-    let args = match call.arguments.as_object() {
-        Some(args) if fit(args) => args,
-        _ => {
-            return Err(Refused::Arguments(match check_arguments(call.tool, tool, call.arguments) {
-                Err(e) => e,
-                // INVARIANT: `fit` says no exactly when `check_arguments` errs; stay closed if they ever disagree.
-                Ok(()) => ArgumentError::NotAnObject { tool: call.tool.to_string() },
-            }));
-        }
-    };
+    let Some(args) = call.arguments.as_object().filter(|args| fit(args)) else { return Err(Fault::Arguments) };
     let level = if entry.reserved || tool.reserved.is_some() {
         Level::Never
     } else if let Some(level) = entry.level {
         level
     } else {
-        entry.level_for(args).map_err(Refused::Condition)?
+        entry.level_for(args).map_err(|_| Fault::Condition)?
     };
-    let spend = table.spend_of(tool, args).map_err(|error| Refused::budget(call.tool, tool, error))?;
-    let floored = level == Level::Alone && spend.is_some_and(|s| s.over_allowance());
+    let over_allowance = table.spend_of(tool, args).map_err(Fault::Budget)?.is_some_and(|s| s.over_allowance());
+    let floored = level == Level::Alone && over_allowance;
     Ok(LevelOf {
         level: if floored { Level::Propose } else { level },
         route: &entry.route,
         entry,
         tool,
-        spend,
+        over_allowance,
         floored,
     })
+}
+
+/// The refusal of a fault, with its words: the arguments checked again to say which one is wrong, the
+/// condition evaluated again to say which argument it could not read.
+#[cold]
+#[inline(never)]
+fn refusal(fault: Fault, entry: &Entry, tool: &ToolInfo, call: CallRef<'_>) -> Refused {
+    match fault {
+        Fault::Person => Refused::UnknownPerson(call.requester.unwrap_or_default().into()),
+        Fault::Arguments => Refused::Arguments(Box::new(match check_arguments(call.tool, tool, call.arguments) {
+            Err(e) => e,
+            // INVARIANT: `fit` says no exactly when `check_arguments` errs; stay closed if they ever disagree.
+            Ok(()) => ArgumentError::NotAnObject { tool: call.tool.to_string() },
+        })),
+        Fault::Condition => {
+            let empty = Map::new();
+            let args = call.arguments.as_object().unwrap_or(&empty);
+            match entry.level_for(args) {
+                Err(e) => Refused::Condition(Box::new(e)),
+                // INVARIANT: the same rows on the same arguments fail again; stay closed if they ever do not.
+                Ok(_) => Refused::Condition(Box::new(ConditionError::Missing(String::new()))),
+            }
+        }
+        Fault::Budget(error) => Refused::budget(call.tool, tool, error),
+    }
 }
 
 /// Checks a call's arguments against the tool's parameters (spec §5 "Decide"): a JSON object with exactly

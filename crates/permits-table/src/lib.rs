@@ -32,8 +32,8 @@ pub use canonical::{canonical_digest, canonical_json, canonical_value, hex, sha2
 pub use canonical::{push_json_escaped, reference_canonical, reference_pretty};
 pub use condition::{Condition, ConditionError, glob_matches};
 pub use decide::{
-    ArgumentError, CallRef, LevelIndex, LevelOf, NotOffered, Refused, SpendError, SpendOf, arguments_fit,
-    check_arguments, type_words, value_fits,
+    ArgumentError, BudgetRefusal, CallRef, LevelIndex, LevelOf, NotOffered, Refused, SpendError, SpendOf,
+    arguments_fit, check_arguments, type_words, value_fits,
 };
 pub use format::*;
 pub use hash::NameMap;

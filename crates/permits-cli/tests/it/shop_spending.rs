@@ -523,7 +523,7 @@ fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
     assert_eq!(level(750).ok(), Some(permits::table::Level::Propose));
     assert!(matches!(
         level(-5),
-        Err(permits::table::Refused::Arguments(permits::table::ArgumentError::NegativeMoney { amount: -5, .. }))
+        Err(permits::table::Refused::Arguments(e)) if matches!(*e, permits::table::ArgumentError::NegativeMoney { amount: -5, .. })
     ));
     Ok(())
 }
