@@ -1,7 +1,6 @@
 //! A skill's own lists (`shared/cases/skill-grants.md`), outcomes 1–4, on the compiled
 //! `policies/skill-grants`; outcome 3 recompiles an edited copy of the package.
 
-
 use permits_runtime::table::{Level, Table};
 use permits_runtime::{
     AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime, Status, WorkFor,
