@@ -140,7 +140,12 @@ fn not_this(obj: &Bound<'_, PyAny>) -> String {
 /// Errors: `InputError` naming what is wrong and where (`arguments["a"][2]`).
 pub fn json_from_py(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Value> {
     value_from_py(obj, 0).map_err(|bad| {
-        let path: String = bad.path.iter().rev().map(String::as_str).collect();
+        // A path through a deep value is cut to its first steps.
+        let steps = bad.path.len();
+        let mut path: String = bad.path.iter().rev().take(8).map(String::as_str).collect();
+        if steps > 8 {
+            path.push_str(&format!("…({} more)", steps - 8));
+        }
         input_error(obj.py(), format!("{what}{path} {}", bad.why))
     })
 }

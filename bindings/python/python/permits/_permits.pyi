@@ -38,10 +38,12 @@ EventKind = Literal[
     "refusal",
 ]
 
-#: A JSON value as Python: what arguments, receipts and answers are made of.
-JSON = None | bool | int | float | str | list["JSON"] | tuple["JSON", ...] | dict[str, "JSON"]
-#: The arguments of a call: one member per parameter of the tool.
-Arguments = dict[str, JSON]
+#: A JSON value as Python (None, bool, int of 64 bits, finite float, str, list, tuple, dict with str keys,
+#: nested at most MAX_DEPTH deep): what arguments, receipts and answers are made of. Anything else raises
+#: InputError when it is passed in.
+JSON = Any
+#: The arguments of a call: a dict with one member per parameter of the tool.
+Arguments = dict[str, Any]
 PathLike = str | os.PathLike[str]
 
 #: `authority(who, tool, arguments)`: `True` admits; `False` or a reason refuses.
