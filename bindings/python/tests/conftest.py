@@ -37,7 +37,7 @@ def _cargo_binary(env: str, args: list[str], path: str) -> Path:
     if named:
         return Path(named)
     target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-    subprocess.run(["cargo", "build", "--quiet", *args], cwd=ROOT, check=True)
+    subprocess.run(["cargo", "build", "--locked", "--quiet", *args], cwd=ROOT, check=True)
     return target / "debug" / path
 
 
