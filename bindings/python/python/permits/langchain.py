@@ -144,7 +144,7 @@ class PermitsMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
         request: ToolCallRequest,
         call_id: str,
         name: str,
-        run: permits._permits.Tool,
+        run: Callable[[permits.RunContext], Any],
         ran: list[ToolResult],
     ) -> ToolResult:
         if p.status == "done":
@@ -168,7 +168,9 @@ class PermitsMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             return ran[0]
         return _answer(call_id, name, execution.proposal.answer_for_agent())
 
-    def _resume(self, p: permits.Proposal, decision: Any, run: permits._permits.Tool) -> permits.Execution | None:
+    def _resume(
+        self, p: permits.Proposal, decision: Any, run: Callable[[permits.RunContext], Any]
+    ) -> permits.Execution | None:
         """Applies the person's decision; `None` when it was a rejection."""
         if not isinstance(decision, dict):
             raise permits.Refused("not_approved", _NOT_A_DECISION)
