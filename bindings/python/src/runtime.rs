@@ -272,7 +272,10 @@ impl PyRuntime {
                 Box::new(opened.map_err(|e| runtime_error(py, RuntimeError::Store(e)))?)
             }
         };
-        let table = indexed.table().clone();
+        // The runtime owns its copy of the table (`Runtime::new` takes it by value); a large table's copy is
+        // made without the GIL.
+        let source = indexed.clone();
+        let table = py.detach(move || source.table().clone());
         let mut rt = Runtime::new(table, authority).with_store(VetoStore(store));
         rt = match &clock {
             HostClock::System => rt.with_clock(SystemClock),

@@ -238,3 +238,17 @@ def test_a_resume_that_is_not_a_decision_approves_nothing() -> None:
     out = agent.invoke(Command(resume={"type": "approve", "by": "Noor", "fingerprint": "0" * 64}), config("x"))
     assert "is not the one of proposal" in str(tool_messages(out)[-1].content)
     assert s.repair.price == 0
+
+
+def test_a_failing_host_callback_is_raised_to_the_developer_not_told_to_the_model() -> None:
+    s = Shop()
+
+    def down(who: permits.Principal, tool: str, arguments: dict[str, Any]) -> bool:
+        raise RuntimeError("the directory is down")
+
+    s.rt = permits.Runtime(fixture("workshop"), authority=down, versions=s.app.versions)
+    agent = s.agent([call("PartsFor", {"fault": "brake"}, "c1"), AIMessage(content="done")])
+    with pytest.raises(permits.Refused) as err:
+        agent.invoke({"messages": [HumanMessage("Parts?")]}, config("down"))
+    assert err.value.kind == "callback"
+    assert "RuntimeError: the directory is down" in str(err.value)

@@ -78,3 +78,8 @@ class ToolError(Error):
     def __init__(self, message: str, result: Any) -> None:
         super().__init__(message)
         self.result = result
+
+
+# Shown as `permits.Refused` (where they are re-exported), not `permits._errors.Refused`.
+for _class in (Error, Refused, StoreError, TableError, NotFound, InputError, ToolError):
+    _class.__module__ = "permits"

@@ -131,6 +131,8 @@ class PermitsMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
                 run=run,
             )
         except permits.Refused as refused:
+            if refused.kind in _HOST_ERRORS:
+                raise
             return _answer(call_id, name, f"refused: {refused}")
         except permits.ToolError as failed:
             raise (failed.__cause__ or failed) from None
@@ -161,6 +163,8 @@ class PermitsMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             if execution is None:
                 return _answer(call_id, name, self.runtime.proposal(p.id).answer_for_agent())
         except permits.Refused as refused:
+            if refused.kind in _HOST_ERRORS:
+                raise
             return _answer(call_id, name, f"not run: {refused}")
         except permits.ToolError as failed:
             raise (failed.__cause__ or failed) from None
@@ -199,6 +203,10 @@ class PermitsMiddleware(AgentMiddleware[AgentState[Any], Any, Any]):
             raise ValueError("PermitsMiddleware needs an operation key: run the agent with a thread_id, or pass one")
         return str(thread)
 
+
+# The host's own failures (a callback that raised, or called back into the runtime) are raised, not told to
+# the model: they are bugs for the developer, and their messages are not the model's business.
+_HOST_ERRORS = ("callback", "reentry")
 
 _NOT_A_DECISION = (
     "the resume value is not a decision: approve with "
