@@ -34,6 +34,8 @@ pub enum EventKind {
     RuleRevoked,
     /// Something was refused: the reason says why.
     Refusal,
+    /// A task was bound to its root, person and mode, or ended (spec §5a "Tasks").
+    Task,
 }
 
 /// One audit event: who, the triple, the proposal and its fingerprint, the outcome and the reason.

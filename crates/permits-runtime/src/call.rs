@@ -10,7 +10,12 @@ impl Runtime {
     pub fn decide(&self, call: &Call) -> Result<Decision, RuntimeError> {
         let table = self.table();
         self.transact(|tx, events| {
-            let decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
+            let mut decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
+            if let Some(key) = &call.operation_key {
+                if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
+                    not_this_task(&mut decision, why);
+                }
+            }
             events.push(self.call_event(EventKind::Decision, Some(&call.agent), call, &decision));
             Ok(decision)
         })
@@ -26,9 +31,10 @@ impl Runtime {
         request: &ProposalRequest,
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Handled, RuntimeError> {
-        let decision = self.decide(&request.call)?;
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        let decision = self.decide(&call)?;
         match decision.level {
-            Level::Alone => self.run_alone(&request.call, run).map(|r| Handled::Ran(Box::new(r))),
+            Level::Alone => self.run_alone(&call, run).map(|r| Handled::Ran(Box::new(r))),
             Level::Never => Err(RuntimeError::refused(Refusal::Never, refusal_message(&decision))),
             Level::Propose | Level::ProposeEveryTime => self.propose(request).map(|p| Handled::Proposed(Box::new(p))),
         }
@@ -43,7 +49,12 @@ impl Runtime {
     pub fn run_alone(&self, call: &Call, run: impl FnOnce(&RunContext<'_>) -> RunOutcome) -> Result<Ran, RuntimeError> {
         let table = self.table();
         let admitted = self.transact(|tx, events| {
-            let decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
+            let mut decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
+            if let Some(key) = &call.operation_key {
+                if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
+                    not_this_task(&mut decision, why);
+                }
+            }
             match decision.level {
                 Level::Alone => {}
                 Level::Never => {
@@ -98,6 +109,10 @@ impl Runtime {
                     rule.uses += 1;
                     tx.put_rule(&rule)?;
                 }
+            }
+            // Spec §5a: the first call under a key binds the task (the check above found no other).
+            if let Some(key) = &call.operation_key {
+                self.check_task(tx, events, key, call, Binding::Bind)?;
             }
             let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
             e.outcome = "admitted".into();

@@ -74,6 +74,9 @@ pub enum RuntimeError {
     /// No standing rule has this id.
     #[error("there is no standing rule `{0}`")]
     UnknownRule(String),
+    /// No call ever bound this operation key (spec §5a "Tasks").
+    #[error("there is no task `{0}`")]
+    UnknownTask(String),
     /// The table declares no budget of this name.
     #[error("there is no budget `{0}`")]
     UnknownBudget(String),

@@ -122,4 +122,21 @@ impl Runtime {
             }),
         }
     }
+
+    /// A task was bound or ended.
+    pub(crate) fn task_event(&self, task: &Task) -> AuditEvent {
+        AuditEvent {
+            at: self.clock.now(),
+            kind: EventKind::Task,
+            who: task.person.clone(),
+            agent: task.root_agent.clone(),
+            skill: task.root_skill.clone(),
+            tool: String::new(),
+            proposal: None,
+            fingerprint: None,
+            rule: None,
+            outcome: if task.ended_at.is_some() { "ended".into() } else { "bound".into() },
+            reason: Some(format!("task `{}`", task.key)),
+        }
+    }
 }

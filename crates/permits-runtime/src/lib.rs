@@ -64,6 +64,7 @@ mod lifecycle; // approve, reject, withdraw, revoke, the recheck, expiry
 mod offer; // levels and the tools to offer the model
 mod propose; // proposals, automatic grants, supersession
 mod rules; // standing rules
+mod tasks; // tasks: the operation key's binding, `end_task`
 mod words; // what a person reads: refusal messages, reasons, routes
 
 #[cfg(test)]
@@ -76,13 +77,13 @@ use serde_json::Value;
 
 pub use audit::{AuditEvent, AuditSink, EventKind, JsonLinesSink, MemorySink, NullSink};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use decision::{Call, Decision, decide_table, fingerprint};
+pub use decision::{Call, Decision, FINGERPRINT_FORMAT, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};
 pub use records::{
     Basis, BudgetRecord, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, Scope, ShownArgument,
-    StandingRule, Status, WorkFor,
+    StandingRule, Status, Task, WorkFor,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -93,6 +94,7 @@ use events::About;
 use lifecycle::{may_decide, route_source};
 
 use ledger::Reserve;
+use tasks::{Binding, not_this_task};
 use words::{outcome_words, reasons_for, refusal_message, route_words, words_of};
 
 use crate::table::{Level, ParamInfo, Reason, Route, Table};
@@ -412,5 +414,6 @@ pub(crate) fn proposal_call(p: &Proposal) -> Call {
         tool: p.tool.clone(),
         arguments: p.arguments.clone(),
         requester: p.requester.clone(),
+        operation_key: Some(p.operation_key.clone()),
     }
 }

@@ -284,13 +284,27 @@ impl Runtime {
             Ok(v) => v,
             Err(message) => return Err(self.refuse(events, who, About::Proposal(p), Refusal::UnknownVersion, message)),
         };
-        let current = decision
-            .entry_digest
-            .as_deref()
-            .map(|digest| fingerprint(&call, digest, version.as_deref(), p.destination.as_deref()));
+        let instructions = self.versions.instruction_version(&p.agent);
+        let current = decision.entry_digest.as_deref().map(|digest| {
+            fingerprint_with(&call, digest, version.as_deref(), p.destination.as_deref(), instructions.as_deref())
+        });
         let same_tool = decision.definition_digest.as_deref() == Some(p.definition_digest.as_str());
-        if current.as_deref() != Some(p.fingerprint.as_str()) || !same_tool {
+        let same_format = p.fingerprint_format == FINGERPRINT_FORMAT;
+        if current.as_deref() != Some(p.fingerprint.as_str()) || !same_tool || !same_format {
             let mut changed = Vec::new();
+            if !same_format {
+                changed.push(format!(
+                    "it was made under fingerprint format {}, and this runtime writes format {FINGERPRINT_FORMAT}",
+                    p.fingerprint_format
+                ));
+            }
+            if instructions != p.instruction_version {
+                changed.push(format!(
+                    "the instructions are {} instead of {}",
+                    words_of(instructions.as_deref()),
+                    words_of(p.instruction_version.as_deref())
+                ));
+            }
             if !decision.offered {
                 changed.push("the triple is no longer offered".to_string());
             } else if decision.entry_digest.as_deref() != Some(p.entry_digest.as_str()) || !same_tool {

@@ -8,7 +8,7 @@
 //! committing rolls it back. The file is in WAL mode with `synchronous=NORMAL`: a commit survives the
 //! process ending; the last commits may be lost only if the machine itself loses power.
 //!
-//! # The schema (version 2, [`SqliteStore::SCHEMA_VERSION`])
+//! # The schema (version 3, [`SqliteStore::SCHEMA_VERSION`])
 //!
 //! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
 //! lookups need. The version is SQLite's `PRAGMA user_version`.
@@ -32,6 +32,8 @@
 //!     holder TEXT PRIMARY KEY, budget TEXT NOT NULL, amount INTEGER NOT NULL, created_at INTEGER NOT NULL
 //! );
 //! CREATE INDEX reservations_by_budget ON reservations (budget);
+//! -- version 3:
+//! CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);  -- the Task bound to an operation key
 //! ```
 //!
 //! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
@@ -40,14 +42,19 @@
 //!
 //! # Versions and migrations
 //!
-//! - **0**: an empty (new) file. Opening it creates the schema above at version 2.
+//! - **0**: an empty (new) file. Opening it creates the schema above at version 3.
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
-//! - **2**: the current schema: every grant has a `basis` (`operator`, `automatic` or `unknown`).
+//! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
+//! - **3**: the current schema: the `tasks` table (spec §5a "Tasks"). Proposal records gain
+//!   `fingerprint_format` and `instruction_version`; a record without them reads as format 1, which is
+//!   `stale` when it is decided or executed (fingerprint format 2), and standing rules gain `scope` and
+//!   `expires_at`, read as any arguments and no expiry when absent. Migration 2 → 3 only adds the table:
+//!   the records need no rewrite.
 //!
-//! Migration 1 → 2 runs in one transaction when the file is opened: every proposal record whose `grant` is
+//! Migrations run in one transaction when the file is opened, each after the one before. Migration 1 → 2: every proposal record whose `grant` is
 //! an object without `basis` gets `"basis": "unknown"` (spec §6: a record from before bases existed never
-//! authorizes an execution), then `user_version` becomes 2. A corrupt record stops the migration, which is
+//! authorizes an execution), then `user_version` becomes 2 (and 3 after migration 2 → 3). A corrupt record stops the migration, which is
 //! rolled back, and the file stays at version 1. A file at a newer version than this runtime knows is
 //! refused, and left untouched.
 //!
@@ -68,13 +75,14 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, StandingRule};
+use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, Task};
 use super::store::{Store, Transaction};
 
-/// The current schema, for a new file. Version 2 changed the proposal records (grants gained `basis`), not
-/// the tables, so its DDL is version 1's; a later version that changes tables gets its own text here, and
-/// [`SqliteStore::SCHEMA_V1`] stays as it was.
-const SCHEMA_V2: &str = SqliteStore::SCHEMA_V1;
+/// What version 3 adds to the tables of versions 1 and 2 (a new file gets [`SqliteStore::SCHEMA_V1`] and
+/// this; migration 2 → 3 runs this alone).
+const SCHEMA_V3_ADDS: &str = "
+CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);
+";
 
 /// How long a `begin` (or an open that must migrate) waits for another connection's write transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -98,7 +106,7 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
-    pub const SCHEMA_VERSION: u32 = 2;
+    pub const SCHEMA_VERSION: u32 = 3;
 
     /// The version-1 schema, kept so migrations can be tested and old files understood.
     ///
@@ -214,12 +222,18 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
     let mut version = user_version(conn)?;
     check_known(version)?;
     if version == 0 {
-        conn.execute_batch(SCHEMA_V2).map_err(sql("create the schema (is this a database of another program?)"))?;
+        conn.execute_batch(SqliteStore::SCHEMA_V1)
+            .and_then(|()| conn.execute_batch(SCHEMA_V3_ADDS))
+            .map_err(sql("create the schema (is this a database of another program?)"))?;
         version = SqliteStore::SCHEMA_VERSION;
     }
     if version == 1 {
         migrate_1_to_2(conn)?;
         version = 2;
+    }
+    if version == 2 {
+        conn.execute_batch(SCHEMA_V3_ADDS).map_err(sql("add the tables of schema version 3"))?;
+        version = 3;
     }
     conn.pragma_update(None, "user_version", version).map_err(sql("record the schema version"))
 }
@@ -330,6 +344,12 @@ impl HasId for Proposal {
 impl HasId for StandingRule {
     fn id(&self) -> &str {
         &self.id
+    }
+}
+
+impl HasId for Task {
+    fn id(&self) -> &str {
+        &self.key
     }
 }
 
@@ -528,6 +548,21 @@ impl Transaction for SqliteTransaction<'_> {
         from_sql(total, || format!("the sum of the reservations of the budget `{budget}`"))
     }
 
+    fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {
+        self.record("task", "SELECT key, record FROM tasks WHERE key = ?1", [key])
+    }
+
+    fn put_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        let record = encode("task", &task.key, task)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO tasks (key, record) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET record = excluded.record",
+            )
+            .and_then(|mut stmt| stmt.execute(params![task.key, record]))
+            .map_err(|e| StoreError(format!("cannot store the task `{}`: {e}", task.key)))?;
+        Ok(())
+    }
+
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         // On failure the transaction is still open, and dropping `self` rolls it back.
         self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
@@ -594,6 +629,8 @@ mod tests {
             definition_digest: "d".repeat(64),
             subject: subject.map(str::to_string),
             fingerprint: format!("{n:064}"),
+            fingerprint_format: 2,
+            instruction_version: Some("prompts-3".into()),
             created_at: 1_700_000_000 + n,
             expires_at: 1_700_600_000,
             status: if grant.is_some() { Status::Granted } else { Status::Waiting },
@@ -819,7 +856,7 @@ mod tests {
         drop(conn);
 
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 2);
+        assert_eq!(store.schema_version().expect("version"), 3);
         let mut tx = store.begin().expect("begin");
         let p1 = tx.proposal("P-1").expect("read").expect("P-1 is kept");
         assert_eq!(p1.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown));
@@ -830,9 +867,11 @@ mod tests {
         drop(store);
         // Opening again does not migrate again.
         let store = SqliteStore::open(&dir.db()).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 2);
+        assert_eq!(store.schema_version().expect("version"), 3);
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.proposal("P-1").expect("read").and_then(|p| p.grant).map(|g| g.basis), Some(Basis::Unknown));
+        // Migration 2 → 3 added the tasks.
+        assert_eq!(tx.task("order-1").expect("the tasks table exists"), None);
     }
 
     #[test]
@@ -861,13 +900,13 @@ mod tests {
         let dir = TempDir::new("too-new");
         let conn = Connection::open(dir.db()).expect("open");
         conn.execute_batch(SqliteStore::SCHEMA_V1).expect("schema");
-        conn.pragma_update(None, "user_version", 3).expect("version 3");
+        conn.pragma_update(None, "user_version", 4).expect("version 4");
         drop(conn);
         let err = SqliteStore::open(&dir.db()).expect_err("refused");
-        assert_eq!(err, StoreError("the database is at schema version 3; this runtime knows up to 2".into()));
+        assert_eq!(err, StoreError("the database is at schema version 4; this runtime knows up to 3".into()));
         let conn = Connection::open(dir.db()).expect("open");
         let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
-        assert_eq!(version, 3, "the file is left untouched");
+        assert_eq!(version, 4, "the file is left untouched");
     }
 
     #[test]

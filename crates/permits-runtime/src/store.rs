@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, StandingRule};
+use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, Task};
 
 /// A store of proposals and standing rules.
 pub trait Store {
@@ -62,6 +62,10 @@ pub trait Transaction {
     fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError>;
     /// The sum of a budget's reservations, in its minor unit.
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError>;
+    /// The task bound to an operation key, if any (spec §5a "Tasks").
+    fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError>;
+    /// Inserts or replaces a task (by key).
+    fn put_task(&mut self, task: &Task) -> Result<(), StoreError>;
     /// Makes every write of the transaction visible and durable, at once.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
@@ -91,6 +95,7 @@ struct MemoryState {
     next_slot: u64,
     budgets: BTreeMap<String, BudgetRecord>,
     reservations: BTreeMap<String, Reservation>,
+    tasks: BTreeMap<String, Task>,
 }
 
 impl Store for MemoryStore {
@@ -231,6 +236,15 @@ impl Transaction for MemoryTransaction<'_> {
             .values()
             .filter(|r| r.budget == budget)
             .fold(0u64, |sum, r| sum.saturating_add(r.amount)))
+    }
+
+    fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {
+        Ok(self.guard.tasks.get(key).cloned())
+    }
+
+    fn put_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.write().tasks.insert(task.key.clone(), task.clone());
+        Ok(())
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {

@@ -693,8 +693,9 @@ fn every_step_is_audited() -> R {
     let _ = w.rt.approve(&p.id, "Mia", "wrong", ApproveMode::Once);
     w.rt.reject(&p.id, "Noor", "no")?;
     let kinds: Vec<EventKind> = w.audit.events().iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, [EventKind::Proposal, EventKind::Refusal, EventKind::Rejection]);
-    let refusal = &w.audit.events()[1];
+    // The first call under `job-1` binds the task (spec §5a), and that is an event too.
+    assert_eq!(kinds, [EventKind::Task, EventKind::Proposal, EventKind::Refusal, EventKind::Rejection]);
+    let refusal = &w.audit.events()[2];
     assert_eq!(refusal.fingerprint.as_deref(), Some(p.fingerprint.as_str()));
     assert_eq!(refusal.who.as_deref(), Some("Mia"));
     let sink = JsonLinesSink::new(Vec::new());
@@ -702,8 +703,8 @@ fn every_step_is_audited() -> R {
         sink.record(&e);
     }
     let text = String::from_utf8(sink.into_inner())?;
-    assert_eq!(text.lines().count(), 3);
-    let first: Value = serde_json::from_str(text.lines().next().ok_or("empty")?)?;
+    assert_eq!(text.lines().count(), 4);
+    let first: Value = serde_json::from_str(text.lines().nth(1).ok_or("empty")?)?;
     assert_eq!(first["kind"], "proposal");
     assert_eq!(first["tool"], "SetPrice");
     Ok(())

@@ -387,6 +387,12 @@ impl Transaction for FailingTx<'_> {
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
         self.0.reserved_total(budget)
     }
+    fn task(&mut self, key: &str) -> Result<Option<permits::runtime::Task>, StoreError> {
+        self.0.task(key)
+    }
+    fn put_task(&mut self, task: &permits::runtime::Task) -> Result<(), StoreError> {
+        self.0.put_task(task)
+    }
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
         self.0.commit()
     }

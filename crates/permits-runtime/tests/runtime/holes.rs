@@ -378,3 +378,98 @@ fn hole_6_a_standing_rule_applies_only_while_its_maker_may_make_it() -> R {
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 8: the fingerprint says who the work is for; tasks.
+
+#[test]
+fn hole_8_an_operation_key_is_one_persons_task_and_never_returns_anothers_proposal() -> R {
+    let w = world();
+    let sams = propose(&w, order("mint", 900, "Sam"), "order-1")?;
+    w.rt.approve(&sams.id, "Ida", &sams.fingerprint, ApproveMode::Once)?;
+    assert_eq!(supplies(&w)?, (900, 0));
+    // The same call for Max under Sam's key: not Sam's proposal back, but `never` (not this task's person).
+    let (refusal, message) = refusal_of(propose(&w, order("mint", 900, "Max"), "order-1"))?;
+    assert_eq!(refusal, Refusal::Never);
+    assert!(message.contains("not this task's person"), "{message}");
+    // Nor may Max's order for the same subject supersede Sam's and release Sam's money.
+    let (refusal, _) = refusal_of(propose(&w, order("mint", 300, "Max"), "order-1"))?;
+    assert_eq!(refusal, Refusal::Never);
+    assert_eq!((w.rt.proposal(&sams.id)?.status, supplies(&w)?), (Status::Granted, (900, 0)));
+    // The task is bound to its root too: another skill under the key is not this task's.
+    let count =
+        Call::new("Clerkbot", "ClearStock", "StockLevel").with_arguments(json!({"sku": "mint"})).for_person("Sam");
+    let (refusal, message) = refusal_of(w.rt.run_alone(&count.clone().in_task("order-1"), done(json!(3))))?;
+    assert_eq!(refusal, Refusal::Never);
+    assert!(message.contains("not this task's root"), "{message}");
+    let task = w.rt.task("order-1")?.ok_or("no binding")?;
+    assert_eq!(
+        (task.root_agent.as_str(), task.root_skill.as_str(), task.person.as_deref()),
+        ("Clerkbot", "Reorder", Some("Sam"))
+    );
+    assert_eq!(task.mode, None);
+    // Ending the task keeps its binding.
+    w.rt.end_task("order-1")?;
+    assert!(w.rt.task("order-1")?.and_then(|t| t.ended_at).is_some());
+    assert_eq!(refusal_of(propose(&w, order("mint", 900, "Max"), "order-1"))?.0, Refusal::Never);
+    // The fingerprint (format 2) covers the person the work is for.
+    let other = propose(&w, order("mint", 900, "Max"), "order-2")?;
+    assert_ne!(other.fingerprint, sams.fingerprint);
+    assert_eq!(other.fingerprint_format, permits_runtime::FINGERPRINT_FORMAT);
+    Ok(())
+}
+
+/// Instructions whose version a test moves.
+#[derive(Clone, Default)]
+struct Prompts(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl permits_runtime::Versions for Prompts {
+    fn covered_version(&self, _: permits_runtime::VersionQuery<'_>) -> Option<String> {
+        None
+    }
+    fn instruction_version(&self, _: &str) -> Option<String> {
+        self.0.lock().ok().map(|v| v.clone())
+    }
+}
+
+#[test]
+fn hole_8_changed_instructions_or_an_old_fingerprint_format_make_a_proposal_stale() -> R {
+    let prompts = Prompts::default();
+    *prompts.0.lock().map_err(|e| e.to_string())? = "prompts-1".into();
+    let w = world();
+    let rt = Runtime::new(shop(), AdmitAll).with_clock(w.clock.clone()).with_versions(prompts.clone());
+    let p = rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "clear-1", "slow seller"))?;
+    assert_eq!(p.instruction_version.as_deref(), Some("prompts-1"));
+    *prompts.0.lock().map_err(|e| e.to_string())? = "prompts-2".into();
+    let (refusal, message) = refusal_of(rt.approve(&p.id, "Sam", &p.fingerprint, ApproveMode::Once))?;
+    assert_eq!(refusal, Refusal::Stale);
+    assert!(message.contains("the instructions are `prompts-2` instead of `prompts-1`"), "{message}");
+    assert_eq!(rt.proposal(&p.id)?.status, Status::Stale);
+    Ok(())
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn hole_8_a_waiting_proposal_of_the_old_fingerprint_format_becomes_stale() -> R {
+    use permits_runtime::{SqliteStore, Store};
+    let dir = std::env::temp_dir().join(format!("permits-holes-v1-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("ledger.db");
+    let rt = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    let p = rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "clear-1", "slow seller"))?;
+    {
+        // The record as a release before fingerprint format 2 wrote it.
+        let store = SqliteStore::open(&db)?;
+        let mut tx = store.begin()?;
+        let mut old = tx.proposal(&p.id)?.ok_or("gone")?;
+        old.fingerprint_format = 1;
+        tx.put_proposal(&old)?;
+        tx.commit()?;
+    }
+    let (refusal, message) = refusal_of(rt.approve(&p.id, "Sam", &p.fingerprint, ApproveMode::Once))?;
+    assert_eq!(refusal, Refusal::Stale);
+    assert!(message.contains("fingerprint format 1"), "{message}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
