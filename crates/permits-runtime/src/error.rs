@@ -52,6 +52,9 @@ pub enum Refusal {
     /// A receipt that does not name the operation and amount, or a settlement of something not awaiting
     /// one (spec §6 "Settlement"): nothing changes.
     NotConclusive,
+    /// An execution under a claim token other than the one that consumed the grant (spec §5a "Idempotent
+    /// execution"): nothing runs.
+    Claimed,
     /// `settle` or `resolve` of an operation whose execution was never admitted (spec §5a "Settlement
     /// follows a send"): nothing changes.
     NotSent,

@@ -16,10 +16,40 @@ impl Runtime {
     /// `granted`, the reason recorded), [`Refusal::Authority`], [`Refusal::ProposalExpired`],
     /// [`Refusal::Status`], [`Refusal::UnknownVersion`], [`RuntimeError::UnknownProposal`],
     /// [`RuntimeError::Store`].
+    ///
+    /// Without a claim token a retry after a lost answer is refused while the proposal is `sending` or
+    /// `unknown`; a host that can lose an answer uses [`Runtime::execute_claimed`].
     pub fn execute(
         &self,
         id: &str,
         destination: Option<&str>,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Execution, RuntimeError> {
+        self.execute_with(id, destination, None, run)
+    }
+
+    /// [`Runtime::execute`] with the host's claim token (spec §5a "Idempotent execution"): the admission
+    /// records `claim` on the proposal; a retry with the same token (an acknowledgement that was lost)
+    /// returns the same claim or receipt, and runs nothing, whatever the proposal's status since (`sending`,
+    /// `unknown`, `done`, `failed`, `revoked`); another token on a consumed grant is refused.
+    ///
+    /// Errors: those of [`Runtime::execute`], and [`Refusal::Claimed`] (the grant was consumed under another
+    /// token).
+    pub fn execute_claimed(
+        &self,
+        id: &str,
+        destination: Option<&str>,
+        claim: &str,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Execution, RuntimeError> {
+        self.execute_with(id, destination, Some(claim), run)
+    }
+
+    fn execute_with(
+        &self,
+        id: &str,
+        destination: Option<&str>,
+        claim: Option<&str>,
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Execution, RuntimeError> {
         let table = self.table();
@@ -34,6 +64,20 @@ impl Runtime {
                     words_of(p.destination.as_deref())
                 );
                 return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::Destination, message));
+            }
+            if let (Some(token), Some(held)) = (claim, p.claim.as_deref()) {
+                if token == held {
+                    // A retry of the same claim: the claim or the receipt again, nothing runs.
+                    let mut e = self.proposal_event(EventKind::Execution, Some(&agent), &p);
+                    e.reason = Some(format!("a retry of claim `{token}`: nothing runs again"));
+                    events.push(e);
+                    return Ok(None);
+                }
+                let message = format!(
+                    "proposal `{}` was executed under another claim: its grant is consumed; nothing runs",
+                    p.id
+                );
+                return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::Claimed, message));
             }
             if p.status == Status::Done {
                 events.push(self.proposal_event(EventKind::Execution, Some(&agent), &p));
@@ -124,6 +168,7 @@ impl Runtime {
             }
             p.status = Status::Sending;
             p.ran_as = Some(runs_as.clone());
+            p.claim = claim.map(str::to_string);
             tx.put_proposal(&p)?;
             events.push(self.proposal_event(EventKind::Execution, Some(&runs_as), &p));
             Ok(Some(p))

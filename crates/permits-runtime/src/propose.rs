@@ -116,6 +116,7 @@ impl Runtime {
                 expires_at: now.saturating_add(lifetime),
                 status: Status::Waiting,
                 grant: None,
+                claim: None,
                 ran_as: None,
                 receipt: None,
                 reason: None,

@@ -208,6 +208,10 @@ pub struct Proposal {
     pub status: Status,
     /// The grant, once approved.
     pub grant: Option<Grant>,
+    /// The host's claim token of the execution that consumed the grant (spec §5a "Idempotent execution"),
+    /// when it gave one.
+    #[serde(default)]
+    pub claim: Option<String>,
     /// Who the call ran as (the approver of an operator grant, else the requester or sponsor), once it ran.
     pub ran_as: Option<String>,
     /// The receipt the host returned when it ran.

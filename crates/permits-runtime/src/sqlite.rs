@@ -630,6 +630,7 @@ mod tests {
             subject: subject.map(str::to_string),
             fingerprint: format!("{n:064}"),
             fingerprint_format: 2,
+            claim: None,
             instruction_version: Some("prompts-3".into()),
             created_at: 1_700_000_000 + n,
             expires_at: 1_700_600_000,

@@ -473,3 +473,42 @@ fn hole_8_a_waiting_proposal_of_the_old_fingerprint_format_becomes_stale() -> R 
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 10: idempotent execution.
+
+#[test]
+fn hole_10_a_retry_with_the_same_claim_token_gets_the_claim_and_another_token_is_refused() -> R {
+    let w = world();
+    let p = propose(&w, markdown("mint", 20, "Sam"), "clear-1")?;
+    w.rt.approve(&p.id, "Sam", &p.fingerprint, ApproveMode::Once)?;
+    let mut runs = 0;
+    // The run's outcome could not be confirmed, and the host lost the answer: it retries with its token.
+    let first = w.rt.execute_claimed(&p.id, None, "claim-1", |_| {
+        runs += 1;
+        RunOutcome::Unknown("the connection dropped".into())
+    })?;
+    assert_eq!((first.ran, first.proposal.status), (true, Status::Unknown));
+    let again = w.rt.execute_claimed(&p.id, None, "claim-1", |_| {
+        runs += 1;
+        RunOutcome::Done(json!("twice"))
+    })?;
+    assert_eq!(
+        (again.ran, again.proposal.status, again.proposal.claim.as_deref()),
+        (false, Status::Unknown, Some("claim-1"))
+    );
+    // Another token on the consumed grant is refused, and nothing runs.
+    let (refusal, _) = refusal_of(w.rt.execute_claimed(&p.id, None, "claim-2", |_| {
+        runs += 1;
+        RunOutcome::Done(json!("again"))
+    }))?;
+    assert_eq!(refusal, Refusal::Claimed);
+    assert_eq!(runs, 1);
+    // Once done, the same token returns the stored receipt.
+    let q = propose(&w, markdown("mint", 25, "Sam"), "clear-2")?;
+    w.rt.approve(&q.id, "Sam", &q.fingerprint, ApproveMode::Once)?;
+    w.rt.execute_claimed(&q.id, None, "claim-3", done(json!({"price": 80})))?;
+    let replay = w.rt.execute_claimed(&q.id, None, "claim-3", done(json!("not this")))?;
+    assert_eq!((replay.ran, replay.proposal.receipt), (false, Some(json!({"price": 80}))));
+    Ok(())
+}
