@@ -64,6 +64,9 @@ impl Runtime {
         self.transact(|tx, events| {
             let mut proposal = tx.proposal(holder)?;
             let who = proposal.as_ref().map_or_else(String::new, |p| p.agent.clone());
+            if let Err(message) = limits::check_value("the receipt", receipt, limits::MAX_RECEIPT_BYTES) {
+                return Err(self.refuse(events, &who, About::Operation(holder), Refusal::TooLarge, message));
+            }
             if let Some(p) = &proposal {
                 let admitted = p.ran_as.is_some()
                     && matches!(p.status, Status::Sending | Status::Unknown | Status::Done | Status::Revoked);
@@ -132,6 +135,9 @@ impl Runtime {
         let table = self.table();
         self.transact(|tx, events| {
             let mut p = load(tx, id)?;
+            if let Err(message) = limits::check_value("the receipt", receipt, limits::MAX_RECEIPT_BYTES) {
+                return Err(self.refuse(events, by, About::Proposal(&p), Refusal::TooLarge, message));
+            }
             if !holds(&table, by, &table.authority.supervises) {
                 let message = format!("only a supervisor resolves proposal `{}`, not `{by}`", p.id);
                 return Err(self.refuse(events, by, About::Proposal(&p), Refusal::NotDecider, message));

@@ -150,7 +150,7 @@ impl Runtime {
         let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
         let (word, reason) = outcome_words(&outcome);
         e.outcome = word.into();
-        e.reason = reason;
+        e.reason = reason.map(|r| limits::cut(r, limits::MAX_REASON_BYTES));
         self.audit.record(&e);
         Ok(Ran { decision, runs_as, outcome })
     }

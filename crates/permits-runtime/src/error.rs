@@ -52,6 +52,9 @@ pub enum Refusal {
     /// A receipt that does not name the operation and amount, or a settlement of something not awaiting
     /// one (spec §6 "Settlement"): nothing changes.
     NotConclusive,
+    /// An input over one of the runtime's documented limits (spec §5a "Bounded input", [`crate::limits`]):
+    /// nothing is stored.
+    TooLarge,
     /// An execution under a claim token other than the one that consumed the grant (spec §5a "Idempotent
     /// execution"): nothing runs.
     Claimed,

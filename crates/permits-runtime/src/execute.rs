@@ -57,6 +57,9 @@ impl Runtime {
         let admitted = self.transact(|tx, events| {
             let mut p = load(tx, id)?;
             let agent = p.agent.clone();
+            if let Some(Err(message)) = claim.map(|c| limits::check_text("the claim token", c, limits::MAX_KEY_BYTES)) {
+                return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::TooLarge, message));
+            }
             if destination != p.destination.as_deref() {
                 let message = format!(
                     "the destination {} is not the approved one ({}): nothing runs",
@@ -219,11 +222,13 @@ impl Runtime {
             };
             // A proposal revoked while sending stays revoked (the other side may have acted); its receipt
             // is still kept.
+            // Spec §5a "Bounded input, durable output": what the host reported is stored within the limits
+            // (the settlement above was judged on the receipt itself), so the record always reads back.
             if p.status == Status::Sending {
                 p.status = status;
-                p.reason = reason;
+                p.reason = reason.map(|r| limits::cut(r, limits::MAX_REASON_BYTES));
             }
-            p.receipt = receipt;
+            p.receipt = receipt.map(limits::storable_receipt);
             tx.put_proposal(&p)?;
             events.push(self.proposal_event(EventKind::Execution, Some(&runs_as), &p));
             Ok(p)

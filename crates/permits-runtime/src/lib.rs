@@ -50,6 +50,7 @@ pub mod display;
 mod error;
 mod host;
 mod ledger;
+pub mod limits;
 mod records;
 #[cfg(feature = "sqlite")]
 mod sqlite;
@@ -401,6 +402,38 @@ impl Runtime {
 /// per proposal and stable across restarts, so the other side can recognise a repeat.
 pub fn operation_id(p: &Proposal) -> String {
     format!("{}:{}", p.operation_key, p.id)
+}
+
+/// Checks a proposal request against the documented limits ([`limits`]).
+pub(crate) fn check_request(request: &ProposalRequest) -> Result<(), String> {
+    limits::check_text("the operation key", &request.operation_key, limits::MAX_KEY_BYTES)?;
+    if let Some(d) = &request.destination {
+        limits::check_text("the destination", d, limits::MAX_KEY_BYTES)?;
+    }
+    limits::check_value("the arguments", &request.call.arguments, limits::MAX_ARGUMENTS_BYTES)?;
+    limits::check_text("why", &request.why, limits::MAX_WHY_BYTES)?;
+    if request.evidence.len() > limits::MAX_EVIDENCE_ITEMS {
+        return Err(format!(
+            "the evidence has {} items: at most {} are accepted",
+            request.evidence.len(),
+            limits::MAX_EVIDENCE_ITEMS
+        ));
+    }
+    let mut total = 0usize;
+    for (n, e) in request.evidence.iter().enumerate() {
+        total += limits::check_value(
+            &format!("evidence item {}'s arguments", n + 1),
+            &e.arguments,
+            limits::MAX_EVIDENCE_BYTES,
+        )?;
+        total +=
+            limits::check_value(&format!("evidence item {}'s answer", n + 1), &e.answer, limits::MAX_EVIDENCE_BYTES)?;
+        total += e.tool.len();
+    }
+    if total > limits::MAX_EVIDENCE_BYTES {
+        return Err(format!("the evidence is {total} bytes: at most {} are accepted", limits::MAX_EVIDENCE_BYTES));
+    }
+    Ok(())
 }
 
 pub(crate) fn load(tx: &mut dyn Transaction, id: &str) -> Result<Proposal, RuntimeError> {

@@ -121,6 +121,9 @@ impl Runtime {
         self.transact(|tx, events| {
             let mut p = load(tx, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
+            if let Err(message) = limits::check_text("the reason", reason, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, person, About::Proposal(&p), Refusal::TooLarge, message));
+            }
             if !display::has_visible(reason) {
                 let message = "a rejection needs a reason: the agent is told it".to_string();
                 return Err(self.refuse(events, person, About::Proposal(&p), Refusal::ReasonRequired, message));
@@ -186,6 +189,9 @@ impl Runtime {
             self.expire_if_due(tx, events, &mut p, now)?;
             if p.status == Status::Revoked {
                 return Ok(p);
+            }
+            if let Err(message) = limits::check_text("the reason", why, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, person, About::Proposal(&p), Refusal::TooLarge, message));
             }
             if !holds(&table, person, &table.authority.supervises) {
                 if let Err(message) = may_decide(&table, &p, person) {

@@ -17,6 +17,9 @@ impl Runtime {
         let call = &request.call;
         self.transact(|tx, events| {
             let decision = decide_with(&table, call, &[], 0);
+            if let Err(message) = check_request(request) {
+                return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::TooLarge, message));
+            }
             let (Some(tool), Some(entry_digest), Some(decider), true) =
                 (table.tools.get(&call.tool), decision.entry_digest.clone(), decision.decider.clone(), decision.level != Level::Never)
             else {

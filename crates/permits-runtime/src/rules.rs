@@ -32,6 +32,9 @@ impl Runtime {
             if rule.revoked.is_some() {
                 return Ok(rule);
             }
+            if let Err(message) = limits::check_text("the reason", why, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, by, About::Rule(&rule), Refusal::TooLarge, message));
+            }
             if !display::has_visible(why) {
                 return Err(self.refuse(
                     events,

@@ -168,6 +168,43 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         user_version(&conn)
     }
 
+    /// Every stored record that cannot be decoded, with why (spec §5a: one bad record affects only itself
+    /// and is reported): lists skip it, and a lookup of it by id is an error. Empty for a sound file.
+    ///
+    /// Errors: SQLite's, when the tables cannot be read at all.
+    pub fn unreadable_records(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Vec::new();
+        for (kind, table, key) in
+            [("proposal", "proposals", "id"), ("standing rule", "rules", "id"), ("task", "tasks", "key")]
+        {
+            let mut stmt = conn
+                .prepare(&format!("SELECT {key}, record FROM {table} ORDER BY rowid"))
+                .map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((row.get::<_, rusqlite::types::Value>(0)?, row.get::<_, rusqlite::types::Value>(1)?))
+                })
+                .map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+            for row in rows {
+                let (id, text) = row.map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+                let (rusqlite::types::Value::Text(id), rusqlite::types::Value::Text(text)) = (&id, &text) else {
+                    out.push(format!("a stored {kind} is corrupt: its columns are not text ({id:?})"));
+                    continue;
+                };
+                let decoded = match kind {
+                    "proposal" => decode::<Proposal>(kind, id, text).map(|_| ()),
+                    "standing rule" => decode::<StandingRule>(kind, id, text).map(|_| ()),
+                    _ => decode::<Task>(kind, id, text).map(|_| ()),
+                };
+                if let Err(e) = decoded {
+                    out.push(e.0);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn setup(conn: Connection) -> Result<SqliteStore, StoreError> {
         // The busy timeout comes first: switching to WAL and migrating may wait for another connection.
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql("set the busy timeout"))?;
@@ -319,6 +356,31 @@ impl SqliteTransaction<'_> {
         Ok(out)
     }
 
+    /// The records a list query returns that decode, in order: one record that does not decode affects
+    /// only itself (spec §5a "Bounded input, durable output"), and [`SqliteStore::unreadable_records`]
+    /// reports it.
+    fn readable_records<T: DeserializeOwned + HasId>(
+        &self,
+        kind: &str,
+        query: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut stmt =
+            self.conn.prepare_cached(query).map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+        let rows = stmt
+            .query_map(params, |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+            .map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+        let mut out = Vec::new();
+        for row in rows {
+            // A row whose columns are not text is as unreadable as a record that does not decode.
+            let Ok((id, text)) = row else { continue };
+            if let Ok(record) = decode(kind, &id, &text) {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
     /// The one record a query returns, if any.
     fn record<T: DeserializeOwned + HasId>(
         &self,
@@ -419,7 +481,7 @@ impl Transaction for SqliteTransaction<'_> {
         tool: &str,
         subject: &str,
     ) -> Result<Vec<Proposal>, StoreError> {
-        self.records(
+        self.readable_records(
             "proposal",
             "SELECT id, record FROM proposals WHERE operation_key = ?1 AND tool = ?2 AND subject = ?3 ORDER BY slot",
             [operation_key, tool, subject],
@@ -427,7 +489,7 @@ impl Transaction for SqliteTransaction<'_> {
     }
 
     fn proposals(&mut self) -> Result<Vec<Proposal>, StoreError> {
-        self.records("proposal", "SELECT id, record FROM proposals ORDER BY slot", [])
+        self.readable_records("proposal", "SELECT id, record FROM proposals ORDER BY slot", [])
     }
 
     fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError> {
@@ -456,7 +518,7 @@ impl Transaction for SqliteTransaction<'_> {
     }
 
     fn rules(&mut self) -> Result<Vec<StandingRule>, StoreError> {
-        self.records("standing rule", "SELECT id, record FROM rules ORDER BY slot", [])
+        self.readable_records("standing rule", "SELECT id, record FROM rules ORDER BY slot", [])
     }
 
     fn put_rule(&mut self, rule: &StandingRule) -> Result<(), StoreError> {
@@ -937,17 +999,23 @@ mod tests {
         let mut tx = store.begin().expect("begin");
         let err = tx.proposal("P-2").expect_err("corrupt");
         assert!(err.0.starts_with("the stored proposal `P-2` is corrupt: "), "{err}");
-        let err = tx.proposals().expect_err("corrupt");
-        assert!(err.0.starts_with("the stored proposal `P-2` is corrupt"), "{err}");
+        // One bad record affects only itself: the list has the others, and the store reports it.
+        let ids: Vec<String> = tx.proposals().expect("the others read").into_iter().map(|p| p.id).collect();
+        assert_eq!(ids, ["P-1"]);
         let err = tx.proposal("P-3").expect_err("a record under another id");
         assert_eq!(err.0, "the stored proposal `P-3` is corrupt: its record has the id `P-9`");
         assert!(tx.proposal("P-1").expect("the others still read").is_some());
-        let err = tx.rules().expect_err("corrupt");
-        assert!(err.0.contains("standing rule"), "{err}");
+        assert!(tx.rules().expect("the others read").is_empty());
         let err = tx.budget("Purchases").expect_err("corrupt");
         assert_eq!(err.0, "the spending of the budget `Purchases` is corrupt: it is -1");
         let err = tx.reservation("A-1").expect_err("corrupt");
         assert!(err.0.starts_with("cannot read the reservation of `A-1`"), "{err}");
+        drop(tx);
+        let unreadable = store.unreadable_records().expect("scan");
+        assert_eq!(unreadable.len(), 3, "{unreadable:?}");
+        assert!(unreadable[0].starts_with("the stored proposal `P-2` is corrupt"), "{unreadable:?}");
+        assert_eq!(unreadable[1], "the stored proposal `P-3` is corrupt: its record has the id `P-9`");
+        assert!(unreadable[2].starts_with("the stored standing rule `R-1` is corrupt"), "{unreadable:?}");
     }
 
     #[test]

@@ -512,3 +512,55 @@ fn hole_10_a_retry_with_the_same_claim_token_gets_the_claim_and_another_token_is
     assert_eq!((replay.ran, replay.proposal.receipt), (false, Some(json!({"price": 80}))));
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 4: bounded input, durable output.
+
+/// A JSON value `depth` levels deep: `[[…[1]…]]`.
+fn nested(depth: usize) -> Value {
+    let mut v = json!(1);
+    for _ in 1..depth {
+        v = json!([v]);
+    }
+    v
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn hole_4_one_deep_value_never_makes_the_store_unreadable() -> R {
+    use permits_runtime::{Evidence, SqliteStore, limits};
+    let dir = std::env::temp_dir().join(format!("permits-holes-deep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let rt = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&dir.join("ledger.db"))?);
+    let fine = rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "clear-1", "slow seller"))?;
+    // Evidence 126 levels deep is refused at the API, with the limit in the message; nothing is stored.
+    let deep =
+        ProposalRequest::new(markdown("vanilla", 20, "Sam"), "clear-2", "slow seller").with_evidence(vec![Evidence {
+            tool: "StockLevel".into(),
+            arguments: json!({"sku": "vanilla"}),
+            answer: nested(126),
+        }]);
+    let (refusal, message) = refusal_of(rt.propose(&deep))?;
+    assert_eq!(refusal, Refusal::TooLarge);
+    assert_eq!(
+        message,
+        format!("evidence item 1's answer is more than {0} levels deep: at most {0} are accepted", limits::MAX_DEPTH)
+    );
+    let long = ProposalRequest::new(markdown("vanilla", 20, "Sam"), "clear-3", "x".repeat(limits::MAX_WHY_BYTES + 1));
+    assert_eq!(refusal_of(rt.propose(&long))?.0, Refusal::TooLarge);
+    // Everyone's records still read.
+    assert_eq!(rt.proposals()?.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), [fine.id.as_str()]);
+    // A receipt 127 levels deep cannot be refused (the tool ran): it is stored as a note, and the stored
+    // receipt replays.
+    rt.approve(&fine.id, "Sam", &fine.fingerprint, ApproveMode::Once)?;
+    let ran = rt.execute(&fine.id, None, done(nested(127)))?;
+    assert_eq!(ran.proposal.status, Status::Done);
+    let note = ran.proposal.receipt.clone().ok_or("no receipt")?;
+    assert!(note["receipt_not_stored"]["why"].as_str().unwrap_or_default().contains("levels deep"), "{note}");
+    let replay = rt.execute(&fine.id, None, done(json!("not again")))?;
+    assert_eq!((replay.ran, replay.proposal.receipt), (false, Some(note)));
+    assert_eq!(rt.proposals()?.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
