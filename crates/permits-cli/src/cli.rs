@@ -1,4 +1,4 @@
-//! `permitc`, the command line (spec §7): `check`, `compile`, `explain`, `decide`.
+//! `permitc`, the command line (spec §7): `check`, `compile`, `explain`, `decide`, `audit verify`.
 //!
 //! Exit codes: 0 clean, 1 errors (or warnings with `--deny-warnings`), 2 usage or I/O. Human output goes
 //! to stderr as miette diagnostics (graphical with colour on a terminal; without colour when stderr is
@@ -125,6 +125,11 @@ enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// The audit chain (spec §5a): `permitc audit verify FILE` checks a store or a JSON-lines export.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Print the call graph, each node with its effect set, as Graphviz DOT (one `digraph` per package).
     Graph {
         /// The packages.
@@ -133,6 +138,20 @@ enum Command {
         /// Only what this agent is offered, and what it calls, with the level in each skill.
         #[arg(long)]
         agent: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum AuditCommand {
+    /// Verify an audit chain: every event in place, linked to the one before, unchanged since written.
+    /// Exit 0 when it verifies, 1 when it does not, 2 when the file cannot be read.
+    Verify {
+        /// An SQLite store (the runtime's ledger) or a JSON-lines export (`Runtime::export_audit`).
+        file: PathBuf,
+        /// The head the chain must end at, as `SEQ:HASH` (from `Runtime::audit_head`): a truncated chain
+        /// fails.
+        #[arg(long)]
+        head: Option<String>,
     },
 }
 
@@ -190,6 +209,7 @@ pub fn main() -> ExitCode {
             decide(&table, &agent, &skill, &tool, args.as_deref(), requester.as_deref(), format)
         }
         Command::Fmt { paths, check } => fmt(&paths, check),
+        Command::Audit { command: AuditCommand::Verify { file, head } } => audit_verify(&file, head.as_deref()),
         Command::Diff { old, new, format, fail_on_widen } => diff_cmd(&old, &new, format, fail_on_widen),
     };
     ExitCode::from(code)
@@ -591,6 +611,55 @@ fn decide(
         Format::Human => outln!("{}", d.summary()),
     }
     0
+}
+
+fn audit_verify(file: &Path, head: Option<&str>) -> u8 {
+    use crate::runtime::{AuditHead, SqliteStore, read_export, verify_chain};
+    let parsed = head.map(|h| h.split_once(':').and_then(|(seq, hash)| Some((seq.parse::<u64>().ok()?, hash))));
+    let expected = match parsed {
+        None => None,
+        Some(Some((seq, hash))) => Some(AuditHead { seq, hash: hash.to_string() }),
+        Some(None) => {
+            errln!("error: `--head` is `SEQ:HASH`, e.g. `12:3fa9…`");
+            return 2;
+        }
+    };
+    let bytes = match std::fs::read(file) {
+        Ok(b) => b,
+        Err(e) => {
+            errln!("error: cannot read `{}`: {e}", file.display());
+            return 2;
+        }
+    };
+    let chain = if bytes.starts_with(b"SQLite format 3\0") {
+        SqliteStore::read_audit_chain(file).map_err(|e| e.to_string())
+    } else {
+        match String::from_utf8(bytes) {
+            Ok(text) => read_export(&text).map_err(|e| e.to_string()),
+            Err(_) => Err("it is neither an SQLite store nor a JSON-lines export".to_string()),
+        }
+    };
+    let chain = match chain {
+        Ok(c) => c,
+        Err(e) => {
+            errln!("error: `{}`: {e}", file.display());
+            return 2;
+        }
+    };
+    match verify_chain(&chain, expected.as_ref()) {
+        Ok(Some(h)) => {
+            outln!("ok: `{}`: {} events, head {}:{}", file.display(), chain.len(), h.seq, h.hash);
+            0
+        }
+        Ok(None) => {
+            outln!("ok: `{}`: no events", file.display());
+            0
+        }
+        Err(e) => {
+            errln!("error: `{}`: {e}", file.display());
+            1
+        }
+    }
 }
 
 fn fmt(paths: &[PathBuf], check: bool) -> u8 {

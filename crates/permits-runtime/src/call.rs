@@ -116,6 +116,7 @@ impl Runtime {
             }
             let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
             e.outcome = "admitted".into();
+            e.authorized_by = Some(alone_authorization(&decision));
             events.push(e);
             Ok((decision, runs_as, holder))
         })?;
@@ -131,27 +132,44 @@ impl Runtime {
             destination: None,
             operation,
         });
-        if let Some((id, amount)) = &holder {
-            // Settle the alone spend: a conclusive accepted receipt spends, a failure releases, anything
-            // else keeps the reservation until [`Runtime::settle`].
-            self.transact(|tx, _| {
-                match &outcome {
+        // The outcome, and the settlement of an alone spend, are recorded in one transaction: a conclusive
+        // accepted receipt spends, a failure releases, anything else keeps the reservation until
+        // [`Runtime::settle`].
+        self.transact(|tx, events| {
+            if let Some((id, amount)) = &holder {
+                let settled = match &outcome {
                     RunOutcome::Done(receipt) => match conclusive(receipt, id, *amount) {
-                        Some(true) => ledger::settle_spent(tx, id)?,
-                        Some(false) => ledger::release(tx, id)?,
-                        None => {}
+                        Some(true) => Some(ledger::settle_spent(tx, id).map(|()| "spent")?),
+                        Some(false) => Some(ledger::release(tx, id).map(|()| "released")?),
+                        None => None,
                     },
-                    RunOutcome::Failed(_) => ledger::release(tx, id)?,
-                    RunOutcome::Unknown(_) => {}
+                    RunOutcome::Failed(_) => Some(ledger::release(tx, id).map(|()| "released")?),
+                    RunOutcome::Unknown(_) => None,
+                };
+                if let Some(word) = settled {
+                    let mut e = self.call_event(EventKind::Settlement, Some(&runs_as), call, &decision);
+                    e.outcome = word.into();
+                    e.proposal = Some(id.clone());
+                    e.reason = Some(format!("alone spend `{id}` of {amount}: {word}"));
+                    events.push(e);
                 }
-                Ok(())
-            })?;
-        }
-        let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
-        let (word, reason) = outcome_words(&outcome);
-        e.outcome = word.into();
-        e.reason = reason.map(|r| limits::cut(r, limits::MAX_REASON_BYTES));
-        self.audit.record(&e);
+            }
+            let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
+            let (word, reason) = outcome_words(&outcome);
+            e.outcome = word.into();
+            e.reason = reason.map(|r| limits::cut(r, limits::MAX_REASON_BYTES));
+            e.authorized_by = Some(alone_authorization(&decision));
+            events.push(e);
+            Ok(())
+        })?;
         Ok(Ran { decision, runs_as, outcome })
+    }
+}
+
+/// How an alone call was authorized: by a standing rule, or by the policy.
+fn alone_authorization(decision: &Decision) -> Authorization {
+    match &decision.standing_rule {
+        Some(rule) => Authorization::StandingRule(rule.clone()),
+        None => Authorization::PolicyAlone,
     }
 }

@@ -55,7 +55,7 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         let admitted = self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, "", id)?;
             let agent = p.agent.clone();
             if let Some(Err(message)) = claim.map(|c| limits::check_text("the claim token", c, limits::MAX_KEY_BYTES)) {
                 return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::TooLarge, message));
@@ -173,7 +173,9 @@ impl Runtime {
             p.ran_as = Some(runs_as.clone());
             p.claim = claim.map(str::to_string);
             tx.put_proposal(&p)?;
-            events.push(self.proposal_event(EventKind::Execution, Some(&runs_as), &p));
+            let mut e = self.proposal_event(EventKind::Execution, Some(&runs_as), &p);
+            e.authorized_by = grant_authorization(&p);
+            events.push(e);
             Ok(Some(p))
         })?;
         let Some(sending) = admitted else {
@@ -230,9 +232,21 @@ impl Runtime {
             }
             p.receipt = receipt.map(limits::storable_receipt);
             tx.put_proposal(&p)?;
-            events.push(self.proposal_event(EventKind::Execution, Some(&runs_as), &p));
+            let mut e = self.proposal_event(EventKind::Execution, Some(&runs_as), &p);
+            e.authorized_by = grant_authorization(&p);
+            events.push(e);
             Ok(p)
         })?;
         Ok(Execution { proposal, ran: true })
+    }
+}
+
+/// How a proposal's execution was authorized: the person who approved it, or an automatic grant.
+pub(crate) fn grant_authorization(p: &Proposal) -> Option<Authorization> {
+    let grant = p.grant.as_ref()?;
+    match (grant.basis, &grant.approver) {
+        (Basis::Operator, Some(person)) => Some(Authorization::Person(person.clone())),
+        (Basis::Automatic, _) => Some(Authorization::AutomaticGrant),
+        _ => None,
     }
 }

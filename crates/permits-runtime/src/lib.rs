@@ -76,7 +76,10 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde_json::Value;
 
-pub use audit::{AuditEvent, AuditSink, EventKind, JsonLinesSink, MemorySink, NullSink};
+pub use audit::{
+    AuditEvent, AuditHead, AuditSink, Authorization, ChainError, ChainedEvent, EventKind, GENESIS, JsonLinesSink,
+    MemorySink, NullSink, read_export, verify_chain,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, FINGERPRINT_FORMAT, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
@@ -335,16 +338,30 @@ impl Runtime {
         self.table.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
-    /// Swaps in another table (a recompiled policy, already verified by [`Table::load`]). Waiting and
-    /// granted proposals are re-decided on it when they are approved or executed: a changed entry makes
-    /// them `stale`, a `never` makes them final.
-    pub fn replace_table(&self, table: Table) {
+    /// Swaps in another table (a recompiled policy, already verified by [`Table::load`]), recording the
+    /// install, with both digests, in the store's audit chain. Waiting and granted proposals are re-decided
+    /// on it when they are approved or executed: a changed entry makes them `stale`, a `never` makes them
+    /// final.
+    ///
+    /// Errors: [`RuntimeError::Store`] (the table is not swapped).
+    pub fn replace_table(&self, table: Table) -> Result<(), RuntimeError> {
+        let old = self.table().header.table_digest.clone();
+        let new = table.header.table_digest.clone();
+        self.transact(|_, events| {
+            let mut e = self.operation_event(EventKind::TableInstalled, "", &new);
+            e.outcome = "installed".into();
+            e.reason = Some(format!("table `{new}` replaces `{old}`"));
+            events.push(e);
+            Ok(())
+        })?;
         *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+        Ok(())
     }
 
     /// Runs `f` in one store transaction and commits it, also when `f` returns a refusal (a refusal may
     /// record a final status, and writes nothing it should not); a store error rolls everything back.
-    /// Audit events are delivered after the commit.
+    /// The events `f` pushes are appended to the store's audit chain in the same transaction, and handed
+    /// to the sink after the commit.
     pub(crate) fn transact<R>(
         &self,
         f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<R, RuntimeError>,
@@ -354,6 +371,13 @@ impl Runtime {
         let result = f(tx.as_mut(), &mut events);
         if let Err(RuntimeError::Store(_)) = &result {
             return result;
+        }
+        // Spec §5a: every event joins the store's one chain in the transaction of the change it records.
+        let mut head = tx.audit_head()?;
+        for event in &events {
+            let chained = ChainedEvent::after(head.as_ref(), event.clone());
+            tx.append_audit(&chained)?;
+            head = Some(chained.head());
         }
         tx.commit()?;
         for event in &events {

@@ -25,7 +25,7 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             self.check_status(events, person, &p, "approved", &[Status::Waiting, Status::Granted])?;
             if let Err(message) = may_decide(&table, &p, person) {
@@ -119,7 +119,7 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             if let Err(message) = limits::check_text("the reason", reason, limits::MAX_REASON_BYTES) {
                 return Err(self.refuse(events, person, About::Proposal(&p), Refusal::TooLarge, message));
@@ -149,7 +149,7 @@ impl Runtime {
     pub fn withdraw(&self, id: &str, by: Principal<'_>) -> Result<Proposal, RuntimeError> {
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, by.name(), id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             let allowed = match by {
                 Principal::Agent(a) => a == p.agent,
@@ -185,7 +185,7 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             if p.status == Status::Revoked {
                 return Ok(p);

@@ -27,6 +27,8 @@ impl Runtime {
         let now = self.clock.now();
         self.transact(|tx, events| {
             let Some(mut rule) = tx.rules()?.into_iter().find(|r| r.id == id) else {
+                let message = format!("there is no standing rule `{id}`");
+                self.refuse(events, by, About::Operation(id), Refusal::Rule, message);
                 return Err(RuntimeError::UnknownRule(id.to_string()));
             };
             if rule.revoked.is_some() {

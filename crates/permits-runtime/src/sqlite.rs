@@ -34,6 +34,12 @@
 //! CREATE INDEX reservations_by_budget ON reservations (budget);
 //! -- version 3:
 //! CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);  -- the Task bound to an operation key
+//! CREATE TABLE audit (                     -- the one audit chain of the store (spec §5a)
+//!     seq INTEGER PRIMARY KEY,             -- 1, 2, …: written in the transaction of the change it records
+//!     prev TEXT NOT NULL,                  -- the hash of the event before (64 zeros for the first)
+//!     hash TEXT NOT NULL,                  -- SHA-256 of canonical {seq, prev, event}
+//!     event TEXT NOT NULL                  -- the AuditEvent, as JSON
+//! );
 //! ```
 //!
 //! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
@@ -46,7 +52,7 @@
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
 //! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
-//! - **3**: the current schema: the `tasks` table (spec §5a "Tasks"). Proposal records gain
+//! - **3**: the current schema: the `tasks` table (spec §5a "Tasks") and the `audit` chain (§5a "Audit"). Proposal records gain
 //!   `fingerprint_format` and `instruction_version`; a record without them reads as format 1, which is
 //!   `stale` when it is decided or executed (fingerprint format 2), and standing rules gain `scope` and
 //!   `expires_at`, read as any arguments and no expiry when absent. Migration 2 → 3 only adds the table:
@@ -74,6 +80,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, Task};
 use super::store::{Store, Transaction};
@@ -82,6 +89,7 @@ use super::store::{Store, Transaction};
 /// this; migration 2 → 3 runs this alone).
 const SCHEMA_V3_ADDS: &str = "
 CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE audit (seq INTEGER PRIMARY KEY, prev TEXT NOT NULL, hash TEXT NOT NULL, event TEXT NOT NULL);
 ";
 
 /// How long a `begin` (or an open that must migrate) waits for another connection's write transaction.
@@ -166,6 +174,28 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
     pub fn schema_version(&self) -> Result<u32, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         user_version(&conn)
+    }
+
+    /// The audit chain of the database at `path`, read without changing the file (opened read-only, not
+    /// migrated): what `permitc audit verify` checks.
+    ///
+    /// Errors: the file cannot be opened read-only or is not a database; its schema version is before 3
+    /// (it has no chain); an event does not decode.
+    pub fn read_audit_chain(path: &Path) -> Result<Vec<ChainedEvent>, StoreError> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| StoreError(format!("cannot open the database `{}`: {e}", path.display())))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sql("set the busy timeout"))?;
+        let version = user_version(&conn)?;
+        if version < 3 {
+            return Err(StoreError(format!(
+                "the database is at schema version {version}: it has no audit chain (version 3 and later do)"
+            )));
+        }
+        check_known(version)?;
+        let conn = Mutex::new(conn);
+        let guard = conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tx = SqliteTransaction { conn: guard, committed: true };
+        tx.audit_events()
     }
 
     /// Every stored record that cannot be decoded, with why (spec §5a: one bad record affects only itself
@@ -608,6 +638,53 @@ impl Transaction for SqliteTransaction<'_> {
             .and_then(|mut stmt| stmt.query_row([budget], |row| row.get(0)))
             .map_err(|e| StoreError(format!("cannot sum the reservations of the budget `{budget}`: {e}")))?;
         from_sql(total, || format!("the sum of the reservations of the budget `{budget}`"))
+    }
+
+    fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
+        let row: Option<(i64, String)> = self
+            .conn
+            .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")
+            .and_then(|mut stmt| stmt.query_row([], |row| Ok((row.get(0)?, row.get(1)?))).optional())
+            .map_err(sql("read the head of the audit chain"))?;
+        let Some((seq, hash)) = row else { return Ok(None) };
+        Ok(Some(AuditHead { seq: from_sql(seq, || "the head of the audit chain".to_string())?, hash }))
+    }
+
+    fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
+        let seq = to_sql(event.seq, || "the place of an audit event".to_string())?;
+        let text = serde_json::to_string(&event.event)
+            .map_err(|e| StoreError(format!("cannot encode audit event {}: {e}", event.seq)))?;
+        self.conn
+            .prepare_cached("INSERT INTO audit (seq, prev, hash, event) VALUES (?1, ?2, ?3, ?4)")
+            .and_then(|mut stmt| stmt.execute(params![seq, event.prev, event.hash, text]))
+            .map_err(|e| StoreError(format!("cannot store audit event {}: {e}", event.seq)))?;
+        Ok(())
+    }
+
+    fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT seq, prev, hash, event FROM audit ORDER BY seq")
+            .map_err(sql("read the audit chain"))?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(sql("read the audit chain"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, prev, hash, text) = row.map_err(sql("read the audit chain"))?;
+            let seq = from_sql(seq, || "the place of an audit event".to_string())?;
+            let event = serde_json::from_str(&text)
+                .map_err(|e| StoreError(format!("the stored audit event {seq} is corrupt: {e}")))?;
+            out.push(ChainedEvent { seq, prev, hash, event });
+        }
+        Ok(out)
     }
 
     fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, Task};
 
@@ -62,6 +63,12 @@ pub trait Transaction {
     fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError>;
     /// The sum of a budget's reservations, in its minor unit.
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError>;
+    /// The head of the store's audit chain (its last event), if it has any (spec §5a).
+    fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError>;
+    /// Appends an event to the audit chain; its `seq` follows the head's.
+    fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError>;
+    /// Every event of the audit chain, oldest first.
+    fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError>;
     /// The task bound to an operation key, if any (spec §5a "Tasks").
     fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError>;
     /// Inserts or replaces a task (by key).
@@ -96,6 +103,7 @@ struct MemoryState {
     budgets: BTreeMap<String, BudgetRecord>,
     reservations: BTreeMap<String, Reservation>,
     tasks: BTreeMap<String, Task>,
+    audit: Vec<ChainedEvent>,
 }
 
 impl Store for MemoryStore {
@@ -236,6 +244,19 @@ impl Transaction for MemoryTransaction<'_> {
             .values()
             .filter(|r| r.budget == budget)
             .fold(0u64, |sum, r| sum.saturating_add(r.amount)))
+    }
+
+    fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
+        Ok(self.guard.audit.last().map(ChainedEvent::head))
+    }
+
+    fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
+        self.write().audit.push(event.clone());
+        Ok(())
+    }
+
+    fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError> {
+        Ok(self.guard.audit.clone())
     }
 
     fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {

@@ -543,7 +543,7 @@ fn a_rule_stops_applying_when_the_tool_changes() -> R {
         t.definition_digest = sha256_hex(b"a new body");
     }
     table.seal();
-    w.rt.replace_table(table);
+    w.rt.replace_table(table)?;
     let d = w.rt.decide(&set_price(45, "Mia", "EstimateRepair"))?;
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
     Ok(())
@@ -623,7 +623,7 @@ fn a_changed_entry_makes_a_waiting_proposal_stale_and_a_never_fails_it() -> R {
         e.entry_digest = sha256_hex(b"the skill's lists changed");
     }
     table.seal();
-    w.rt.replace_table(table);
+    w.rt.replace_table(table)?;
     let err = w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     // A table in which the same entry is now reserved (never) with the same digest: refused, final.
@@ -634,7 +634,7 @@ fn a_changed_entry_makes_a_waiting_proposal_stale_and_a_never_fails_it() -> R {
         e.reserved = true;
     }
     table.seal();
-    w.rt.replace_table(table);
+    w.rt.replace_table(table)?;
     let err = w.rt.approve(&q.id, "Noor", &q.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
     assert_eq!(err.refusal(), Some(Refusal::NowNever));
     assert_eq!(w.rt.proposal(&q.id)?.status, Status::Failed);
@@ -822,7 +822,7 @@ fn with_subject(mut table: Table) -> Table {
 #[test]
 fn a_new_proposal_for_the_same_subject_supersedes_the_waiting_one() -> R {
     let w = world();
-    w.rt.replace_table(with_subject(workshop()));
+    w.rt.replace_table(with_subject(workshop()))?;
     let first = propose(&w, 45, "Noor", "job-1")?;
     w.rt.approve(&first.id, "Noor", &first.fingerprint, ApproveMode::Once)?;
     let second = propose(&w, 50, "Noor", "job-1")?;
@@ -902,6 +902,7 @@ fn a_failing_sink_counts_its_failures() {
         rule: None,
         outcome: String::new(),
         reason: None,
+        authorized_by: None,
     });
     assert_eq!(direct.failures(), 1);
 }
@@ -934,7 +935,7 @@ fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
     }
     table.seal();
     let w = world();
-    w.rt.replace_table(table);
+    w.rt.replace_table(table)?;
     let p = w.rt.propose(&ProposalRequest::new(set_price(38, "Mia", "PriceFleetRepair"), "fleet-1", "fleet rate"))?;
     // Spec §5: a queue's members decide, minus the person the work is for.
     assert_eq!(p.decider.persons, ["Ola"]);

@@ -99,3 +99,48 @@ mod coding_agent {
         Ok(())
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 5: `permitc audit verify` checks a store and an export.
+
+#[test]
+fn hole_5_permitc_audit_verify_checks_a_store_and_its_export() -> R {
+    use permits::runtime::{AdmitAll, ApproveMode, Call, ProposalRequest, RunOutcome, Runtime, SqliteStore};
+    use permits::table::Table;
+    use serde_json::json;
+    let dir = std::env::temp_dir().join(format!("permits-audit-verify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("ledger.db");
+    let table = Table::load_path(&fixtures().join("holes.table.json"))?;
+    let rt = Runtime::new(table, AdmitAll).with_store(SqliteStore::open(&db)?);
+    let call = Call::new("Clerkbot", "ClearStock", "MarkDown").with_arguments(json!({"sku": "mint", "percent": 20}));
+    let p = rt.propose(&ProposalRequest::new(call.for_person("Sam"), "clear-1", "slow seller"))?;
+    rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Done(json!("ok")))?;
+    let head = rt.audit_head()?.ok_or("no head")?;
+    let export = dir.join("audit.jsonl");
+    let mut out = Vec::new();
+    rt.export_audit(&mut out)?;
+    std::fs::write(&export, &out)?;
+    let head_arg = format!("{}:{}", head.seq, head.hash);
+    for file in [&db, &export] {
+        let (code, stdout, stderr) = permitc(&["audit", "verify", &file.to_string_lossy(), "--head", &head_arg])?;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.starts_with("ok: "), "{stdout}");
+        assert!(stdout.contains(&format!("{} events, head {head_arg}", head.seq)), "{stdout}");
+    }
+    // An edited export, and a truncated one checked against the head, fail.
+    let text = String::from_utf8(out)?;
+    std::fs::write(&export, text.replacen("\"Sam\"", "\"Max\"", 1))?;
+    let (code, _, stderr) = permitc(&["audit", "verify", &export.to_string_lossy()])?;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("was changed after it was written"), "{stderr}");
+    let first_lines: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&export, first_lines)?;
+    let (code, _, stderr) = permitc(&["audit", "verify", &export.to_string_lossy(), "--head", &head_arg])?;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("not at the expected head"), "{stderr}");
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

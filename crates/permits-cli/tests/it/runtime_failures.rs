@@ -153,7 +153,7 @@ fn kind_3_nothing_makes_a_never_tool_run() -> R {
         "agents.permits",
         "never [ScrapRepair]",
         "never [ScrapRepair, SetPrice]",
-    )?);
+    )?)?;
     let err = rt.execute(&p.id, None, |c| host.run(c)).err().ok_or("it ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Never);
@@ -215,7 +215,7 @@ fn kind_6_any_edit_gives_a_new_fingerprint() -> R {
         "agents.permits",
         "tools [PartsFor, NoteRepair, SetPrice, ScrapRepair]",
         "tools [PartsFor, NoteRepair, SetPrice, ScrapRepair]\n    may { propose_every_time [SetPrice] }",
-    )?);
+    )?)?;
     let err =
         rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
@@ -262,7 +262,7 @@ fn kind_9_everything_is_rechecked_at_execution() -> R {
     assert_eq!(rt.execute(&p.id, None, |c| host.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::Stale));
     let q = propose(&rt, 45, "Noor", "k2")?;
     rt.approve(&q.id, "Noor", &q.fingerprint, ApproveMode::Once)?;
-    rt.replace_table(edited("recheck", "agents.permits", "never [ScrapRepair]", "never [ScrapRepair, SetPrice]")?);
+    rt.replace_table(edited("recheck", "agents.permits", "never [ScrapRepair]", "never [ScrapRepair, SetPrice]")?)?;
     assert_eq!(rt.execute(&q.id, None, |c| host.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::Stale));
     assert_eq!(host.runs(), 0);
     Ok(())
@@ -287,7 +287,7 @@ fn kind_10_a_standing_rule_follows_the_tools_content_not_its_name() -> R {
         "tools.permits",
         "    write Repair.price\n",
         "    write Repair.price\n    write Repair.note\n",
-    )?);
+    )?)?;
     let d = rt.decide(&set_price(45, "Noor"))?;
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
     let handled = rt.call(&ProposalRequest::new(set_price(45, "Noor"), "k", "price"), |c| host.run(c))?;

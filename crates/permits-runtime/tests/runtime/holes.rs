@@ -123,7 +123,7 @@ fn hole_2_a_granted_spend_that_turns_stale_or_failed_releases_its_reservation() 
         {
             e.entry_digest = "0".repeat(64);
         }
-    }));
+    }))?;
     let (refusal, _) = refusal_of(w.rt.execute(&p.id, None, done(json!("sent"))))?;
     assert_eq!(refusal, Refusal::Stale);
     assert_eq!(w.rt.proposal(&p.id)?.status, Status::Stale);
@@ -138,7 +138,7 @@ fn hole_2_a_granted_spend_that_turns_stale_or_failed_releases_its_reservation() 
         {
             e.reserved = true;
         }
-    }));
+    }))?;
     let (refusal, _) = refusal_of(w.rt.execute(&p.id, None, done(json!("sent"))))?;
     assert_eq!(refusal, Refusal::NowNever);
     assert_eq!((w.rt.proposal(&p.id)?.status, supplies(&w)?), (Status::Failed, (0, 0)));
@@ -349,7 +349,7 @@ fn hole_6_a_grant_does_not_outlive_its_approvers_authority() -> R {
     let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
     w.rt.approve(&p.id, "Ida", &p.fingerprint, ApproveMode::Once)?;
     // Ida is no longer a buyer: her yes no longer authorizes anything.
-    w.rt.replace_table(without_roles("Ida"));
+    w.rt.replace_table(without_roles("Ida"))?;
     let mut ran = false;
     let (refusal, message) = refusal_of(w.rt.execute(&p.id, None, |_| {
         ran = true;
@@ -373,7 +373,7 @@ fn hole_6_a_standing_rule_applies_only_while_its_maker_may_make_it() -> R {
     let rule = w.rt.allow_alone(&rule_for_sam())?;
     assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.standing_rule.as_deref(), Some(rule.id.as_str()));
     // Lucy no longer supervises: the rule she made for Sam stops applying.
-    w.rt.replace_table(without_roles("Lucy"));
+    w.rt.replace_table(without_roles("Lucy"))?;
     let d = w.rt.decide(&markdown("mint", 20, "Sam"))?;
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
     Ok(())
@@ -562,5 +562,90 @@ fn hole_4_one_deep_value_never_makes_the_store_unreadable() -> R {
     assert_eq!((replay.ran, replay.proposal.receipt), (false, Some(note)));
     assert_eq!(rt.proposals()?.len(), 1);
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 5: the audit is complete, atomic and tamper-evident.
+
+#[test]
+fn hole_5_every_operation_is_one_event_in_the_stores_chain_saying_how_it_was_authorized() -> R {
+    use permits_runtime::{Authorization, ChainError, read_export, verify_chain};
+    let w = world();
+    // Operations the audit used to miss: a refused and a successful `raise_ceiling`, an inconclusive
+    // `settle`, `approve` and `revoke_rule` of unknown ids, an alone spend's settlement, `replace_table`.
+    assert_eq!(refusal_of(w.rt.raise_ceiling("Supplies", "Max"))?.0, Refusal::NotDecider);
+    w.rt.raise_ceiling("Supplies", "Lucy")?;
+    assert!(w.rt.approve("P-404", "Lucy", "f", ApproveMode::Once).is_err());
+    assert!(w.rt.revoke_rule("R-404", "Lucy", "gone").is_err());
+    let rule = w.rt.allow_alone(&NewRule {
+        agent: "Clerkbot".into(),
+        tool: "PlaceOrder".into(),
+        skill: Some("Reorder".into()),
+        work_for: WorkFor::Person("Sam".into()),
+        by: "Lucy".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
+    })?;
+    let ran = w.rt.run_alone(&order("mint", 300, "Sam"), |ctx| RunOutcome::Done(accepted(ctx.operation, 300)))?;
+    assert_eq!(ran.decision.standing_rule.as_deref(), Some(rule.id.as_str()));
+    assert_eq!(supplies(&w)?, (0, 300));
+    let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
+    w.rt.approve(&p.id, "Ida", &p.fingerprint, ApproveMode::Once)?;
+    w.rt.execute(&p.id, None, |_| RunOutcome::Unknown("timeout".into()))?;
+    assert_eq!(refusal_of(w.rt.settle(&p.id, &json!({"ok": true})))?.0, Refusal::NotConclusive);
+    w.rt.replace_table(edited(|t| t.package.grant_lifetime_seconds = 3600))?;
+
+    let chain = w.rt.audit_chain()?;
+    let kinds: Vec<EventKind> = chain.iter().map(|c| c.event.kind).collect();
+    use EventKind as K;
+    assert_eq!(
+        kinds,
+        [
+            K::Refusal,
+            K::Ceiling,
+            K::Refusal,
+            K::Refusal,
+            K::RuleCreated,
+            K::Execution,
+            K::Settlement,
+            K::Execution,
+            K::Task,
+            K::Proposal,
+            K::Grant,
+            K::Execution,
+            K::Execution,
+            K::Refusal,
+            K::TableInstalled
+        ]
+    );
+    // The store's chain is what the sink saw, in order.
+    assert_eq!(chain.iter().map(|c| c.event.clone()).collect::<Vec<_>>(), w.audit.events());
+    // Each execution says how it was authorized.
+    let how: Vec<Option<Authorization>> =
+        chain.iter().filter(|c| c.event.kind == K::Execution).map(|c| c.event.authorized_by.clone()).collect();
+    assert_eq!(
+        how,
+        [
+            Some(Authorization::StandingRule(rule.id.clone())),
+            Some(Authorization::StandingRule(rule.id.clone())),
+            Some(Authorization::Person("Ida".into())),
+            Some(Authorization::Person("Ida".into())),
+        ]
+    );
+    // The chain verifies, up to its readable head; an export is the same chain.
+    let head = w.rt.audit_head()?.ok_or("no head")?;
+    assert_eq!(verify_chain(&chain, Some(&head))?, Some(head.clone()));
+    let mut export = Vec::new();
+    assert_eq!(w.rt.export_audit(&mut export)?, chain.len() as u64);
+    let text = String::from_utf8(export)?;
+    assert_eq!(read_export(&text)?, chain);
+    // Editing one event, dropping one, or cutting the end shows.
+    let edited_text = text.replacen("\"Ida\"", "\"Max\"", 1);
+    assert!(matches!(verify_chain(&read_export(&edited_text)?, None), Err(ChainError::Tampered { .. })));
+    let mut dropped = chain.clone();
+    dropped.remove(3);
+    assert!(matches!(verify_chain(&dropped, None), Err(ChainError::Order { expected: 4, found: 5 })));
+    assert!(matches!(verify_chain(&chain[..10], Some(&head)), Err(ChainError::Head { .. })));
     Ok(())
 }
