@@ -1,4 +1,5 @@
-//! `permitc`, the command line (spec §7): `check`, `compile`, `explain`, `decide`, `audit verify`.
+//! `permitc`, the command line (spec §7): `check`, `compile` (optionally signed), `keygen`, `explain`, `decide`
+//! (optionally trusting signing keys), `audit verify`.
 //!
 //! Exit codes: 0 clean, 1 errors (or warnings with `--deny-warnings`), 2 usage or I/O. Human output goes
 //! to stderr as miette diagnostics (graphical with colour on a terminal; without colour when stderr is
@@ -51,6 +52,19 @@ enum Command {
         /// Fail (exit 1, no table written) on warnings too.
         #[arg(long)]
         deny_warnings: bool,
+        /// Sign the table with this secret key file (`permitc keygen`): writes `OUTPUT.sig` beside it; the
+        /// table's bytes are unchanged. Needs `--serial`.
+        #[arg(long, requires = "serial")]
+        sign: Option<PathBuf>,
+        /// The signature's serial: a positive integer that grows with each release (a CI build number).
+        #[arg(long, requires = "sign")]
+        serial: Option<u64>,
+    },
+    /// Make an Ed25519 key pair for signing tables: the secret key in FILE, the public key in FILE.pub.
+    Keygen {
+        /// Where to write the secret key (it must not exist); the public key goes to `FILE.pub`.
+        #[arg(short, long)]
+        output: PathBuf,
     },
     /// Explain the decision for one (agent, skill, tool): level, route, every reason, witness paths.
     Explain {
@@ -112,6 +126,10 @@ enum Command {
         /// The person the work is for (default: nobody, so the agent's sponsor).
         #[arg(long)]
         requester: Option<String>,
+        /// Trust this public key (64 hex digits, or a `.pub` file from `permitc keygen`); repeatable. The
+        /// table must then be signed by one of them (`TABLE.sig`), or nothing is decided (exit 2).
+        #[arg(long)]
+        trust: Vec<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Json)]
         format: Format,
@@ -201,12 +219,23 @@ pub fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Check { paths, format, deny_warnings } => check(&paths, format, deny_warnings),
-        Command::Compile { path, output, format, deny_warnings } => compile_cmd(&path, &output, format, deny_warnings),
+        Command::Compile { path, output, format, deny_warnings, sign, serial } => {
+            let signing = sign.as_deref().zip(serial);
+            compile_cmd(&path, &output, format, deny_warnings, signing)
+        }
+        Command::Keygen { output } => keygen(&output),
         Command::Explain { agent, skill, tool, path, format } => explain(&path, &agent, &skill, &tool, format),
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
-        Command::Decide { table, agent, skill, tool, args, requester, format } => {
-            decide(&table, &agent, &skill, &tool, args.as_deref(), requester.as_deref(), format)
+        Command::Decide { table, agent, skill, tool, args, requester, trust, format } => {
+            let call = TripleCall {
+                agent: &agent,
+                skill: &skill,
+                tool: &tool,
+                args: args.as_deref(),
+                requester: requester.as_deref(),
+            };
+            decide(&table, &call, &trust, format)
         }
         Command::Fmt { paths, check } => fmt(&paths, check),
         Command::Audit { command: AuditCommand::Verify { file, head } } => audit_verify(&file, head.as_deref()),
@@ -435,7 +464,7 @@ fn sarif_log(results: Vec<serde_json::Value>, failures: Vec<serde_json::Value>) 
     })
 }
 
-fn compile_cmd(path: &Path, output: &Path, format: Format, deny_warnings: bool) -> u8 {
+fn compile_cmd(path: &Path, output: &Path, format: Format, deny_warnings: bool, signing: Option<(&Path, u64)>) -> u8 {
     let out = match compile::compile_package(path) {
         Ok(out) => out,
         Err(e) => return io_error(&e, format),
@@ -462,19 +491,107 @@ fn compile_cmd(path: &Path, output: &Path, format: Format, deny_warnings: bool) 
         }
     };
     let bytes = table.to_pretty_json();
+    let signature = match signing {
+        None => None,
+        Some((key_file, serial)) => {
+            if output == Path::new("-") {
+                errln!("error: `--sign` writes `OUTPUT.sig` beside the table: give `-o FILE`, not `-`");
+                return 2;
+            }
+            let secret = match std::fs::read_to_string(key_file) {
+                Ok(s) => s,
+                Err(e) => {
+                    errln!("error: cannot read the secret key `{}`: {e}", key_file.display());
+                    return 2;
+                }
+            };
+            match crate::runtime::signing::sign(&table.header.table_digest, serial, &secret) {
+                Ok(sig) => Some(sig),
+                Err(e) => {
+                    errln!("error: `{}`: {e}", key_file.display());
+                    return 2;
+                }
+            }
+        }
+    };
     if output == Path::new("-") {
         out!("{bytes}");
         return 0;
     }
-    match write_atomically(output, bytes.as_bytes()) {
+    if let Err(e) = write_atomically(output, bytes.as_bytes()) {
+        errln!("error: cannot write `{}`: {e}", output.display());
+        return 2;
+    }
+    if format == Format::Human {
+        errln!("wrote `{}` (table digest {})", output.display(), &table.header.table_digest);
+    }
+    if let Some(sig) = signature {
+        let sig_path = signature_path(output);
+        let text = serde_json::to_string_pretty(&sig).unwrap_or_default() + "\n";
+        if let Err(e) = write_atomically(&sig_path, text.as_bytes()) {
+            errln!("error: cannot write `{}`: {e}", sig_path.display());
+            return 2;
+        }
+        if format == Format::Human {
+            errln!("wrote `{}` (serial {}, key {})", sig_path.display(), sig.serial, sig.key);
+        }
+    }
+    0
+}
+
+/// Where a table's signature lives: `table.json` → `table.json.sig`.
+fn signature_path(table: &Path) -> PathBuf {
+    let mut name = table.as_os_str().to_owned();
+    name.push(crate::runtime::signing::SIGNATURE_SUFFIX);
+    PathBuf::from(name)
+}
+
+fn keygen(output: &Path) -> u8 {
+    let public = {
+        let mut name = output.as_os_str().to_owned();
+        name.push(".pub");
+        PathBuf::from(name)
+    };
+    if output.exists() {
+        errln!("error: `{}` exists: a key is never overwritten", output.display());
+        return 2;
+    }
+    let mut seed = [0u8; 32];
+    if let Err(e) = getrandom::fill(&mut seed) {
+        errln!("error: no randomness for a key: {e}");
+        return 2;
+    }
+    let secret = crate::table::hex(&seed);
+    let Ok(key) = crate::runtime::signing::public_key_of(&secret) else {
+        errln!("error: cannot derive the public key");
+        return 2;
+    };
+    let written = (|| {
+        use std::io::Write as _;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(0o600);
+        }
+        let mut f = options.open(output)?;
+        f.write_all(format!("{secret}\n").as_bytes())?;
+        f.sync_all()?;
+        std::fs::write(&public, format!("{key}\n"))
+    })();
+    match written {
         Ok(()) => {
-            if format == Format::Human {
-                errln!("wrote `{}` (table digest {})", output.display(), &table.header.table_digest);
-            }
+            errln!(
+                "wrote `{}` (secret key: keep it out of the agent's reach) and `{}`",
+                output.display(),
+                public.display()
+            );
+            outln!("{key}");
             0
         }
         Err(e) => {
-            errln!("error: cannot write `{}`: {e}", output.display());
+            errln!("error: cannot write the key: {e}");
             2
         }
     }
@@ -577,25 +694,32 @@ fn diff_cmd(old: &Path, new: &Path, format: Format, fail_on_widen: bool) -> u8 {
     if fail_on_widen && widening { 1 } else { 0 }
 }
 
-fn decide(
-    table: &Path,
-    agent: &str,
-    skill: &str,
-    tool: &str,
-    args: Option<&str>,
-    requester: Option<&str>,
-    format: Format,
-) -> u8 {
-    let table = match crate::table::Table::load_path(table) {
+/// The call `permitc decide` decides.
+struct TripleCall<'a> {
+    agent: &'a str,
+    skill: &'a str,
+    tool: &'a str,
+    args: Option<&'a str>,
+    requester: Option<&'a str>,
+}
+
+fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[String], format: Format) -> u8 {
+    let table = match crate::table::Table::load_path(table_path) {
         Ok(t) => t,
         Err(e) => {
             errln!("error: {e}");
             return 2;
         }
     };
+    if !trust.is_empty() {
+        if let Err(e) = check_signature(table_path, &table, trust) {
+            errln!("error: `{}`: {e}", table_path.display());
+            return 2;
+        }
+    }
     // Arguments that are not JSON are a usage error; JSON that does not fit the tool's parameters is a
     // decision (`never`, with the reason).
-    let arguments = match args.map(serde_json::from_str::<serde_json::Value>) {
+    let arguments = match c.args.map(serde_json::from_str::<serde_json::Value>) {
         None => serde_json::Value::Object(serde_json::Map::new()),
         Some(Ok(value)) => value,
         Some(Err(e)) => {
@@ -603,14 +727,38 @@ fn decide(
             return 2;
         }
     };
-    let mut call = crate::runtime::Call::new(agent, skill, tool).with_arguments(arguments);
-    call.requester = requester.map(str::to_string);
+    let mut call = crate::runtime::Call::new(c.agent, c.skill, c.tool).with_arguments(arguments);
+    call.requester = c.requester.map(str::to_string);
     let d = crate::runtime::decide_table(&table, &call);
     match format {
         Format::Json => outln!("{}", d.to_json()),
         Format::Human => outln!("{}", d.summary()),
     }
     0
+}
+
+/// Checks `TABLE.sig` against the trusted keys (each 64 hex digits, or a file holding them).
+fn check_signature(table_path: &Path, table: &crate::table::Table, trust: &[String]) -> Result<(), String> {
+    let mut keys = Vec::new();
+    for t in trust {
+        let path = Path::new(t);
+        if path.is_file() {
+            keys.push(std::fs::read_to_string(path).map_err(|e| format!("cannot read the key `{t}`: {e}"))?);
+        } else {
+            keys.push(t.clone());
+        }
+    }
+    let trusted = crate::runtime::TrustedKeys::from_hex(keys.iter().map(String::as_str))?;
+    let sig_path = signature_path(table_path);
+    let signature = match std::fs::read_to_string(&sig_path) {
+        Ok(text) => Some(
+            serde_json::from_str::<crate::runtime::TableSignature>(&text)
+                .map_err(|e| format!("`{}` is not a table signature: {e}", sig_path.display()))?,
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(format!("cannot read `{}`: {e}", sig_path.display())),
+    };
+    trusted.verify(table, signature.as_ref()).map_err(|e| e.to_string())
 }
 
 fn audit_verify(file: &Path, head: Option<&str>) -> u8 {

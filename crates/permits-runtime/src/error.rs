@@ -86,6 +86,9 @@ pub enum RuntimeError {
     /// The table declares no budget of this name.
     #[error("there is no budget `{0}`")]
     UnknownBudget(String),
+    /// A table was not installed, or this runtime's table is not the store's current one (spec §5a).
+    #[error("{0}")]
+    Table(#[from] crate::signing::TableRefusal),
     /// The store failed; nothing of the operation was recorded.
     #[error("the store failed: {0}")]
     Store(#[from] StoreError),

@@ -52,6 +52,7 @@ mod host;
 mod ledger;
 pub mod limits;
 mod records;
+pub mod signing;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
@@ -61,6 +62,7 @@ mod budget; // budgets, raising a ceiling, settlement
 mod call; // decide, call, run alone
 mod events; // audit events and the one refusal helper
 mod execute; // the single authorization point
+mod install; // one current table per store: installs, rollbacks, signatures
 mod lifecycle; // approve, reject, withdraw, revoke, the recheck, expiry
 mod offer; // levels and the tools to offer the model
 mod propose; // proposals, automatic grants, supersession
@@ -87,7 +89,7 @@ pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, 
 pub use ledger::{BudgetStatus, conclusive};
 pub use records::{
     Basis, BudgetRecord, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, Scope, ShownArgument,
-    StandingRule, Status, Task, WorkFor,
+    StandingRule, Status, TableInstall, Task, WorkFor,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -97,7 +99,9 @@ use decision::{decide_with, entry_level, holds, resolve_decider};
 use events::About;
 use lifecycle::{may_decide, route_source};
 
+use install::Current;
 use ledger::Reserve;
+pub use signing::{TableRefusal, TableSignature, TrustedKeys};
 use tasks::{Binding, not_this_task};
 use words::{outcome_words, reasons_for, refusal_message, route_words, words_of};
 
@@ -272,7 +276,8 @@ pub struct OfferedTool {
 /// The embedded runtime (spec §5). Cheap to share between threads (`&Runtime` is enough for every
 /// operation).
 pub struct Runtime {
-    table: RwLock<Arc<Table>>,
+    current: RwLock<Current>,
+    trusted: TrustedKeys,
     store: Box<dyn Store + Send + Sync>,
     clock: Box<dyn Clock + Send + Sync>,
     authority: Box<dyn Authority + Send + Sync>,
@@ -293,7 +298,8 @@ impl Runtime {
     /// no audit sink.
     pub fn new(table: Table, authority: impl Authority + Send + Sync + 'static) -> Runtime {
         Runtime {
-            table: RwLock::new(Arc::new(table)),
+            current: RwLock::new(Current { table: Arc::new(table), signature: None }),
+            trusted: TrustedKeys::default(),
             store: Box::new(MemoryStore::new()),
             clock: Box::new(SystemClock),
             authority: Box::new(authority),
@@ -333,29 +339,23 @@ impl Runtime {
         self
     }
 
-    /// The table in force.
-    pub fn table(&self) -> Arc<Table> {
-        self.table.read().unwrap_or_else(PoisonError::into_inner).clone()
+    /// The same runtime trusting these keys to sign its tables (spec §5a): from then on it installs only
+    /// tables signed by one of them (see [`Runtime::with_signature`], [`Runtime::replace_table_signed`]).
+    pub fn with_trusted_keys(mut self, keys: TrustedKeys) -> Runtime {
+        self.trusted = keys;
+        self
     }
 
-    /// Swaps in another table (a recompiled policy, already verified by [`Table::load`]), recording the
-    /// install, with both digests, in the store's audit chain. Waiting and granted proposals are re-decided
-    /// on it when they are approved or executed: a changed entry makes them `stale`, a `never` makes them
-    /// final.
-    ///
-    /// Errors: [`RuntimeError::Store`] (the table is not swapped).
-    pub fn replace_table(&self, table: Table) -> Result<(), RuntimeError> {
-        let old = self.table().header.table_digest.clone();
-        let new = table.header.table_digest.clone();
-        self.transact(|_, events| {
-            let mut e = self.operation_event(EventKind::TableInstalled, "", &new);
-            e.outcome = "installed".into();
-            e.reason = Some(format!("table `{new}` replaces `{old}`"));
-            events.push(e);
-            Ok(())
-        })?;
-        *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
-        Ok(())
+    /// The same runtime with the signature of the table it was built with (`permitc compile --sign`),
+    /// checked when the table is installed in the store.
+    pub fn with_signature(self, signature: TableSignature) -> Runtime {
+        self.current.write().unwrap_or_else(PoisonError::into_inner).signature = Some(signature);
+        self
+    }
+
+    /// The table in force.
+    pub fn table(&self) -> Arc<Table> {
+        self.current.read().unwrap_or_else(PoisonError::into_inner).table.clone()
     }
 
     /// Runs `f` in one store transaction and commits it, also when `f` returns a refusal (a refusal may
@@ -368,7 +368,12 @@ impl Runtime {
     ) -> Result<R, RuntimeError> {
         let mut tx = self.store.begin()?;
         let mut events = Vec::new();
-        let result = f(tx.as_mut(), &mut events);
+        // Spec §5a: a runtime whose table is not the store's current one changes nothing (the refusal
+        // itself is audited); the first transaction on an empty store installs the runtime's table.
+        let result = match self.ensure_current(tx.as_mut(), &mut events) {
+            Ok(()) => f(tx.as_mut(), &mut events),
+            Err(e) => Err(e),
+        };
         if let Err(RuntimeError::Store(_)) = &result {
             return result;
         }

@@ -407,3 +407,21 @@ pub struct Task {
     /// When `end_task` ended it (its task rules end; the binding stays), in seconds since the Unix epoch.
     pub ended_at: Option<u64>,
 }
+
+/// One table installed in a store (spec §5a "One current table per store"): the store keeps them in order,
+/// and the last is the current one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableInstall {
+    /// Its place in the store's history, from 1.
+    pub seq: u64,
+    /// The table's `table_digest`.
+    pub table_digest: String,
+    /// The serial of its signature, when it was signed.
+    pub serial: Option<u64>,
+    /// The key that signed it (hex), when it was signed.
+    pub key: Option<String>,
+    /// When it was installed, in seconds since the Unix epoch.
+    pub installed_at: u64,
+    /// The supervisor who forced it over a refusal (a rollback), if one did.
+    pub forced_by: Option<String>,
+}

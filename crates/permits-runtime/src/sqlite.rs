@@ -40,6 +40,8 @@
 //!     hash TEXT NOT NULL,                  -- SHA-256 of canonical {seq, prev, event}
 //!     event TEXT NOT NULL                  -- the AuditEvent, as JSON
 //! );
+//! CREATE TABLE installed_tables (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);  -- each TableInstall, in
+//!                                          -- order; the last is the store's current table (spec §5a)
 //! ```
 //!
 //! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
@@ -52,7 +54,8 @@
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
 //! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
-//! - **3**: the current schema: the `tasks` table (spec §5a "Tasks") and the `audit` chain (§5a "Audit"). Proposal records gain
+//! - **3**: the current schema: the `tasks` table (spec §5a "Tasks"), the `audit` chain (§5a "Audit") and
+//!   the `installed_tables` history (§5a "One current table per store"). Proposal records gain
 //!   `fingerprint_format` and `instruction_version`; a record without them reads as format 1, which is
 //!   `stale` when it is decided or executed (fingerprint format 2), and standing rules gain `scope` and
 //!   `expires_at`, read as any arguments and no expiry when absent. Migration 2 → 3 only adds the table:
@@ -82,7 +85,7 @@ use serde_json::Value;
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, Task};
+use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, TableInstall, Task};
 use super::store::{Store, Transaction};
 
 /// What version 3 adds to the tables of versions 1 and 2 (a new file gets [`SqliteStore::SCHEMA_V1`] and
@@ -90,6 +93,7 @@ use super::store::{Store, Transaction};
 const SCHEMA_V3_ADDS: &str = "
 CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);
 CREATE TABLE audit (seq INTEGER PRIMARY KEY, prev TEXT NOT NULL, hash TEXT NOT NULL, event TEXT NOT NULL);
+CREATE TABLE installed_tables (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);
 ";
 
 /// How long a `begin` (or an open that must migrate) waits for another connection's write transaction.
@@ -411,6 +415,23 @@ impl SqliteTransaction<'_> {
         Ok(out)
     }
 
+    /// The table installs a query (`seq`, `record` columns) returns, in order. The history decides which
+    /// table is current, so a record that does not decode is an error, never skipped.
+    fn table_installs(&self, query: &str) -> Result<Vec<TableInstall>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(query).map_err(sql("read the installed tables"))?;
+        let rows = stmt
+            .query_map([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
+            .map_err(sql("read the installed tables"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, text) = row.map_err(sql("read the installed tables"))?;
+            let install: TableInstall = serde_json::from_str(&text)
+                .map_err(|e| StoreError(format!("the stored table install {seq} is corrupt: {e}")))?;
+            out.push(install);
+        }
+        Ok(out)
+    }
+
     /// The one record a query returns, if any.
     fn record<T: DeserializeOwned + HasId>(
         &self,
@@ -685,6 +706,24 @@ impl Transaction for SqliteTransaction<'_> {
             out.push(ChainedEvent { seq, prev, hash, event });
         }
         Ok(out)
+    }
+
+    fn installed_tables(&mut self) -> Result<Vec<TableInstall>, StoreError> {
+        self.table_installs("SELECT seq, record FROM installed_tables ORDER BY seq")
+    }
+
+    fn current_table(&mut self) -> Result<Option<TableInstall>, StoreError> {
+        Ok(self.table_installs("SELECT seq, record FROM installed_tables ORDER BY seq DESC LIMIT 1")?.pop())
+    }
+
+    fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError> {
+        let seq = to_sql(install.seq, || "the place of a table install".to_string())?;
+        let record = encode("table install", &install.table_digest, install)?;
+        self.conn
+            .prepare_cached("INSERT INTO installed_tables (seq, record) VALUES (?1, ?2)")
+            .and_then(|mut stmt| stmt.execute(params![seq, record]))
+            .map_err(|e| StoreError(format!("cannot record the install of table `{}`: {e}", install.table_digest)))?;
+        Ok(())
     }
 
     fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {

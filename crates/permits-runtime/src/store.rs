@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, Task};
+use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, TableInstall, Task};
 
 /// A store of proposals and standing rules.
 pub trait Store {
@@ -69,6 +69,12 @@ pub trait Transaction {
     fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError>;
     /// Every event of the audit chain, oldest first.
     fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError>;
+    /// Every table installed in the store, oldest first; the last is the current one (spec §5a).
+    fn installed_tables(&mut self) -> Result<Vec<TableInstall>, StoreError>;
+    /// The store's current table: the last one installed, if any.
+    fn current_table(&mut self) -> Result<Option<TableInstall>, StoreError>;
+    /// Records a table install; its `seq` follows the last one's.
+    fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError>;
     /// The task bound to an operation key, if any (spec §5a "Tasks").
     fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError>;
     /// Inserts or replaces a task (by key).
@@ -104,6 +110,7 @@ struct MemoryState {
     reservations: BTreeMap<String, Reservation>,
     tasks: BTreeMap<String, Task>,
     audit: Vec<ChainedEvent>,
+    tables: Vec<TableInstall>,
 }
 
 impl Store for MemoryStore {
@@ -257,6 +264,19 @@ impl Transaction for MemoryTransaction<'_> {
 
     fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError> {
         Ok(self.guard.audit.clone())
+    }
+
+    fn installed_tables(&mut self) -> Result<Vec<TableInstall>, StoreError> {
+        Ok(self.guard.tables.clone())
+    }
+
+    fn current_table(&mut self) -> Result<Option<TableInstall>, StoreError> {
+        Ok(self.guard.tables.last().cloned())
+    }
+
+    fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError> {
+        self.write().tables.push(install.clone());
+        Ok(())
     }
 
     fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {

@@ -693,9 +693,13 @@ fn every_step_is_audited() -> R {
     let _ = w.rt.approve(&p.id, "Mia", "wrong", ApproveMode::Once);
     w.rt.reject(&p.id, "Noor", "no")?;
     let kinds: Vec<EventKind> = w.audit.events().iter().map(|e| e.kind).collect();
-    // The first call under `job-1` binds the task (spec §5a), and that is an event too.
-    assert_eq!(kinds, [EventKind::Task, EventKind::Proposal, EventKind::Refusal, EventKind::Rejection]);
-    let refusal = &w.audit.events()[2];
+    // The store's first transaction installs the runtime's table, and the first call under `job-1`
+    // binds the task (spec §5a): events too.
+    assert_eq!(
+        kinds,
+        [EventKind::TableInstalled, EventKind::Task, EventKind::Proposal, EventKind::Refusal, EventKind::Rejection]
+    );
+    let refusal = &w.audit.events()[3];
     assert_eq!(refusal.fingerprint.as_deref(), Some(p.fingerprint.as_str()));
     assert_eq!(refusal.who.as_deref(), Some("Mia"));
     let sink = JsonLinesSink::new(Vec::new());
@@ -703,8 +707,8 @@ fn every_step_is_audited() -> R {
         sink.record(&e);
     }
     let text = String::from_utf8(sink.into_inner())?;
-    assert_eq!(text.lines().count(), 4);
-    let first: Value = serde_json::from_str(text.lines().nth(1).ok_or("empty")?)?;
+    assert_eq!(text.lines().count(), 5);
+    let first: Value = serde_json::from_str(text.lines().nth(2).ok_or("empty")?)?;
     assert_eq!(first["kind"], "proposal");
     assert_eq!(first["tool"], "SetPrice");
     Ok(())

@@ -191,6 +191,8 @@ fn shop_spending_steps_1_to_9() -> R {
     //    fits the current allowance, so executing is refused and the proposal stays granted.
     drop(rt);
     rt = open(shop_table(&tmp.0, 0, 2500)?)?;
+    // Spec §5a: the store has one current table; the restarted host installs its recompiled one first.
+    rt.install_table()?;
     assert_eq!(figures(&rt)?, (1750, 0), "the reservation survives the restart");
     assert_eq!(refusal(rt.execute(&seven.id, Some(&url), |ctx| send(&supplier.supplier, ctx))), Some(Refusal::Basis));
     assert_eq!(rt.proposal(&seven.id)?.status, Status::Granted);
@@ -395,6 +397,15 @@ impl Transaction for FailingTx<'_> {
     }
     fn audit_events(&mut self) -> Result<Vec<permits::runtime::ChainedEvent>, StoreError> {
         self.0.audit_events()
+    }
+    fn installed_tables(&mut self) -> Result<Vec<permits::runtime::TableInstall>, StoreError> {
+        self.0.installed_tables()
+    }
+    fn current_table(&mut self) -> Result<Option<permits::runtime::TableInstall>, StoreError> {
+        self.0.current_table()
+    }
+    fn put_installed_table(&mut self, install: &permits::runtime::TableInstall) -> Result<(), StoreError> {
+        self.0.put_installed_table(install)
     }
     fn task(&mut self, key: &str) -> Result<Option<permits::runtime::Task>, StoreError> {
         self.0.task(key)

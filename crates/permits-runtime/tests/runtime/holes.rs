@@ -602,6 +602,7 @@ fn hole_5_every_operation_is_one_event_in_the_stores_chain_saying_how_it_was_aut
     assert_eq!(
         kinds,
         [
+            K::TableInstalled,
             K::Refusal,
             K::Ceiling,
             K::Refusal,
@@ -646,6 +647,130 @@ fn hole_5_every_operation_is_one_event_in_the_stores_chain_saying_how_it_was_aut
     let mut dropped = chain.clone();
     dropped.remove(3);
     assert!(matches!(verify_chain(&dropped, None), Err(ChainError::Order { expected: 4, found: 5 })));
+    assert_eq!(w.rt.installed_tables()?.len(), 2);
     assert!(matches!(verify_chain(&chain[..10], Some(&head)), Err(ChainError::Head { .. })));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 7: one current table per store, no silent rollback, signed tables.
+
+/// The shop where `MarkDown` is `never` in `ClearStock`.
+fn markdown_never() -> Table {
+    edited(|t| {
+        if let Some(e) =
+            t.entries.get_mut("Clerkbot").and_then(|s| s.get_mut("ClearStock")).and_then(|e| e.get_mut("MarkDown"))
+        {
+            e.reserved = true;
+        }
+    })
+}
+
+fn table_refusal(r: Result<(), RuntimeError>) -> Result<permits_runtime::TableRefusal, String> {
+    match r {
+        Err(RuntimeError::Table(refusal)) => Ok(refusal),
+        other => Err(format!("not a table refusal: {other:?}")),
+    }
+}
+
+#[test]
+fn hole_7_an_older_table_is_refused_and_a_tool_made_never_stays_never() -> R {
+    use permits_runtime::TableRefusal;
+    use permits_runtime::signing::sign;
+    let secret = "42".repeat(32);
+    let (old, new) = (shop(), markdown_never());
+    let clock = ManualClock::at(1_767_225_600);
+    let audit = MemorySink::new();
+    let rt = Runtime::new(shop(), AdmitAll).with_clock(clock.clone()).with_audit(audit.clone()).with_signature(sign(
+        &old.header.table_digest,
+        1,
+        &secret,
+    )?);
+    let w = World { rt, clock, audit };
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Propose);
+    w.rt.replace_table_signed(new.clone(), sign(&new.header.table_digest, 2, &secret)?)?;
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Never);
+    // Putting the older release back is a rollback: refused, audited with both digests, nothing changes.
+    let refusal = table_refusal(w.rt.replace_table_signed(old.clone(), sign(&old.header.table_digest, 1, &secret)?))?;
+    assert_eq!(refusal, TableRefusal::Rollback { digest: old.header.table_digest.clone(), serial: 1, highest: 2 });
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Never, "never stays never");
+    let last = w.audit.events().into_iter().rfind(|e| e.kind == EventKind::Refusal).ok_or("no refusal event")?;
+    let reason = last.reason.unwrap_or_default();
+    assert!(reason.contains(&old.header.table_digest) && reason.contains(&new.header.table_digest), "{reason}");
+    // A supervisor may force it, on purpose; that is audited as forced.
+    let again = sign(&old.header.table_digest, 1, &secret)?;
+    assert!(matches!(
+        table_refusal(w.rt.force_table(old.clone(), Some(again.clone()), "Max"))?,
+        TableRefusal::NotSupervisor { .. }
+    ));
+    w.rt.force_table(old, Some(again), "Lucy")?;
+    assert_eq!(w.rt.installed_tables()?.last().and_then(|t| t.forced_by.clone()).as_deref(), Some("Lucy"));
+    assert_eq!(
+        w.audit.events().last().map(|e| (e.kind, e.outcome.clone())),
+        Some((EventKind::TableInstalled, "forced".into()))
+    );
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Propose);
+    Ok(())
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn hole_7_a_runtime_whose_table_is_not_the_stores_current_one_changes_nothing() -> R {
+    use permits_runtime::{SqliteStore, TableRefusal};
+    let dir = std::env::temp_dir().join(format!("permits-holes-current-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("ledger.db");
+    let first = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    let second = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    first.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "k-1", "slow"))?;
+    // Another host installs the newer table in the shared store: the second runtime is behind.
+    let third = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    third.replace_table(markdown_never())?;
+    let behind = second.propose(&ProposalRequest::new(markdown("mint", 30, "Sam"), "k-2", "slow"));
+    assert!(matches!(behind, Err(RuntimeError::Table(TableRefusal::NotCurrent { .. }))), "{behind:?}");
+    // Once it loads the current table it works, on that table.
+    second.replace_table(markdown_never())?;
+    assert_eq!(second.decide(&markdown("mint", 30, "Sam"))?.level, Level::Never);
+    assert_eq!(second.installed_tables()?.len(), 2);
+    drop((first, second, third));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[test]
+fn hole_7_signed_tables_unsigned_mis_signed_and_rolled_back_are_refused() -> R {
+    use permits_runtime::signing::sign;
+    use permits_runtime::{TableRefusal, TrustedKeys};
+    let secret = "42".repeat(32);
+    let other = "17".repeat(32);
+    let key = permits_runtime::signing::public_key_of(&secret)?;
+    let trusted = || TrustedKeys::from_hex([key.as_str()]);
+    let old = shop();
+    let new = markdown_never();
+    let signed = |t: &Table, serial: u64, secret: &str| sign(&t.header.table_digest, serial, secret);
+    // Unsigned: refused at the first change.
+    let rt = Runtime::new(shop(), AdmitAll).with_trusted_keys(trusted()?);
+    let r = rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "k", "why"));
+    assert!(matches!(r, Err(RuntimeError::Table(TableRefusal::Unsigned { .. }))), "{r:?}");
+    // Signed at serial 5 by the trusted key: installed.
+    let rt = Runtime::new(shop(), AdmitAll).with_trusted_keys(trusted()?).with_signature(signed(&old, 5, &secret)?);
+    rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "k", "why"))?;
+    // Mis-signed: by an untrusted key, for another table, or a signature that does not verify.
+    let untrusted = table_refusal(rt.replace_table_signed(new.clone(), signed(&new, 6, &other)?))?;
+    assert!(matches!(untrusted, TableRefusal::UntrustedKey { .. }), "{untrusted}");
+    let elsewhere = table_refusal(rt.replace_table_signed(new.clone(), signed(&old, 6, &secret)?))?;
+    assert!(matches!(elsewhere, TableRefusal::OtherTable { .. }), "{elsewhere}");
+    let mut forged = signed(&new, 6, &secret)?;
+    forged.serial = 7;
+    assert!(matches!(table_refusal(rt.replace_table_signed(new.clone(), forged))?, TableRefusal::BadSignature { .. }));
+    assert!(matches!(table_refusal(rt.replace_table(new.clone()))?, TableRefusal::Unsigned { .. }));
+    // The newer serial installs; the older table, even re-signed at its own serial, is a rollback.
+    rt.replace_table_signed(new.clone(), signed(&new, 6, &secret)?)?;
+    let back = table_refusal(rt.replace_table_signed(old.clone(), signed(&old, 5, &secret)?))?;
+    assert_eq!(back, TableRefusal::Rollback { digest: old.header.table_digest.clone(), serial: 5, highest: 6 });
+    assert_eq!(rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Never);
+    let installs = rt.installed_tables()?;
+    assert_eq!(installs.iter().map(|i| i.serial).collect::<Vec<_>>(), [Some(5), Some(6)]);
     Ok(())
 }
