@@ -10,7 +10,11 @@
 //! [`Runtime::execute`]s a granted proposal (the single authorization point: everything is rechecked).
 //!
 //! Every state change is one store transaction; every decision, proposal, grant, execution, rejection,
-//! revocation, rule change and refusal is an [`AuditEvent`].
+//! revocation, rule change, settlement, table install and refusal is an [`AuditEvent`], appended to the
+//! store's one hash chain ([`ChainedEvent`]) in that same transaction (spec §5a). An operation key is one
+//! task ([`Task`]); the store has one current table ([`Runtime::install_table`], signed tables in
+//! [`signing`]); every accepted size and depth is in [`limits`]; what a person reads has its invisible
+//! characters made visible ([`display`]).
 //!
 //! Host callbacks ([`Authority`], [`Naming`], [`Versions`]) are called while the runtime holds a store
 //! transaction: they must not call back into the runtime. The closure that runs a tool is called outside
