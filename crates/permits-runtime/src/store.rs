@@ -116,20 +116,26 @@ struct MemoryState {
 impl Store for MemoryStore {
     fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
         let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(Box::new(MemoryTransaction { guard, before: None, committed: false }))
+        Ok(Box::new(MemoryTransaction { guard, before: None, audit_len: None, committed: false }))
     }
 }
 
 struct MemoryTransaction<'a> {
     guard: MutexGuard<'a, MemoryState>,
+    /// The state before the first write, without the audit chain (which only grows, so a rollback only
+    /// truncates it, and a transaction never copies it).
     before: Option<MemoryState>,
+    /// The chain's length before the transaction's first append.
+    audit_len: Option<usize>,
     committed: bool,
 }
 
 impl MemoryTransaction<'_> {
     fn write(&mut self) -> &mut MemoryState {
         if self.before.is_none() {
+            let audit = std::mem::take(&mut self.guard.audit);
             self.before = Some(self.guard.clone());
+            self.guard.audit = audit;
         }
         &mut self.guard
     }
@@ -139,7 +145,12 @@ impl Drop for MemoryTransaction<'_> {
     fn drop(&mut self) {
         if !self.committed {
             if let Some(before) = self.before.take() {
+                let audit = std::mem::take(&mut self.guard.audit);
                 *self.guard = before;
+                self.guard.audit = audit;
+            }
+            if let Some(len) = self.audit_len {
+                self.guard.audit.truncate(len);
             }
         }
     }
@@ -258,7 +269,10 @@ impl Transaction for MemoryTransaction<'_> {
     }
 
     fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
-        self.write().audit.push(event.clone());
+        if self.audit_len.is_none() {
+            self.audit_len = Some(self.guard.audit.len());
+        }
+        self.guard.audit.push(event.clone());
         Ok(())
     }
 

@@ -766,6 +766,36 @@ fn a_store_transaction_dropped_without_commit_changes_nothing() -> R {
     let mut tx = store.begin()?;
     assert!(tx.rules()?.is_empty());
     assert_eq!(tx.next_number("proposal")?, 1);
+    drop(tx);
+    // The audit chain rolls back with the rest.
+    let event = AuditEvent {
+        at: 0,
+        kind: EventKind::Decision,
+        who: None,
+        agent: String::new(),
+        skill: String::new(),
+        tool: String::new(),
+        proposal: None,
+        fingerprint: None,
+        rule: None,
+        outcome: String::new(),
+        reason: None,
+        authorized_by: None,
+    };
+    let first = ChainedEvent::after(None, event.clone());
+    {
+        let mut tx = store.begin()?;
+        tx.append_audit(&first)?;
+        tx.commit()?;
+    }
+    {
+        let mut tx = store.begin()?;
+        tx.next_number("rule")?;
+        tx.append_audit(&ChainedEvent::after(Some(&first.head()), event))?;
+    }
+    let mut tx = store.begin()?;
+    assert_eq!(tx.audit_events()?, vec![first]);
+    assert_eq!(tx.next_number("rule")?, 1);
     Ok(())
 }
 
