@@ -22,6 +22,10 @@ pub struct Call {
     /// The person the work is for (a person of the table); `None` when it is for nobody, and then the
     /// agent's sponsor stands in.
     pub requester: Option<String>,
+    /// The host's operation key: the task the call belongs to (spec §5a "Tasks"). [`crate::Runtime::call`]
+    /// and [`crate::Runtime::propose`] take it from the request; a call that names one is checked against
+    /// the task's binding (and binds it, when it runs alone).
+    pub operation_key: Option<String>,
 }
 
 impl Call {
@@ -33,6 +37,7 @@ impl Call {
             tool: tool.into(),
             arguments: Value::Object(Map::new()),
             requester: None,
+            operation_key: None,
         }
     }
 
@@ -45,6 +50,12 @@ impl Call {
     /// The same call, in work done for `person`.
     pub fn for_person(mut self, person: impl Into<String>) -> Call {
         self.requester = Some(person.into());
+        self
+    }
+
+    /// The same call, under this operation key (its task).
+    pub fn in_task(mut self, operation_key: impl Into<String>) -> Call {
+        self.operation_key = Some(operation_key.into());
         self
     }
 
@@ -170,7 +181,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
     // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
     // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
     if of.level == Level::Propose && !of.floored {
-        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry, now)) {
+        if let Some(rule) = rules.iter().find(|r| rule_applies(table, r, call, of.tool, of.entry, now)) {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
             if of.over_allowance {
@@ -212,8 +223,9 @@ pub(crate) fn entry_level(entry: &Entry, tool: &ToolInfo) -> Level {
 
 /// Whether a standing rule makes this call alone: in force (not revoked, not expired), for this agent,
 /// tool and skill, for the person the work is for (or everybody), covering these arguments (its scope),
-/// and bound to the tool's and the entry's current digests.
-fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry, now: u64) -> bool {
+/// bound to the tool's and the entry's current digests, and only while its maker may still make it on the
+/// current table (spec §5a "Authority is rechecked").
+fn rule_applies(table: &Table, rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry, now: u64) -> bool {
     rule.revoked.is_none()
         && rule.expires_at.is_none_or(|at| now < at)
         && rule.scope.covers(&call.arguments)
@@ -227,6 +239,11 @@ fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry
         }
         && rule.definition_digest == tool.definition_digest
         && rule.covered.get(&call.skill) == Some(&entry.entry_digest)
+        && {
+            let routed = [(call.skill.as_str(), &entry.route)];
+            let routed = if entry.route == Route::Requester { &routed[..0] } else { &routed[..] };
+            crate::rules::may_make_rule(table, &rule.agent, &rule.tool, &rule.work_for, &rule.by, routed).is_ok()
+        }
 }
 
 /// The persons who decide a route now (spec §3 "Routes", §5 "Who decides"): `requester` is the person the
@@ -273,15 +290,34 @@ pub(crate) fn holds(table: &Table, person: &str, holders: &[Holder]) -> bool {
     })
 }
 
-/// The fingerprint of a proposal (spec §5): SHA-256 (hex) of the canonical JSON of {agent, skill, tool,
-/// entry_digest, arguments, covered_version, destination}; an absent version or destination is `null`.
+/// The fingerprint format this runtime writes (spec §5): 2 adds the person the work is for, the delegation
+/// chain (empty for now), the mode (none for now) and the instruction version. A proposal of another
+/// format is `stale` when it is decided or executed (never silently re-bound).
+pub const FINGERPRINT_FORMAT: u32 = 2;
+
+/// The fingerprint of a proposal with no instruction version: [`fingerprint_with`] with `None`.
 pub fn fingerprint(
     call: &Call,
     entry_digest: &str,
     covered_version: Option<&str>,
     destination: Option<&str>,
 ) -> String {
+    fingerprint_with(call, entry_digest, covered_version, destination, None)
+}
+
+/// The fingerprint of a proposal (spec §5), format [`FINGERPRINT_FORMAT`]: SHA-256 (hex) of the canonical
+/// JSON of {`v`: 2, agent, skill, tool, entry_digest, arguments, covered_version, destination, `person`
+/// (the person the work is for), `chain` (`[]`: no delegation yet), `mode` (`null`: no modes yet),
+/// `instruction_version`}; an absent version, destination, person or instruction version is `null`.
+pub fn fingerprint_with(
+    call: &Call,
+    entry_digest: &str,
+    covered_version: Option<&str>,
+    destination: Option<&str>,
+    instruction_version: Option<&str>,
+) -> String {
     let value = serde_json::json!({
+        "v": FINGERPRINT_FORMAT,
         "agent": call.agent,
         "skill": call.skill,
         "tool": call.tool,
@@ -289,6 +325,10 @@ pub fn fingerprint(
         "arguments": call.arguments,
         "covered_version": covered_version,
         "destination": destination,
+        "person": call.requester,
+        "chain": [],
+        "mode": null,
+        "instruction_version": instruction_version,
     });
     sha256_hex(canonical_value(&value).as_bytes())
 }
