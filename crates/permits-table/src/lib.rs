@@ -16,6 +16,7 @@
 //! | `load` | loading and verifying a table (format, unknown fields, digest) |
 //! | `decide` | the one evaluator: [`Table::level_of`], [`LevelIndex`], typed refusals |
 //! | `condition` | conditions on arguments and their evaluator |
+//! | [`shell`] | the `shell` parameter: a command line read part by part (spec §3a) |
 //! | `canonical` | canonical JSON and SHA-256 digests |
 //! | `hash` | the hasher of name-keyed lookup maps |
 
@@ -25,6 +26,7 @@ mod decide;
 mod format;
 mod hash;
 mod load;
+pub mod shell;
 mod vocab;
 
 pub use canonical::{canonical_digest, canonical_json, canonical_value, hex, sha256_hex};

@@ -18,6 +18,7 @@ mod runtime_skill_grants;
 mod runtime_support_triage;
 mod runtime_workshop;
 mod sarif;
+mod shell;
 mod shop_spending;
 mod supplier;
 
