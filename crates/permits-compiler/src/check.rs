@@ -451,18 +451,19 @@ impl<'a> Checker<'a> {
             "int" => Some(ParamType::Int),
             "bool" => Some(ParamType::Bool),
             "money" => Some(ParamType::Money),
+            "shell" => Some(ParamType::Shell),
             name => match self.names.get(name) {
                 Some((Kind::Entity, _)) => Some(ParamType::Entity(name.to_string())),
                 _ => {
-                    let entities = self.entities.keys().copied().chain(["string", "int", "bool", "money"]);
+                    let entities = self.entities.keys().copied().chain(["string", "int", "bool", "money", "shell"]);
                     let near = closest(name, entities);
                     let mut d =
                         Diagnostic::new(Code::CheckType, format!("unknown type `{name}`")).at(ty.span, "not a type");
                     d = match near {
                         Some(n) => d.help(format!(
-                            "did you mean `{n}`? types are `string`, `int`, `bool`, `money` or an entity"
+                            "did you mean `{n}`? types are `string`, `int`, `bool`, `money`, `shell` or an entity"
                         )),
-                        None => d.help("types are `string`, `int`, `bool`, `money` or an entity"),
+                        None => d.help("types are `string`, `int`, `bool`, `money`, `shell` or an entity"),
                     };
                     self.diags.push(d);
                     None
@@ -535,6 +536,20 @@ impl<'a> Checker<'a> {
                 continue;
             }
             if let Some(ty) = self.param_type(&p.ty) {
+                // The second is kept as a `shell` parameter, so that conditions on it add no error of their own.
+                if ty == ParamType::Shell && matches!(kind, NodeKind::Tool(_)) {
+                    if let Some(first) = params[..i].iter().find(|q| q.ty.name == "shell") {
+                        self.diags.push(
+                            Diagnostic::new(
+                                Code::CheckShellTwice,
+                                format!("the tool `{}` has a second `shell` parameter `{}`", name.name, p.name.name),
+                            )
+                            .at(p.ty.span, "a second command line")
+                            .with(first.ty.span, format!("`{}` is the tool's `shell` parameter", first.name.name))
+                            .help("a call is judged on one command line, part by part: make the other parameter a `string`, or split the tool in two"),
+                        );
+                    }
+                }
                 resolved_params.push((p.name.name.as_str(), ty));
             }
         }
@@ -973,7 +988,7 @@ impl<'a> Checker<'a> {
                 };
                 let json = match (&value.value, ty) {
                     (crate::table::Literal::Int(n), ParamType::Int | ParamType::Money) => serde_json::Value::from(*n),
-                    (crate::table::Literal::String(s), ParamType::String | ParamType::Entity(_)) => {
+                    (crate::table::Literal::String(s), ParamType::String | ParamType::Shell | ParamType::Entity(_)) => {
                         serde_json::Value::from(s.clone())
                     }
                     (crate::table::Literal::Bool(b), ParamType::Bool) => serde_json::Value::from(*b),

@@ -7,7 +7,9 @@
 use std::collections::BTreeSet;
 
 use crate::diagnostics::{Code, Diagnostic, closest};
-use crate::syntax::ast::{Condition as Written, ConditionKind, Literal};
+use crate::syntax::Span;
+use crate::syntax::ast::{Condition as Written, ConditionKind, Ident, Literal};
+use crate::table::shell::pattern_can_match_part;
 use crate::table::{CompareOp, Condition, Literal as Value, ParamType};
 
 /// Type-checks `written` against the parameters of `tool` and lowers it. Every error is pushed to
@@ -29,6 +31,7 @@ fn type_name(ty: &ParamType) -> String {
         ParamType::Int => "int".into(),
         ParamType::Bool => "bool".into(),
         ParamType::Money => "money".into(),
+        ParamType::Shell => "shell".into(),
         ParamType::Entity(e) => e.clone(),
     }
 }
@@ -41,15 +44,44 @@ fn value_kind(v: &Value) -> &'static str {
     }
 }
 
-/// Whether a value fits a parameter type: numbers for `int` and `money`, strings for `string` and
+/// Whether a value fits a parameter type: numbers for `int` and `money`, strings for `string`, `shell` and
 /// entities (ids), booleans for `bool`.
 fn fits(ty: &ParamType, v: &Value) -> bool {
     matches!(
         (ty, v),
         (ParamType::Int | ParamType::Money, Value::Int(_))
-            | (ParamType::String | ParamType::Entity(_), Value::String(_))
+            | (ParamType::String | ParamType::Shell | ParamType::Entity(_), Value::String(_))
             | (ParamType::Bool, Value::Bool(_))
     )
+}
+
+/// Whether a parameter takes `==`, `!=`, `in [..]` and `matches`: a string, a `shell` command line (each
+/// part, spec §3a) or an entity id.
+fn is_text(ty: &ParamType) -> bool {
+    matches!(ty, ParamType::String | ParamType::Shell | ParamType::Entity(_))
+}
+
+/// Spec §3a: a condition on a `shell` parameter whose pattern or literal could never match a part is refused
+/// (`permits::check::shell_pattern`), at the literal. Nothing for other parameters.
+fn check_part_pattern(param: &Ident, ty: &ParamType, text: &str, at: Span, diags: &mut Vec<Diagnostic>) -> bool {
+    if *ty != ParamType::Shell {
+        return true;
+    }
+    match pattern_can_match_part(text) {
+        Ok(()) => true,
+        Err(never) => {
+            diags.push(
+                Diagnostic::new(
+                    Code::CheckShellPattern,
+                    format!("this can never match a part of the command line `{}`", param.name),
+                )
+                .at(at, never.to_string())
+                .with(param.span, format!("`{}` is `shell`: each part of its line is judged alone", param.name))
+                .help(never.help()),
+            );
+            false
+        }
+    }
 }
 
 fn lower_inner(
@@ -95,11 +127,26 @@ fn lower_inner(
         ConditionKind::Not(inner) => lower_inner(inner, tool, params, diags).map(|c| Condition::Not(Box::new(c))),
         ConditionKind::Compare { param, op, value } => {
             let ty = param_type(param, diags)?;
+            let ordering = !matches!(op, CompareOp::Eq | CompareOp::Ne);
+            if ordering && ty == ParamType::Shell {
+                diags.push(
+                    Diagnostic::new(
+                        Code::CheckShellOrder,
+                        format!("`{}` cannot order the command line `{}`", op.as_str(), param.name),
+                    )
+                    .at(value.span, "a part of a command line is not a number")
+                    .with(param.span, format!("`{}` is `shell`", param.name))
+                    .help(format!(
+                        "each part of a `shell` argument is text: compare it with `==`, `!=`, `in [..]` or `matches`, e.g. `{} matches \"cargo test *\"`",
+                        param.name
+                    )),
+                );
+                return None;
+            }
             if !fits(&ty, &value.value) {
                 diags.push(mismatch(param, &ty, value));
                 return None;
             }
-            let ordering = !matches!(op, CompareOp::Eq | CompareOp::Ne);
             if ordering && !matches!(ty, ParamType::Int | ParamType::Money) {
                 diags.push(
                     Diagnostic::new(Code::CheckConditionType, format!("`{}` orders numbers, but `{}` is `{}`", op.as_str(), param.name, type_name(&ty)))
@@ -108,11 +155,16 @@ fn lower_inner(
                 );
                 return None;
             }
+            if let Value::String(text) = &value.value {
+                if !check_part_pattern(param, &ty, text, value.span, diags) {
+                    return None;
+                }
+            }
             Some(Condition::Compare { param: param.name.clone(), op: *op, value: value.value.clone() })
         }
         ConditionKind::In { param, values } => {
             let ty = param_type(param, diags)?;
-            if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
+            if !is_text(&ty) {
                 diags.push(
                     Diagnostic::new(
                         Code::CheckConditionType,
@@ -124,20 +176,24 @@ fn lower_inner(
                 return None;
             }
             let mut out = Vec::new();
+            let mut ok = true;
             for v in values {
                 match &v.value {
-                    Value::String(s) => out.push(s.clone()),
+                    Value::String(s) => {
+                        ok &= check_part_pattern(param, &ty, s, v.span, diags);
+                        out.push(s.clone());
+                    }
                     _ => {
                         diags.push(mismatch(param, &ty, v));
                         return None;
                     }
                 }
             }
-            Some(Condition::In { param: param.name.clone(), values: out })
+            ok.then(|| Condition::In { param: param.name.clone(), values: out })
         }
         ConditionKind::Matches { param, glob } => {
             let ty = param_type(param, diags)?;
-            if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
+            if !is_text(&ty) {
                 diags.push(
                     Diagnostic::new(
                         Code::CheckConditionType,
@@ -148,15 +204,18 @@ fn lower_inner(
                 );
                 return None;
             }
+            if !check_part_pattern(param, &ty, &glob.value, glob.span, diags) {
+                return None;
+            }
             Some(Condition::Matches { param: param.name.clone(), glob: glob.value.clone() })
         }
     }
 }
 
-fn mismatch(param: &crate::syntax::ast::Ident, ty: &ParamType, value: &Literal) -> Diagnostic {
+fn mismatch(param: &Ident, ty: &ParamType, value: &Literal) -> Diagnostic {
     let wanted = match ty {
         ParamType::Int | ParamType::Money => "a number",
-        ParamType::String | ParamType::Entity(_) => "a string",
+        ParamType::String | ParamType::Shell | ParamType::Entity(_) => "a string",
         ParamType::Bool => "`true` or `false`",
     };
     Diagnostic::new(
@@ -171,6 +230,7 @@ fn mismatch(param: &crate::syntax::ast::Ident, ty: &ParamType, value: &Literal) 
         }
         ParamType::Int => "write a whole number",
         ParamType::Bool => "write `true` or `false`",
+        ParamType::Shell => "write a quoted command, compared with each part of the line: `command == \"cargo test\"`",
         _ => "write a quoted string",
     })
 }

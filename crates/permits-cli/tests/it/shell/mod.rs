@@ -6,6 +6,7 @@ mod api;
 mod bash;
 mod corpus;
 mod generated;
+mod judge;
 
 /// Decodes the escapes of `lexer_corpus.txt`: `\\` `\n` `\r` `\t` `\0` `\s` (space) `\e` (nothing) `\u{HEX}`.
 pub fn decode(s: &str) -> Result<String, String> {
