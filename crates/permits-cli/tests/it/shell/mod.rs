@@ -4,6 +4,7 @@
 
 mod api;
 mod bash;
+mod coding_agent;
 mod corpus;
 mod generated;
 mod judge;
