@@ -8,6 +8,7 @@ mod coding_agent;
 mod corpus;
 mod generated;
 mod judge;
+mod smuggling;
 
 /// Decodes the escapes of `lexer_corpus.txt`: `\\` `\n` `\r` `\t` `\0` `\s` (space) `\e` (nothing) `\u{HEX}`.
 pub fn decode(s: &str) -> Result<String, String> {
