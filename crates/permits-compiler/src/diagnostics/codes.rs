@@ -110,6 +110,8 @@ codes! {
     CheckShellOrder = "permits::check::shell_order", Error, "`<`, `<=`, `>=` or `>` on a `shell` parameter: its parts are text, compared with `==`, `!=`, `in` and `matches`";
     /// A condition on a `shell` parameter whose pattern or literal can never match a part (spec §3a).
     CheckShellPattern = "permits::check::shell_pattern", Error, "a condition on a `shell` parameter whose pattern or literal can never match a part (it holds a separator or a control character)";
+    /// A decimal number where money or a whole number is expected (spec §2: money is never a float).
+    CheckDecimal = "permits::check::decimal", Error, "a decimal number where money or a whole number is expected (money is a whole number of minor units, like cents)";
     /// A condition that can never hold (warning): its entry never applies.
     CheckConditionNever = "permits::check::condition_never", Warning, "a condition that can never hold (warning): its entry never applies";
     /// A condition that always holds (warning): write the entry without it.
