@@ -16,6 +16,7 @@ mod fixtures;
 mod holes;
 mod laws;
 mod sarif;
+mod shell;
 mod shop_spending;
 mod supplier;
 mod support;
