@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use permits_runtime::table::{LoadError, ParamType};
-use permits_runtime::{ApproveMode, Evidence, RuntimeError, WorkFor};
+use permits_runtime::{ApproveMode, Evidence, RuntimeError, TableRefusal, WorkFor};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -92,8 +92,23 @@ pub fn runtime_error(py: Python<'_>, e: RuntimeError) -> PyErr {
         }
         RuntimeError::UnknownProposal(id) => error(py, Exc::NotFound, ("proposal", id, message)),
         RuntimeError::UnknownRule(id) => error(py, Exc::NotFound, ("rule", id, message)),
+        RuntimeError::UnknownTask(key) => error(py, Exc::NotFound, ("task", key, message)),
         RuntimeError::UnknownBudget(id) => error(py, Exc::NotFound, ("budget", id, message)),
+        RuntimeError::Table(refusal) => error(py, Exc::Table, (table_refusal_kind(&refusal), message)),
         RuntimeError::Store(_) => error(py, Exc::Store, (message,)),
+    }
+}
+
+/// The kind of a table the runtime did not install (or that is not the store's current one).
+fn table_refusal_kind(refusal: &TableRefusal) -> &'static str {
+    match refusal {
+        TableRefusal::Unsigned { .. } => "unsigned",
+        TableRefusal::OtherTable { .. } => "other_table",
+        TableRefusal::UntrustedKey { .. } => "untrusted_key",
+        TableRefusal::BadSignature { .. } => "bad_signature",
+        TableRefusal::Rollback { .. } => "rollback",
+        TableRefusal::NotCurrent { .. } => "not_current",
+        TableRefusal::NotSupervisor { .. } => "not_supervisor",
     }
 }
 
@@ -345,7 +360,7 @@ pub fn seconds(obj: &Bound<'_, PyAny>) -> PyResult<Seconds> {
     Err(input_error(py, format!("expected whole seconds (an int), {}", not_this(obj))))
 }
 
-/// `"once"` or `"always_like_this"`: how a person approves.
+/// `"once"`, `"always_like_this"` or `"always_these_arguments"`: how a person approves.
 #[derive(Clone, Copy, Debug)]
 pub struct Mode(pub ApproveMode);
 
@@ -357,7 +372,11 @@ impl<'py> FromPyObject<'_, 'py> for Mode {
         match word.as_str() {
             "once" => Ok(Mode(ApproveMode::Once)),
             "always_like_this" => Ok(Mode(ApproveMode::AlwaysLikeThis)),
-            other => Err(input_error(obj.py(), format!("the mode is `once` or `always_like_this`, not `{other}`"))),
+            "always_these_arguments" => Ok(Mode(ApproveMode::AlwaysTheseArguments)),
+            other => Err(input_error(
+                obj.py(),
+                format!("the mode is `once`, `always_like_this` or `always_these_arguments`, not `{other}`"),
+            )),
         }
     }
 }

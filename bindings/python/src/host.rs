@@ -25,8 +25,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use permits_runtime::table::ParamInfo;
 use permits_runtime::{
-    AuditEvent, AuditSink, Authority, BudgetRecord, Clock, JsonLinesSink, Naming, Principal, Proposal, Reservation,
-    RunContext, RunOutcome, StandingRule, Store, StoreError, SystemClock, Transaction, VersionQuery, Versions,
+    AuditEvent, AuditHead, AuditSink, Authority, BudgetRecord, ChainedEvent, Clock, JsonLinesSink, Naming, Principal,
+    Proposal, Reservation, RunContext, RunOutcome, StandingRule, Store, StoreError, SystemClock, TableInstall, Task,
+    Transaction, VersionQuery, Versions,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyString};
@@ -338,6 +339,30 @@ impl Transaction for VetoTransaction<'_> {
     }
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
         self.0.reserved_total(budget)
+    }
+    fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
+        self.0.audit_head()
+    }
+    fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
+        self.0.append_audit(event)
+    }
+    fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError> {
+        self.0.audit_events()
+    }
+    fn installed_tables(&mut self) -> Result<Vec<TableInstall>, StoreError> {
+        self.0.installed_tables()
+    }
+    fn current_table(&mut self) -> Result<Option<TableInstall>, StoreError> {
+        self.0.current_table()
+    }
+    fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError> {
+        self.0.put_installed_table(install)
+    }
+    fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {
+        self.0.task(key)
+    }
+    fn put_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.0.put_task(task)
     }
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
         if failed() {

@@ -827,11 +827,22 @@ impl StandingRule {
         Ok(match &self.0.work_for {
             rt::WorkFor::Person(p) => p.into_pyobject(py)?.into_any().unbind(),
             rt::WorkFor::Everybody => Py::new(py, Everybody)?.into_any(),
+            rt::WorkFor::Nobody => py.None(),
         })
     }
     #[getter]
     fn by(&self) -> &str {
         &self.0.by
+    }
+    /// `"any arguments"` or `"these arguments: {…}"` (the canonical JSON of the arguments it covers).
+    #[getter]
+    fn scope(&self) -> String {
+        self.0.scope.words()
+    }
+    /// When it stops applying (seconds since the Unix epoch), or `None` until revoked.
+    #[getter]
+    fn expires_at(&self) -> Option<u64> {
+        self.0.expires_at
     }
     #[getter]
     fn definition_digest(&self) -> &str {

@@ -11,7 +11,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use permits_runtime::{
     AdmitAll, ApproveMode, AuditEvent, AuditSink, Authority, Call, Handled, JsonLinesSink, ManualClock, MemoryStore,
-    NewRule, Principal, ProposalRequest, Runtime, RuntimeError, SqliteStore, Store, SystemClock,
+    NewRule, Principal, ProposalRequest, Runtime, RuntimeError, Scope, SqliteStore, Store, SystemClock,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -81,6 +81,7 @@ fn call_of(agent: Text, skill: Text, tool: Text, arguments: Option<Arguments>, r
         tool: tool.0,
         arguments: arguments.map_or_else(no_arguments, |a| a.0),
         requester: requester.map(|r| r.0),
+        operation_key: None,
     }
 }
 
@@ -305,12 +306,16 @@ impl PyRuntime {
     fn replace_table(&self, py: Python<'_>, table: &Bound<'_, PyAny>) -> PyResult<()> {
         let indexed = table_arg(table)?;
         let next = indexed.clone();
-        self.op(py, move |rt| {
-            rt.replace_table(next.table().clone());
-            Ok(())
-        })?;
+        self.op(py, move |rt| rt.replace_table(next.table().clone()))?;
         *self.index.write().unwrap_or_else(PoisonError::into_inner) = indexed;
         Ok(())
+    }
+
+    /// Installs the runtime's own table as the store's current one: what a host restarting on a store
+    /// another runtime used does before anything else, since a runtime whose table is not the store's
+    /// current one changes nothing. Installing the current table again changes nothing.
+    fn install_table(&self, py: Python<'_>) -> PyResult<()> {
+        self.op(py, |rt| rt.install_table())
     }
 
     /// The table's level of one call, through the level index built once per table: `alone`, `propose`,
@@ -503,8 +508,11 @@ impl PyRuntime {
 
     /// Makes a standing rule "from now on, alone" for `agent`'s `tool` (in `skill`, or every skill that
     /// offers it at `propose`), in the work of `work_for` (a person, or `permits.EVERYBODY`), made `by` a
-    /// person the policy lets.
-    #[pyo3(signature = (agent, tool, *, work_for, by, skill = None))]
+    /// person the policy lets. `scope="any"` (the default) covers any arguments; `scope="these"` only
+    /// `arguments` exactly. `expires_at` (seconds since the Unix epoch, later than now) ends it; `None`
+    /// keeps it until revoked.
+    #[pyo3(signature = (agent, tool, *, work_for, by, skill = None, scope = None, arguments = None, expires_at = None))]
+    #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the rule")]
     fn allow_alone(
         &self,
         py: Python<'_>,
@@ -513,8 +521,32 @@ impl PyRuntime {
         work_for: WorkForArg,
         by: Text,
         skill: Option<Text>,
+        scope: Option<Text>,
+        arguments: Option<Arguments>,
+        expires_at: Option<Seconds>,
     ) -> PyResult<StandingRule> {
-        let rule = NewRule { agent: agent.0, tool: tool.0, skill: skill.map(|s| s.0), work_for: work_for.0, by: by.0 };
+        let scope = match (scope.as_ref().map(|s| s.0.as_str()), arguments) {
+            (None | Some("any"), None) => Scope::AnyArguments,
+            (None | Some("any"), Some(_)) => {
+                return Err(input_error(py, "arguments= is for scope=\"these\": a rule for any arguments takes none"));
+            }
+            (Some("these"), Some(arguments)) => Scope::these(&arguments.0),
+            (Some("these"), None) => {
+                return Err(input_error(py, "scope=\"these\" needs arguments=: the exact arguments the rule covers"));
+            }
+            (Some(other), _) => {
+                return Err(input_error(py, format!("scope is \"these\" or \"any\", not `{other}`")));
+            }
+        };
+        let rule = NewRule {
+            agent: agent.0,
+            tool: tool.0,
+            skill: skill.map(|s| s.0),
+            work_for: work_for.0,
+            by: by.0,
+            scope,
+            expires_at: expires_at.map(|e| e.0),
+        };
         self.op(py, |rt| rt.allow_alone(&rule)).map(StandingRule)
     }
 

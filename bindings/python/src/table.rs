@@ -200,6 +200,7 @@ impl PyTable {
             tool: tool.0,
             arguments: arguments.map_or_else(no_arguments, |a| a.0),
             requester: requester.map(|r| r.0),
+            operation_key: None,
         };
         Decision(decide_table(self.indexed.table(), &call))
     }

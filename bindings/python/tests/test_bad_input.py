@@ -333,7 +333,7 @@ def test_an_audit_sink_that_raises_is_counted_and_undoes_nothing(tmp_path: Path)
     rt = workshop(audit=boom)
     p = proposal(rt)
     assert rt.proposal(p.id).status == "waiting"
-    assert rt.audit_failures == 1
+    assert rt.audit_failures == 3  # the table's install, the task's binding and the proposal
     assert rt.last_audit_failure == "ValueError: boom"
     log = tmp_path / "audit.jsonl"
     rt = workshop(audit=log)

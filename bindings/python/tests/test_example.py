@@ -25,4 +25,6 @@ def test_the_workshop_example_runs_as_the_readme_says() -> None:
     )
     assert "  P-1 is now failed; the price is 0" in out
     assert "  P-2 is done: Noor approved SetPrice and it ran as Noor; the price is 45" in out
-    assert "audit (21 events):" in out
+    # 21 events of the two requests, the table's install and each request's task binding.
+    assert "audit (24 events):" in out
+    assert "audit (24 events):\n  table_installed " in out

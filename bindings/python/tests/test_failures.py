@@ -155,3 +155,34 @@ def test_kind_13_host_failures_fail_closed() -> None:
     assert kind(rt.approve_and_run, p.id, "Mia", p.fingerprint, run=host.run) == "authority"
     assert rt.proposal(p.id).status == "failed"
     assert host.runs == 0
+
+
+def test_a_runtime_whose_table_is_not_the_stores_current_one_changes_nothing(tmp_path: Any) -> None:
+    """The values of holes.rs `hole_7_a_runtime_whose_table_is_not_the_stores_current_one_changes_nothing`."""
+    db = tmp_path / "ledger.db"
+    host = Host()
+
+    def opened(name: str) -> permits.Runtime:
+        clock = permits.ManualClock(NOW)
+        return permits.Runtime(fixture(name), authority=host.authority, versions=host.versions, clock=clock, store=db)
+
+    first, second = opened("workshop"), opened("workshop")
+    propose(first, 45, "Noor", "k-1")
+    # Another host installs a newer table in the shared store: the second runtime is behind.
+    third = opened("workshop")
+    third.replace_table(fixture("workshop-never-setprice"))
+    with pytest.raises(permits.TableError) as err:
+        propose(second, 46, "Noor", "k-2")
+    assert err.value.kind == "not_current"
+    assert str(err.value).endswith("load the current table or install a newer one; nothing changes")
+    assert [p.operation_key for p in third.proposals()] == ["k-1"]
+    # Once it loads the current table it works, on that table; a new runtime on it installs its own.
+    second.replace_table(fixture("workshop-never-setprice"))
+    decided = second.decide("Estimator", "EstimateRepair", "SetPrice", {"repair": "T-7", "price": 46}, requester="Noor")
+    assert decided.level == "never"
+    fourth = opened("workshop")
+    with pytest.raises(permits.TableError) as err:
+        propose(fourth, 47, "Noor", "k-3")
+    assert err.value.kind == "not_current"
+    fourth.install_table()
+    assert propose(fourth, 47, "Noor", "k-3").status == "waiting"

@@ -39,7 +39,10 @@ def test_shop_spending_steps_1_to_9(permitc: Path, workdir: Path, supplier: Supp
     clock = permits.ManualClock(1_800_000_000)
 
     def open_ledger(table: permits.Table) -> permits.Runtime:
-        return permits.Runtime(table, authority=permits.ADMIT_ALL, clock=clock, store=ledger)
+        # A host restarting with a recompiled policy installs its table as the store's current one first.
+        opened = permits.Runtime(table, authority=permits.ADMIT_ALL, clock=clock, store=ledger)
+        opened.install_table()
+        return opened
 
     def propose(sku: str, tubs: int, price: int) -> permits.Proposal:
         return rt.propose(

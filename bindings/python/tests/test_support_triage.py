@@ -150,8 +150,8 @@ def test_d_one_approval_sends_exactly_once_and_sam_cannot_approve(w: World) -> N
         w.rt.approve(p.id, "Sam", p.fingerprint)
     assert err.value.kind == "not_decider"
     assert str(err.value) == (
-        "the decision is a holder of role `SupportReviewer`'s because skill `ExportFailures` routes `SendReply` "
-        "to role `SupportReviewer`; the work is for `Sam`, but the decision is not `Sam`'s"
+        "`Sam` may not decide proposal `P-1`: the work is for `Sam`, and skill `ExportFailures` routes "
+        "`SendReply` to role `SupportReviewer`, so the decision is someone else's; the decision is `Riley`'s"
     )
     w.rt.approve(p.id, "Riley", p.fingerprint)
     first = w.rt.execute(p.id, run=w.desk.run)
@@ -209,12 +209,16 @@ def test_every_decision_has_an_auditable_reason(w: World) -> None:
     w.rt.approve(p.id, "Riley", p.fingerprint)
     w.rt.execute(p.id, run=w.desk.run)
     w.rt.decide("Triage", "ExportFailures", "DeleteWorkspace")
-    kinds = [e.kind for e in w.audit]
+    # The store's first transaction installs the table, and the first call under the operation key binds
+    # the task: events of their own.
+    assert [e.kind for e in w.audit[:2]] == ["table_installed", "task"]
+    events = w.audit[2:]
+    kinds = [e.kind for e in events]
     assert kinds == ["proposal", "refusal", "grant", "execution", "execution", "decision"]
-    for e in w.audit[:5]:
+    for e in events[:5]:
         assert e.fingerprint == p.fingerprint
-    assert w.audit[1].who == "Sam"
-    assert "role `SupportReviewer`" in (w.audit[1].reason or "")
-    assert (w.audit[2].who, w.audit[2].outcome) == ("Riley", "granted")
-    assert w.audit[4].outcome == "done"
-    assert "unknown tool" in (w.audit[5].reason or "")
+    assert events[1].who == "Sam"
+    assert "role `SupportReviewer`" in (events[1].reason or "")
+    assert (events[2].who, events[2].outcome) == ("Riley", "granted")
+    assert events[4].outcome == "done"
+    assert "unknown tool" in (events[5].reason or "")

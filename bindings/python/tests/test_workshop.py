@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from conftest import NOW, fixture
+from conftest import DAY, NOW, fixture
 
 import permits
 
@@ -227,6 +227,66 @@ def test_outcome_7_from_now_on_alone(w: World) -> None:
     assert len(w.rt.proposals()) == 2
 
 
+def test_a_rule_covers_only_its_scope_and_ends_at_its_expiry() -> None:
+    app = Workshop()
+    clock = permits.ManualClock(NOW)
+    audit: list[permits.AuditEvent] = []
+    rt = permits.Runtime(
+        fixture("workshop"), authority=app.authority, clock=clock, versions=app.versions, audit=audit.append
+    )
+    price = {"repair": "T-7", "price": 45}
+
+    def level(arguments: dict[str, Any]) -> tuple[str, str | None]:
+        d = rt.decide("Estimator", "EstimateRepair", "SetPrice", arguments, requester="Noor")
+        return d.level, d.standing_rule
+
+    assert level(price) == ("propose", None)
+    rule = rt.allow_alone(
+        "Estimator",
+        "SetPrice",
+        work_for="Noor",
+        by="Noor",
+        skill="EstimateRepair",
+        scope="these",
+        arguments={"price": 45, "repair": "T-7"},
+        expires_at=NOW + DAY,
+    )
+    assert (rule.scope, rule.expires_at) == ('these arguments: {"price":45,"repair":"T-7"}', NOW + DAY)
+    created = [e for e in audit if e.kind == "rule_created"]
+    assert [e.reason for e in created] == [f'these arguments: {{"price":45,"repair":"T-7"}}; expires at {NOW + DAY}']
+    assert level(price) == ("alone", rule.id)
+    # Other arguments are not covered.
+    assert level({"repair": "T-7", "price": 46}) == ("propose", None)
+    # At its expiry it stops applying.
+    clock.advance(DAY)
+    assert level(price) == ("propose", None)
+    # A rule already expired is refused; the default is any arguments, until revoked.
+    with pytest.raises(permits.Refused) as err:
+        rt.allow_alone("Estimator", "SetPrice", work_for="Noor", by="Noor", expires_at=clock.now())
+    assert err.value.kind == "rule"
+    wide = rt.allow_alone("Estimator", "SetPrice", work_for="Noor", by="Noor", skill="EstimateRepair")
+    assert (wide.scope, wide.expires_at) == ("any arguments", None)
+    assert level({"repair": "T-7", "price": 46}) == ("alone", wide.id)
+
+
+@pytest.mark.parametrize(
+    ("scope", "arguments", "message"),
+    [
+        ("these", None, 'scope="these" needs arguments=: the exact arguments the rule covers'),
+        ("any", {"price": 1}, 'arguments= is for scope="these": a rule for any arguments takes none'),
+        (None, {"price": 1}, 'arguments= is for scope="these": a rule for any arguments takes none'),
+        ("some", None, 'scope is "these" or "any", not `some`'),
+    ],
+)
+def test_a_rule_scope_is_these_arguments_or_any(
+    w: World, scope: Any, arguments: dict[str, Any] | None, message: str
+) -> None:
+    with pytest.raises(permits.InputError) as err:
+        w.rt.allow_alone("Estimator", "SetPrice", work_for="Noor", by="Noor", scope=scope, arguments=arguments)
+    assert str(err.value) == message
+    assert w.rt.rules() == []
+
+
 def test_outcome_8_what_it_never_does_takes_no_rule(w: World) -> None:
     with pytest.raises(permits.Refused) as err:
         w.rt.allow_alone("Estimator", "ScrapRepair", work_for=permits.EVERYBODY, by="Noor")
@@ -245,8 +305,8 @@ def test_outcome_9_a_routed_decision_is_not_the_requesters(w: World) -> None:
         w.rt.approve_and_run(p.id, "Mia", p.fingerprint, run=w.app.run)
     assert err.value.kind == "not_decider"
     assert str(err.value) == (
-        "the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`; "
-        "the work is for `Mia`, but the decision is not `Mia`'s"
+        "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes "
+        "`SetPrice` to person `Noor`"
     )
     assert w.app.repair.price == 0
     done = w.rt.approve_and_run(p.id, "Noor", p.fingerprint, run=w.app.run)

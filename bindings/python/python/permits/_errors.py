@@ -20,7 +20,8 @@ class Refused(Error):
 
     `kind` is the runtime's refusal kind (`never`, `must_propose`, `not_decider`, `wrong_fingerprint`, `stale`,
     `now_never`, `not_approved`, `proposal_expired`, `grant_expired`, `basis`, `authority`, `destination`,
-    `reason_required`, `status`, `rule`, `unresolved`, `budget`, `not_conclusive`, `unknown_version`), or one of
+    `reason_required`, `status`, `rule`, `unresolved`, `budget`, `not_conclusive`, `unknown_version`, `too_large`,
+    `claimed`, `not_sent`), or one of
     the binding's own: `callback` (a host callback raised or answered with the wrong type: the transaction it
     was called in was rolled back; the exception is `__cause__`) and `reentry` (a callback called back into
     the runtime).
@@ -42,7 +43,10 @@ class StoreError(Error):
 
 class TableError(Error):
     """A table could not be loaded: `kind` is `io`, `malformed`, `unknown_format`, `digest_mismatch` or
-    `unsupported` (a signed table: `trust=` is not in this runtime yet)."""
+    `unsupported` (a signed table: `trust=` is not in this runtime yet); or the runtime did not install it, or
+    its table is not the store's current one (then nothing changes): `unsigned`, `other_table`,
+    `untrusted_key`, `bad_signature`, `rollback`, `not_current` (`replace_table` or `install_table` first)
+    or `not_supervisor`."""
 
     kind: str
 
@@ -52,7 +56,8 @@ class TableError(Error):
 
 
 class NotFound(Error, LookupError):
-    """No proposal, standing rule or budget has this id: `kind` is `proposal`, `rule` or `budget`."""
+    """No proposal, standing rule, task or budget has this id: `kind` is `proposal`, `rule`, `task` (an
+    operation key no call bound) or `budget`."""
 
     kind: str
     id: str

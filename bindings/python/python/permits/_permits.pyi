@@ -20,7 +20,7 @@ Status = Literal[
     "withdrawn",
 ]
 Outcome = Literal["done", "failed", "unknown"]
-Mode = Literal["once", "always_like_this"]
+Mode = Literal["once", "always_like_this", "always_these_arguments"]
 RouteKind = Literal["requester", "person", "role", "queue"]
 Basis = Literal["operator", "automatic", "unknown"]
 EventKind = Literal[
@@ -36,6 +36,10 @@ EventKind = Literal[
     "rule_created",
     "rule_revoked",
     "refusal",
+    "task",
+    "ceiling",
+    "settlement",
+    "table_installed",
 ]
 
 #: A JSON value as Python (None, bool, int of 64 bits, finite float, str, list, tuple, dict with str keys,
@@ -371,9 +375,13 @@ class StandingRule:
     @property
     def skill(self) -> str | None: ...
     @property
-    def work_for(self) -> str | Everybody: ...
+    def work_for(self) -> str | Everybody | None: ...
     @property
     def by(self) -> str: ...
+    @property
+    def scope(self) -> str: ...
+    @property
+    def expires_at(self) -> int | None: ...
     @property
     def definition_digest(self) -> str: ...
     @property
@@ -500,6 +508,7 @@ class Runtime:
     @property
     def table(self) -> Table: ...
     def replace_table(self, table: Table) -> None: ...
+    def install_table(self) -> None: ...
     def level(
         self, agent: str, skill: str, tool: str, arguments: Arguments | None = None, *, requester: str | None = None
     ) -> Level: ...
@@ -556,7 +565,16 @@ class Runtime:
     def withdraw(self, proposal_id: str, by: Principal) -> Proposal: ...
     def revoke(self, proposal_id: str, person: str, why: str) -> Proposal: ...
     def allow_alone(
-        self, agent: str, tool: str, *, work_for: str | Everybody, by: str, skill: str | None = None
+        self,
+        agent: str,
+        tool: str,
+        *,
+        work_for: str | Everybody,
+        by: str,
+        skill: str | None = None,
+        scope: Literal["these", "any"] | None = None,
+        arguments: Arguments | None = None,
+        expires_at: int | None = None,
     ) -> StandingRule: ...
     def revoke_rule(self, rule_id: str, by: str, why: str) -> StandingRule: ...
     def proposal(self, proposal_id: str) -> Proposal: ...
