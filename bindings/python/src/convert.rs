@@ -483,13 +483,14 @@ impl<'py> FromPyObject<'_, 'py> for Callable {
     }
 }
 
-/// A parameter's type as the policy spells it: `string`, `int`, `bool`, `money`, or the entity's name.
+/// A parameter's type as the policy spells it: `string`, `int`, `bool`, `money`, `shell`, or the entity's name.
 pub fn type_word(ty: &ParamType) -> &str {
     match ty {
         ParamType::String => "string",
         ParamType::Int => "int",
         ParamType::Bool => "bool",
         ParamType::Money => "money",
+        ParamType::Shell => "shell",
         ParamType::Entity(e) => e,
     }
 }
