@@ -16,17 +16,50 @@ impl Runtime {
     /// `granted`, the reason recorded), [`Refusal::Authority`], [`Refusal::ProposalExpired`],
     /// [`Refusal::Status`], [`Refusal::UnknownVersion`], [`RuntimeError::UnknownProposal`],
     /// [`RuntimeError::Store`].
+    ///
+    /// Without a claim token a retry after a lost answer is refused while the proposal is `sending` or
+    /// `unknown`; a host that can lose an answer uses [`Runtime::execute_claimed`].
     pub fn execute(
         &self,
         id: &str,
         destination: Option<&str>,
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Execution, RuntimeError> {
+        self.execute_with(id, destination, None, run)
+    }
+
+    /// [`Runtime::execute`] with the host's claim token (spec §5a "Idempotent execution"): the admission
+    /// records `claim` on the proposal; a retry with the same token (an acknowledgement that was lost)
+    /// returns the same claim or receipt, and runs nothing, whatever the proposal's status since (`sending`,
+    /// `unknown`, `done`, `failed`, `revoked`); another token on a consumed grant is refused.
+    ///
+    /// Errors: those of [`Runtime::execute`], and [`Refusal::Claimed`] (the grant was consumed under another
+    /// token).
+    pub fn execute_claimed(
+        &self,
+        id: &str,
+        destination: Option<&str>,
+        claim: &str,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Execution, RuntimeError> {
+        self.execute_with(id, destination, Some(claim), run)
+    }
+
+    fn execute_with(
+        &self,
+        id: &str,
+        destination: Option<&str>,
+        claim: Option<&str>,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Execution, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
         let admitted = self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, "", id)?;
             let agent = p.agent.clone();
+            if let Some(Err(message)) = claim.map(|c| limits::check_text("the claim token", c, limits::MAX_KEY_BYTES)) {
+                return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::TooLarge, message));
+            }
             if destination != p.destination.as_deref() {
                 let message = format!(
                     "the destination {} is not the approved one ({}): nothing runs",
@@ -34,6 +67,20 @@ impl Runtime {
                     words_of(p.destination.as_deref())
                 );
                 return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::Destination, message));
+            }
+            if let (Some(token), Some(held)) = (claim, p.claim.as_deref()) {
+                if token == held {
+                    // A retry of the same claim: the claim or the receipt again, nothing runs.
+                    let mut e = self.proposal_event(EventKind::Execution, Some(&agent), &p);
+                    e.reason = Some(format!("a retry of claim `{token}`: nothing runs again"));
+                    events.push(e);
+                    return Ok(None);
+                }
+                let message = format!(
+                    "proposal `{}` was executed under another claim: its grant is consumed; nothing runs",
+                    p.id
+                );
+                return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::Claimed, message));
             }
             if p.status == Status::Done {
                 events.push(self.proposal_event(EventKind::Execution, Some(&agent), &p));
@@ -71,7 +118,17 @@ impl Runtime {
                 Err(message) => return not_now(tx, events, &mut p, Refusal::Budget, message).map(|()| None),
             };
             let runs_as = match (grant.basis, &grant.approver) {
-                (Basis::Operator, Some(approver)) => approver.clone(),
+                // Spec §5a: the approver must still be a decider of the proposal on the current table.
+                (Basis::Operator, Some(approver)) => match may_decide(&table, &p, approver) {
+                    Ok(()) => approver.clone(),
+                    Err(why) => {
+                        let message = format!(
+                            "the grant of proposal `{}` no longer authorizes it: {why}; it waits for a decider's approval",
+                            p.id
+                        );
+                        return not_now(tx, events, &mut p, Refusal::NotDecider, message).map(|()| None);
+                    }
+                },
                 // Spec §6: at execution an automatic grant must still fit the current allowance.
                 (Basis::Automatic, _) if spend.is_some_and(|s| !s.over_allowance()) => {
                     let sponsor = table.agents.get(&p.agent).map(|a| a.sponsor.clone()).unwrap_or_default();
@@ -114,8 +171,11 @@ impl Runtime {
             }
             p.status = Status::Sending;
             p.ran_as = Some(runs_as.clone());
+            p.claim = claim.map(str::to_string);
             tx.put_proposal(&p)?;
-            events.push(self.proposal_event(EventKind::Execution, Some(&runs_as), &p));
+            let mut e = self.proposal_event(EventKind::Execution, Some(&runs_as), &p);
+            e.authorized_by = grant_authorization(&p);
+            events.push(e);
             Ok(Some(p))
         })?;
         let Some(sending) = admitted else {
@@ -164,15 +224,29 @@ impl Runtime {
             };
             // A proposal revoked while sending stays revoked (the other side may have acted); its receipt
             // is still kept.
+            // Spec §5a "Bounded input, durable output": what the host reported is stored within the limits
+            // (the settlement above was judged on the receipt itself), so the record always reads back.
             if p.status == Status::Sending {
                 p.status = status;
-                p.reason = reason;
+                p.reason = reason.map(|r| limits::cut(r, limits::MAX_REASON_BYTES));
             }
-            p.receipt = receipt;
+            p.receipt = receipt.map(limits::storable_receipt);
             tx.put_proposal(&p)?;
-            events.push(self.proposal_event(EventKind::Execution, Some(&runs_as), &p));
+            let mut e = self.proposal_event(EventKind::Execution, Some(&runs_as), &p);
+            e.authorized_by = grant_authorization(&p);
+            events.push(e);
             Ok(p)
         })?;
         Ok(Execution { proposal, ran: true })
+    }
+}
+
+/// How a proposal's execution was authorized: the person who approved it, or an automatic grant.
+pub(crate) fn grant_authorization(p: &Proposal) -> Option<Authorization> {
+    let grant = p.grant.as_ref()?;
+    match (grant.basis, &grant.approver) {
+        (Basis::Operator, Some(person)) => Some(Authorization::Person(person.clone())),
+        (Basis::Automatic, _) => Some(Authorization::AutomaticGrant),
+        _ => None,
     }
 }

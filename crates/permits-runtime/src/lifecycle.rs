@@ -25,7 +25,7 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             self.check_status(events, person, &p, "approved", &[Status::Waiting, Status::Granted])?;
             if let Err(message) = may_decide(&table, &p, person) {
@@ -42,15 +42,23 @@ impl Runtime {
             // Spec §5a "Atomic decisions": the standing rule of "always like this" is checked before
             // anything is reserved, and stored only once the grant is certain, so a refused rule leaves no
             // grant, no reservation and no rule.
-            let rule = match mode {
+            let scope = match mode {
                 ApproveMode::Once => None,
-                ApproveMode::AlwaysLikeThis => {
+                ApproveMode::AlwaysLikeThis => Some(Scope::AnyArguments),
+                ApproveMode::AlwaysTheseArguments => Some(Scope::these(&p.arguments)),
+            };
+            let rule = match scope {
+                None => None,
+                Some(scope) => {
                     let new = NewRule {
                         agent: p.agent.clone(),
                         tool: p.tool.clone(),
                         skill: Some(p.skill.clone()),
-                        work_for: WorkFor::Person(person.to_string()),
+                        // Spec §5: "always like this" makes the rule for the proposal's requester.
+                        work_for: p.requester.clone().map_or(WorkFor::Nobody, WorkFor::Person),
                         by: person.to_string(),
+                        scope,
+                        expires_at: None,
                     };
                     Some(self.check_rule(events, &table, &new, now)?)
                 }
@@ -111,9 +119,12 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
-            if reason.trim().is_empty() {
+            if let Err(message) = limits::check_text("the reason", reason, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, person, About::Proposal(&p), Refusal::TooLarge, message));
+            }
+            if !display::has_visible(reason) {
                 let message = "a rejection needs a reason: the agent is told it".to_string();
                 return Err(self.refuse(events, person, About::Proposal(&p), Refusal::ReasonRequired, message));
             }
@@ -138,7 +149,7 @@ impl Runtime {
     pub fn withdraw(&self, id: &str, by: Principal<'_>) -> Result<Proposal, RuntimeError> {
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, by.name(), id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             let allowed = match by {
                 Principal::Agent(a) => a == p.agent,
@@ -174,10 +185,13 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             if p.status == Status::Revoked {
                 return Ok(p);
+            }
+            if let Err(message) = limits::check_text("the reason", why, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, person, About::Proposal(&p), Refusal::TooLarge, message));
             }
             if !holds(&table, person, &table.authority.supervises) {
                 if let Err(message) = may_decide(&table, &p, person) {
@@ -195,7 +209,8 @@ impl Runtime {
                 ledger::release(tx, &p.id)?; // a sending or unknown one keeps it: the other side may have acted
             }
             p.status = Status::Revoked;
-            p.reason = Some(if why.trim().is_empty() { format!("revoked by `{person}`") } else { why.to_string() });
+            p.reason =
+                Some(if !display::has_visible(why) { format!("revoked by `{person}`") } else { why.to_string() });
             p.decided_by = Some(person.to_string());
             tx.put_proposal(&p)?;
             events.push(self.proposal_event(EventKind::Revocation, Some(person), &p));
@@ -270,18 +285,32 @@ impl Runtime {
         who: &str,
     ) -> Result<(), RuntimeError> {
         let call = proposal_call(p);
-        let decision = decide_with(table, &call, &[]);
+        let decision = decide_with(table, &call, &[], 0);
         let version = match self.covered_version(table, &call) {
             Ok(v) => v,
             Err(message) => return Err(self.refuse(events, who, About::Proposal(p), Refusal::UnknownVersion, message)),
         };
-        let current = decision
-            .entry_digest
-            .as_deref()
-            .map(|digest| fingerprint(&call, digest, version.as_deref(), p.destination.as_deref()));
+        let instructions = self.versions.instruction_version(&p.agent);
+        let current = decision.entry_digest.as_deref().map(|digest| {
+            fingerprint_with(&call, digest, version.as_deref(), p.destination.as_deref(), instructions.as_deref())
+        });
         let same_tool = decision.definition_digest.as_deref() == Some(p.definition_digest.as_str());
-        if current.as_deref() != Some(p.fingerprint.as_str()) || !same_tool {
+        let same_format = p.fingerprint_format == FINGERPRINT_FORMAT;
+        if current.as_deref() != Some(p.fingerprint.as_str()) || !same_tool || !same_format {
             let mut changed = Vec::new();
+            if !same_format {
+                changed.push(format!(
+                    "it was made under fingerprint format {}, and this runtime writes format {FINGERPRINT_FORMAT}",
+                    p.fingerprint_format
+                ));
+            }
+            if instructions != p.instruction_version {
+                changed.push(format!(
+                    "the instructions are {} instead of {}",
+                    words_of(instructions.as_deref()),
+                    words_of(p.instruction_version.as_deref())
+                ));
+            }
             if !decision.offered {
                 changed.push("the triple is no longer offered".to_string());
             } else if decision.entry_digest.as_deref() != Some(p.entry_digest.as_str()) || !same_tool {
@@ -358,8 +387,10 @@ impl Runtime {
     }
 }
 
-/// Who may decide a proposal now (spec §5 "Who decides"): a person admitted by `decides_proposals`, or the
-/// route's decider — but never the requester of a proposal routed elsewhere.
+/// Who may decide a proposal now (spec §5 "Who decides"): a person admitted by `decides_proposals`, or a
+/// decider of the route — the requester for the default route; the named person for a person route (the
+/// requester too, when the policy names them); for a role or a queue, its holders or members other than
+/// the person the work is for. A refusal names who decides and why.
 pub(crate) fn may_decide(table: &Table, p: &Proposal, person: &str) -> Result<(), String> {
     if !table.persons.contains_key(person) {
         return Err(format!("`{person}` is not a person of the table: only a person decides a proposal"));
@@ -370,29 +401,40 @@ pub(crate) fn may_decide(table: &Table, p: &Proposal, person: &str) -> Result<()
     let sponsor = table.agents.get(&p.agent).map(|a| a.sponsor.as_str()).unwrap_or_default();
     let route = &p.decider.route;
     let decider = resolve_decider(table, route, p.requester.as_deref(), sponsor);
-    let who = match route {
-        Route::Requester | Route::Person(_) => {
-            decider.persons.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
-        }
-        Route::Role(r) => format!("a holder of role `{r}`"),
-        Route::Queue(q) => format!("a member of queue `{q}`"),
-    };
-    if *route != Route::Requester {
-        let source = match table.skills.get(&p.skill).and_then(|s| s.routes.get(&p.tool)) {
-            Some(r) if r == route => format!("skill `{}`", p.skill),
-            _ => format!("agent `{}`", p.agent),
-        };
-        let because = format!("the decision is {who}'s because {source} routes `{}` to {}", p.tool, route_words(route));
-        if p.requester.as_deref() == Some(person) {
-            return Err(format!("{because}; the work is for `{person}`, but the decision is not `{person}`'s"));
-        }
-        if decider.persons.iter().any(|d| d == person) {
-            return Ok(());
-        }
-        return Err(format!("`{person}` may not decide proposal `{}`: {because}", p.id));
-    }
     if decider.persons.iter().any(|d| d == person) {
         return Ok(());
     }
-    Err(format!("`{person}` may not decide proposal `{}`: the decision is {who}'s, the person the work is for", p.id))
+    let names = |persons: &[String]| persons.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ");
+    let source = route_source(table, &p.agent, &p.skill, &p.tool, route);
+    let refused = format!("`{person}` may not decide proposal `{}`", p.id);
+    Err(match route {
+        Route::Requester => {
+            format!("{refused}: the decision is {}'s, the person the work is for", names(&decider.persons))
+        }
+        Route::Person(named) => format!("{refused}: the decision is `{named}`'s because {source}"),
+        Route::Role(_) | Route::Queue(_) => {
+            let others = if decider.persons.is_empty() {
+                "nobody else can decide it: only a person admitted by `decides_proposals`".to_string()
+            } else {
+                format!("the decision is {}'s", names(&decider.persons))
+            };
+            if p.requester.as_deref() == Some(person) {
+                format!(
+                    "{refused}: the work is for `{person}`, and {source}, so the decision is someone else's; {others}"
+                )
+            } else {
+                format!("{refused}: {source}; {others}")
+            }
+        }
+    })
+}
+
+/// Where a route comes from, in words: "skill `FixBug` routes `GitPush` to role `Maintainer`" (a skill's
+/// route wins over its agent's).
+pub(crate) fn route_source(table: &Table, agent: &str, skill: &str, tool: &str, route: &Route) -> String {
+    let source = match table.skills.get(skill).and_then(|s| s.routes.get(tool)) {
+        Some(r) if r == route => format!("skill `{skill}`"),
+        _ => format!("agent `{agent}`"),
+    };
+    format!("{source} routes `{tool}` to {}", route_words(route))
 }

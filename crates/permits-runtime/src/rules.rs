@@ -6,7 +6,8 @@ impl Runtime {
     /// Makes a standing rule, "from now on, alone" (spec §5 "Standing rules"): only over entries whose level
     /// is exactly `propose` (refused for `never`, `propose_every_time`, a tool outside the skill); for
     /// oneself by a person admitted by `widens_autonomy` (or `supervises`), for someone else or everybody
-    /// only by `supervises`; on a routed triple only by its decider or a supervisor. It binds the tool's
+    /// only by `supervises`; on a routed triple only by a decider of the route who is not the person the
+    /// work is for, or a supervisor ([`may_make_rule`]). It binds the tool's
     /// `definition_digest` and each covered entry's `entry_digest`.
     ///
     /// Errors: [`Refusal::Rule`] with the reason, [`RuntimeError::Store`].
@@ -26,12 +27,17 @@ impl Runtime {
         let now = self.clock.now();
         self.transact(|tx, events| {
             let Some(mut rule) = tx.rules()?.into_iter().find(|r| r.id == id) else {
+                let message = format!("there is no standing rule `{id}`");
+                self.refuse(events, by, About::Operation(id), Refusal::Rule, message);
                 return Err(RuntimeError::UnknownRule(id.to_string()));
             };
             if rule.revoked.is_some() {
                 return Ok(rule);
             }
-            if why.trim().is_empty() {
+            if let Err(message) = limits::check_text("the reason", why, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, by, About::Rule(&rule), Refusal::TooLarge, message));
+            }
+            if !display::has_visible(why) {
                 return Err(self.refuse(
                     events,
                     by,
@@ -202,70 +208,13 @@ impl Runtime {
             ));
         }
         let by = &new.by;
-        if !table.persons.contains_key(by) {
-            return Err(self.refuse(
-                events,
-                &new.by,
-                About::NewRule(new),
-                Refusal::Rule,
-                format!("`{by}` is not a person of the table: only a person makes a standing rule"),
-            ));
+        if let Some(at) = new.expires_at.filter(|at| *at <= now) {
+            let message = format!("a standing rule that expires at {at} has already expired (it is {now} now)");
+            return Err(self.refuse(events, by, About::NewRule(new), Refusal::Rule, message));
         }
-        let supervisor = holds(table, by, &table.authority.supervises);
-        match &new.work_for {
-            WorkFor::Person(p) if p == by => {
-                if !supervisor && !holds(table, by, &table.authority.widens_autonomy) {
-                    return Err(self.refuse(
-                        events,
-                        &new.by,
-                        About::NewRule(new),
-                        Refusal::Rule,
-                        format!("`{by}` may not widen an agent's autonomy: `widens_autonomy` does not admit them"),
-                    ));
-                }
-            }
-            WorkFor::Person(p) => {
-                if !table.persons.contains_key(p) {
-                    return Err(self.refuse(
-                        events,
-                        &new.by,
-                        About::NewRule(new),
-                        Refusal::Rule,
-                        format!("unknown person `{p}`"),
-                    ));
-                }
-                if !supervisor {
-                    return Err(self.refuse(
-                        events,
-                        &new.by,
-                        About::NewRule(new),
-                        Refusal::Rule,
-                        format!("only a supervisor makes a standing rule for someone else (`{p}`), not `{by}`"),
-                    ));
-                }
-            }
-            WorkFor::Everybody => {
-                if !supervisor {
-                    return Err(self.refuse(
-                        events,
-                        &new.by,
-                        About::NewRule(new),
-                        Refusal::Rule,
-                        format!("only a supervisor makes a standing rule for everybody, not `{by}`"),
-                    ));
-                }
-            }
-        }
-        for (skill, route) in &routed {
-            let decider = resolve_decider(table, route, None, &agent.sponsor);
-            if !supervisor && !decider.persons.contains(by) {
-                return Err(self.refuse(events, &new.by, About::NewRule(new), Refusal::Rule,
-                    format!(
-                        "skill `{skill}` routes `{tool_name}` to {}: only its decider or a supervisor makes a standing rule for it, not `{by}`",
-                        route_words(route)
-                    ),
-                ));
-            }
+        let routed: Vec<(&str, &Route)> = routed.iter().map(|(s, r)| (s.as_str(), r)).collect();
+        if let Err(message) = may_make_rule(table, agent_name, tool_name, &new.work_for, by, &routed) {
+            return Err(self.refuse(events, by, About::NewRule(new), Refusal::Rule, message));
         }
         Ok(StandingRule {
             id: String::new(),
@@ -276,9 +225,61 @@ impl Runtime {
             by: by.clone(),
             definition_digest: tool.definition_digest.clone(),
             covered,
+            scope: new.scope.clone(),
+            expires_at: new.expires_at,
             created_at: now,
             uses: 0,
             revoked: None,
         })
     }
+}
+
+/// Whether `by` may make (or, at each call, still hold) a standing rule for `work_for` on `tool` of `agent`
+/// (spec §5 "Standing rules", §5a "Authority is rechecked"): `by` is a person; for oneself they are
+/// admitted by `widens_autonomy` (or `supervises`); for someone else, for everybody or for work done for
+/// nobody only by `supervises`; and on each routed triple (`routed`: skill and route) only a decider of the
+/// route who is not the person the work is for, or a supervisor.
+///
+/// Errors: why not, naming who and the rule that refuses.
+pub(crate) fn may_make_rule(
+    table: &Table,
+    agent: &str,
+    tool: &str,
+    work_for: &WorkFor,
+    by: &str,
+    routed: &[(&str, &Route)],
+) -> Result<(), String> {
+    if !table.persons.contains_key(by) {
+        return Err(format!("`{by}` is not a person of the table: only a person makes a standing rule"));
+    }
+    if holds(table, by, &table.authority.supervises) {
+        return Ok(());
+    }
+    let person = match work_for {
+        WorkFor::Person(p) if p == by => {
+            if !holds(table, by, &table.authority.widens_autonomy) {
+                return Err(format!("`{by}` may not widen an agent's autonomy: `widens_autonomy` does not admit them"));
+            }
+            p.as_str()
+        }
+        WorkFor::Person(p) if !table.persons.contains_key(p) => return Err(format!("unknown person `{p}`")),
+        WorkFor::Person(p) => {
+            return Err(format!("only a supervisor makes a standing rule for someone else (`{p}`), not `{by}`"));
+        }
+        WorkFor::Nobody => {
+            return Err(format!("only a supervisor makes a standing rule for work done for nobody, not `{by}`"));
+        }
+        WorkFor::Everybody => return Err(format!("only a supervisor makes a standing rule for everybody, not `{by}`")),
+    };
+    let sponsor = table.agents.get(agent).map(|a| a.sponsor.as_str()).unwrap_or_default();
+    for (skill, route) in routed {
+        let source = route_source(table, agent, skill, tool, route);
+        let deciders = resolve_decider(table, route, Some(person), sponsor);
+        if !deciders.persons.iter().any(|d| d == by) {
+            return Err(format!(
+                "{source}: only a decider of that route other than the person the work is for (`{person}`), or a supervisor, makes a standing rule for it, not `{by}`"
+            ));
+        }
+    }
+    Ok(())
 }

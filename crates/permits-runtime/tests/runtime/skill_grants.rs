@@ -3,7 +3,7 @@
 
 use permits_runtime::table::{Level, Table};
 use permits_runtime::{
-    AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime, Status, WorkFor,
+    AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime, Scope, Status, WorkFor,
 };
 use serde_json::json;
 
@@ -43,6 +43,8 @@ fn outcome_2_propose_every_time_takes_no_standing_rule() -> R {
             skill: Some("Release".into()),
             work_for: WorkFor::Person("Priya".into()),
             by: "Priya".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
         })
         .err()
         .ok_or("a rule was made")?;
@@ -77,7 +79,7 @@ fn outcome_3_an_edit_of_the_skills_lists_makes_its_waiting_proposals_stale_only(
         "ref-1",
         "rename a function",
     ))?;
-    rt.replace_table(after);
+    rt.replace_table(after)?;
     let mut runs = 0;
     let err = rt
         .approve_and_run(&tests.id, "Priya", &tests.fingerprint, ApproveMode::Once, |_| {

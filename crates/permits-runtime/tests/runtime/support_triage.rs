@@ -174,7 +174,7 @@ fn d_one_approval_sends_exactly_once_and_sam_cannot_approve() -> R {
     assert_eq!(err.refusal(), Some(Refusal::NotDecider));
     assert_eq!(
         err.to_string(),
-        "the decision is a holder of role `SupportReviewer`'s because skill `ExportFailures` routes `SendReply` to role `SupportReviewer`; the work is for `Sam`, but the decision is not `Sam`'s"
+        "`Sam` may not decide proposal `P-1`: the work is for `Sam`, and skill `ExportFailures` routes `SendReply` to role `SupportReviewer`, so the decision is someone else's; the decision is `Riley`'s"
     );
     w.rt.approve(&p.id, "Riley", &p.fingerprint, ApproveMode::Once)?;
     let first = w.rt.execute(&p.id, None, |c| w.desk.run(c))?;
@@ -233,6 +233,10 @@ fn every_decision_has_an_auditable_reason() -> R {
     w.rt.execute(&p.id, None, |c| w.desk.run(c))?;
     let _ = w.rt.decide(&Call::new("Triage", "ExportFailures", "DeleteWorkspace"));
     let events = w.audit.events();
+    // The store's first transaction installs the table, and the first call under the operation key binds
+    // the task (spec §5a): events of their own.
+    assert_eq!((events[0].kind, events[1].kind), (EventKind::TableInstalled, EventKind::Task));
+    let events = &events[2..];
     let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,
