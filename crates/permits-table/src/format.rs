@@ -454,11 +454,6 @@ impl Row {
         out
     }
 
-    /// Whether any named entry has a condition.
-    pub fn is_conditional(&self) -> bool {
-        self.named.iter().any(|n| n.when.is_some())
-    }
-
     fn combine(base: Option<Level>, floor: Option<Level>) -> Option<Level> {
         match (base, floor) {
             (Some(a), Some(b)) => Some(a.max(b)),
