@@ -546,6 +546,7 @@ impl PyRuntime {
             by: by.0,
             scope,
             expires_at: expires_at.map(|e| e.0),
+            mode: None,
         };
         self.op(py, |rt| rt.allow_alone(&rule)).map(StandingRule)
     }

@@ -62,16 +62,19 @@ pub fn main() -> ExitCode {
             compile_cmd(&path, &output, format, deny_warnings, signing)
         }
         Command::Keygen { output } => keygen(&output),
-        Command::Explain { agent, skill, tool, path, format } => explain(&path, &agent, &skill, &tool, format),
+        Command::Explain { agent, skill, tool, mode, path, format } => {
+            explain(&path, &agent, &skill, &tool, mode.as_deref(), format)
+        }
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
-        Command::Decide { table, agent, skill, tool, args, requester, trust, format } => {
+        Command::Decide { table, agent, skill, tool, args, requester, mode, trust, format } => {
             let call = TripleCall {
                 agent: &agent,
                 skill: &skill,
                 tool: &tool,
                 args: args.as_deref(),
                 requester: requester.as_deref(),
+                mode: mode.as_deref(),
             };
             decide(&table, &call, &trust, format)
         }

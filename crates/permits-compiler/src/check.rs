@@ -24,6 +24,7 @@ enum Kind {
     Agent,
     Skill,
     Budget,
+    Mode,
 }
 
 impl Kind {
@@ -44,6 +45,7 @@ impl Kind {
             Kind::Agent => "agent",
             Kind::Skill => "skill",
             Kind::Budget => "budget",
+            Kind::Mode => "mode",
         }
     }
 }
@@ -98,6 +100,7 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
         proposal_lifetime: None,
         grant_lifetime: None,
         budgets: BTreeMap::new(),
+        modes: BTreeMap::new(),
     };
     let mut package_may_span: Option<Span> = None;
     let mut lifetime_spans: BTreeMap<LifetimeKind, Span> = BTreeMap::new();
@@ -142,6 +145,13 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
                         LifetimeKind::Grant => model.grant_lifetime = Some(l.seconds),
                     }
                 }
+            }
+            DeclarationKind::Mode(m) => {
+                if model.modes.contains_key(m.name.name.as_str()) {
+                    continue; // a duplicate name is already an error
+                }
+                let mode = c.mode(d, m, &model);
+                model.modes.insert(&m.name.name, mode);
             }
             DeclarationKind::May(block) => {
                 if let Some(first) = package_may_span {
@@ -202,6 +212,12 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
     (model, c.diags)
 }
 
+/// The code of an `alone` that says nothing in a layer that only tightens: a mode's own (modes only
+/// tighten, spec §3c), else the package-wide and skill layers'.
+fn alone_code(layer: Layer) -> Code {
+    if layer == Layer::Mode { Code::LevelsModeAlone } else { Code::LevelsAloneIgnored }
+}
+
 fn repeated(what: &str, again: Span, first: Span) -> Diagnostic {
     Diagnostic::new(Code::CheckRepeated, format!("{what} is written twice"))
         .at(again, "written again here")
@@ -222,6 +238,7 @@ impl<'a> Checker<'a> {
                 DeclarationKind::Agent(a) => (&a.name, Kind::Agent),
                 DeclarationKind::Skill(s) => (&s.name, Kind::Skill),
                 DeclarationKind::Budget(b) => (&b.name, Kind::Budget),
+                DeclarationKind::Mode(m) => (&m.name, Kind::Mode),
                 DeclarationKind::Test(_) => continue,
                 DeclarationKind::May(_) | DeclarationKind::Authority(_) | DeclarationKind::Lifetime(_) => {
                     if !d.docs.is_empty() {
@@ -329,9 +346,10 @@ impl<'a> Checker<'a> {
     /// Checks a budget's fields (spec §6): `currency` (a string), `unit` (a name), `ceiling` and
     /// `alone_up_to` (whole numbers ≥ 0 in the minor unit), each exactly once; every problem is reported.
     fn budget(&mut self, b: &'a Budget) -> Option<BudgetModel<'a>> {
-        const FIELDS: [&str; 4] = ["currency", "unit", "ceiling", "alone_up_to"];
+        const FIELDS: [&str; 5] = ["currency", "unit", "ceiling", "alone_up_to", "per_task"];
+        const REQUIRED: [&str; 4] = ["currency", "unit", "ceiling", "alone_up_to"];
         let mut seen: HashMap<&str, Span> = HashMap::new();
-        let (mut currency, mut unit, mut ceiling, mut alone_up_to) = (None, None, None, None);
+        let (mut currency, mut unit, mut ceiling, mut alone_up_to, mut per_task) = (None, None, None, None, None);
         for f in &b.fields {
             let key = f.key.name.as_str();
             if !FIELDS.contains(&key) {
@@ -339,9 +357,9 @@ impl<'a> Checker<'a> {
                     .at(f.key.span, "unknown field");
                 d = match closest(key, FIELDS.iter().copied()) {
                     Some(n) => d.help(format!(
-                        "did you mean `{n}`? a budget has `currency`, `unit`, `ceiling` and `alone_up_to`"
+                        "did you mean `{n}`? a budget has `currency`, `unit`, `ceiling`, `alone_up_to` and optionally `per_task`"
                     )),
-                    None => d.help("a budget has `currency`, `unit`, `ceiling` and `alone_up_to`"),
+                    None => d.help("a budget has `currency`, `unit`, `ceiling`, `alone_up_to` and optionally `per_task`"),
                 };
                 self.diags.push(d);
                 continue;
@@ -368,6 +386,8 @@ impl<'a> Checker<'a> {
                     Ok(v) if v <= i64::MAX as u64 => {
                         if key == "ceiling" {
                             ceiling = Some(v);
+                        } else if key == "per_task" {
+                            per_task = Some((v, *span));
                         } else {
                             alone_up_to = Some((v, *span));
                         }
@@ -396,7 +416,7 @@ impl<'a> Checker<'a> {
                 ),
             }
         }
-        let missing: Vec<&str> = FIELDS.iter().copied().filter(|k| !seen.contains_key(k)).collect();
+        let missing: Vec<&str> = REQUIRED.iter().copied().filter(|k| !seen.contains_key(k)).collect();
         if !missing.is_empty() {
             let list = missing.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ");
             self.diags.push(
@@ -419,7 +439,26 @@ impl<'a> Checker<'a> {
                 .help("no call can spend more than the ceiling: lower `alone_up_to`, or raise `ceiling`"),
             );
         }
-        Some(BudgetModel { name_span: b.name.span, currency: currency?, unit: unit?, ceiling, alone_up_to })
+        if let Some((per_task, span)) = per_task {
+            if per_task > ceiling {
+                self.diags.push(
+                    Diagnostic::new(
+                        Code::CheckBudgetPerTask,
+                        format!("`per_task` of budget `{}` is above its ceiling", b.name.name),
+                    )
+                    .at(span, format!("{per_task} is more than the ceiling of {ceiling}"))
+                    .help("no task can hold more than the ceiling: lower `per_task`, or raise `ceiling`"),
+                );
+            }
+        }
+        Some(BudgetModel {
+            name_span: b.name.span,
+            currency: currency?,
+            unit: unit?,
+            ceiling,
+            alone_up_to,
+            per_task: per_task.map(|(v, _)| v),
+        })
     }
 
     /// Checks the parameter of `spend BUDGET by PARAM`: a parameter of the node, of type `money`.
@@ -776,7 +815,7 @@ impl<'a> Checker<'a> {
                                 Preset::ChangesAlone => "the `alone` part of `changes_alone`",
                             };
                             self.diags.push(
-                                Diagnostic::new(Code::LevelsAloneIgnored, format!("{what} says nothing in the {} layer", layer_noun(layer)))
+                                Diagnostic::new(alone_code(layer), format!("{what} says nothing in the {} layer", layer_noun(layer)))
                                     .at(*span, "this layer only tightens")
                                     .help("the agent's `may` decides what runs alone; set only the classes this layer tightens"),
                             );
@@ -804,7 +843,7 @@ impl<'a> Checker<'a> {
                     if layer != Layer::Agent && s.level == Level::Alone {
                         self.diags.push(
                             Diagnostic::new(
-                                Code::LevelsAloneIgnored,
+                                alone_code(layer),
                                 format!("`{}: alone` says nothing in the {} layer", s.class, layer_noun(layer)),
                             )
                             .at(s.span, "this layer only tightens")
@@ -873,6 +912,16 @@ impl<'a> Checker<'a> {
                                 .help(format!("the strictest wins, so it is `{wins}`; keep it in one list")),
                             );
                         }
+                        if layer == Layer::Mode && list.level == Level::Alone {
+                            self.diags.push(
+                                Diagnostic::new(
+                                    Code::LevelsModeAlone,
+                                    format!("`alone [{}]` cannot make anything alone in a mode", nodes[id].name),
+                                )
+                                .at(entry.span, "modes only tighten: a named entry only takes the tool out of this mode's class settings")
+                                .help("the agent's `may` decides what runs alone; in a mode name only what it tightens"),
+                            );
+                        }
                         if layer == Layer::Package && list.level == Level::Alone {
                             self.diags.push(
                                 Diagnostic::new(
@@ -911,6 +960,34 @@ impl<'a> Checker<'a> {
             }
         }
         rules
+    }
+
+    /// Resolves a mode (spec §3c): its `may` block (at most one; a mode layer only tightens, so `alone`
+    /// warns) and `unattended` (at most once).
+    fn mode(&mut self, decl: &'a Declaration, m: &'a Mode, model: &Model<'a>) -> ModeModel<'a> {
+        let mut out = ModeModel { declaration: decl, mode: m, rules: None, unattended: false };
+        let (mut may_span, mut unattended_span): (Option<Span>, Option<Span>) = (None, None);
+        for stmt in &m.statements {
+            match stmt {
+                ModeStatement::May(block) => {
+                    if let Some(first) = may_span {
+                        self.diags.push(repeated("the mode's `may` block", block.span, first));
+                        continue;
+                    }
+                    may_span = Some(block.span);
+                    out.rules = Some(self.rules(Layer::Mode, block, &model.node_of, &model.nodes));
+                }
+                ModeStatement::Unattended(span) => {
+                    if let Some(first) = unattended_span {
+                        self.diags.push(repeated("`unattended`", *span, first));
+                        continue;
+                    }
+                    unattended_span = Some(*span);
+                    out.unattended = true;
+                }
+            }
+        }
+        out
     }
 
     fn route(&mut self, r: &Route) -> Option<TableRoute> {
@@ -993,7 +1070,8 @@ impl<'a> Checker<'a> {
             let agent = self.resolve(&e.agent, &[Kind::Agent]);
             let skill = self.resolve(&e.skill, &[Kind::Skill]);
             let tool = self.resolve(&e.tool, &[Kind::Tool]);
-            let Some(&node) = model.node_of.get(e.tool.name.as_str()).filter(|_| agent && skill && tool) else {
+            let mode = e.mode.as_ref().is_none_or(|m| self.resolve(m, &[Kind::Mode]));
+            let Some(&node) = model.node_of.get(e.tool.name.as_str()).filter(|_| agent && skill && tool && mode) else {
                 continue;
             };
             let params = &model.nodes[node].params;
@@ -1059,6 +1137,7 @@ impl<'a> Checker<'a> {
                     skill: &e.skill.name,
                     tool: &e.tool.name,
                     args,
+                    mode: e.mode.as_ref().map(|m| m.name.as_str()),
                     level: e.level,
                     span: e.span,
                     level_span: e.level_span,

@@ -68,8 +68,11 @@ pub struct OfferedTriple {
     pub reasons: Vec<ExplainedReason>,
     /// The witness path of each effect of the tool (and of the reserved subject).
     pub witnesses: Vec<Witness>,
-    /// The table's rows for the triple.
+    /// The table's rows for the triple (the mode's row last, when explained in a mode that says something).
     pub rows: Vec<Row>,
+    /// The mode the triple is explained in (spec §3c), if any; absent from the JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     /// The budget the tool spends from.
     pub budget: Option<BudgetUse>,
     /// The tool's claim, in words (`reads + sends`), when it has one.
@@ -134,6 +137,13 @@ pub struct BudgetUse {
 /// Explains (agent, skill, tool) in an analysed package. A name that is not in the package gives the
 /// runtime's answer, `never` with its reason, and says which name is unknown and the nearest one.
 pub fn explain(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Explanation {
+    explain_in(a, agent, skill, tool, None)
+}
+
+/// [`explain`] for a call in `mode` (spec §3c): the mode's row is one more layer, its rules are among the
+/// reasons and the level is the level in the mode. A mode the package does not declare, or one that says
+/// nothing about the tool, adds nothing (the command line refuses an unknown mode before it asks).
+pub fn explain_in(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, mode: Option<&str>) -> Explanation {
     let Some(d) = offered(a, agent, skill, tool).ok().and_then(|()| {
         a.decisions.iter().find(|d| d.agent == agent && d.skill == skill && a.model.nodes[d.tool].name == tool)
     }) else {
@@ -148,10 +158,16 @@ pub fn explain(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Explan
             unknown: unknown_name(a, agent, skill, tool),
         });
     };
-    let strictest = d.possible.iter().max().copied().unwrap_or(Level::Never);
+    let moded = mode.and_then(|m| d.modes.iter().find(|x| x.mode == m));
+    let (level, possible) = match moded {
+        Some(m) => (m.level, m.possible.clone()),
+        None => (d.level, d.possible.clone()),
+    };
+    let strictest = possible.iter().max().copied().unwrap_or(Level::Never);
     let reasons = d
         .because
         .iter()
+        .chain(moded.into_iter().flat_map(|m| m.because.iter()))
         .map(|(r, span)| {
             let (at, text) = span.map(|s| rule_text(a, s)).unzip();
             ExplainedReason {
@@ -162,7 +178,7 @@ pub fn explain(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Explan
                 via: r.via.clone(),
                 at,
                 text,
-                decisive: d.level.is_none_or(|l| l == r.level) || r.level == strictest,
+                decisive: level.is_none_or(|l| l == r.level) || r.level == strictest,
             }
         })
         .collect();
@@ -207,14 +223,15 @@ pub fn explain(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Explan
         agent: agent.to_string(),
         skill: skill.to_string(),
         tool: tool.to_string(),
-        level: d.level,
-        possible: d.possible.clone(),
+        level,
+        possible,
         offered: true,
         route: d.route.clone(),
         route_words: route_words(a, &d.route, agent),
         reasons,
         witnesses,
-        rows: d.rows.clone(),
+        rows: d.rows.iter().chain(moded.map(|m| &m.row)).cloned().collect(),
+        mode: mode.map(str::to_string),
         budget,
         claim: node.claim.map(|(claim, _)| claim.describe()),
     }))
@@ -227,6 +244,7 @@ impl ExplainedReason {
             Some(Layer::Package) => "package-wide layer",
             Some(Layer::Agent) => "agent layer",
             Some(Layer::Skill) => "skill layer",
+            Some(Layer::Mode) => "mode layer",
             None => "reserved subject",
         }
     }

@@ -675,6 +675,22 @@ impl<'s> Printer<'s> {
                 }
                 self.block_end(0, open, end - 1, s.statements.len());
             }
+            DeclarationKind::Mode(m) => {
+                let after = m.description.as_ref().map_or(m.name.span.end, |p| p.span.end);
+                let desc = m.description.as_ref().map(|p| format!(" {}", quote(&p.value))).unwrap_or_default();
+                let head = format!("mode {}{desc}", m.name.name);
+                let open = self.skip_trivia(after);
+                self.block_header(0, lo, open, end - 1, &head, m.statements.len());
+                for st in &m.statements {
+                    match st {
+                        ModeStatement::May(b) => self.may(1, b, Gap::Keep),
+                        ModeStatement::Unattended(span) => {
+                            self.line(1, span.start, span.end, "unattended".to_string(), Gap::Keep)
+                        }
+                    }
+                }
+                self.block_end(0, open, end - 1, m.statements.len());
+            }
             DeclarationKind::Test(t) => {
                 let head = format!("test {}", quote(&t.name.value));
                 let open = self.skip_trivia(t.name.span.end);
@@ -687,10 +703,11 @@ impl<'s> Printer<'s> {
         }
     }
 
-    /// `expect A.S.T(name: value, …) is level`; no parentheses without arguments.
+    /// `expect A.S.T(name: value, …) in Mode is level`; no parentheses without arguments.
     fn expect(&mut self, indent: usize, e: &Expect) {
         let call = format!("expect {}.{}.{}", e.agent.name, e.skill.name, e.tool.name);
-        let suffix = format!(" is {}", e.level.as_str());
+        let in_mode = e.mode.as_ref().map(|m| format!(" in {}", m.name)).unwrap_or_default();
+        let suffix = format!("{in_mode} is {}", e.level.as_str());
         if e.args.is_empty() {
             self.line(indent, e.span.start, e.span.end, format!("{call}{suffix}"), Gap::Keep);
             return;

@@ -47,6 +47,21 @@ pub struct Model<'a> {
     pub grant_lifetime: Option<u64>,
     /// Every budget whose fields checked, by name (spec §6).
     pub budgets: BTreeMap<&'a str, BudgetModel<'a>>,
+    /// Every mode, by name (spec §3c).
+    pub modes: BTreeMap<&'a str, ModeModel<'a>>,
+}
+
+/// A mode, resolved (spec §3c).
+#[derive(Debug)]
+pub struct ModeModel<'a> {
+    /// The declaration.
+    pub declaration: &'a Declaration,
+    /// The mode.
+    pub mode: &'a Mode,
+    /// Its layer, if it has a `may` (it tightens like the package-wide one).
+    pub rules: Option<Rules<'a>>,
+    /// `unattended`.
+    pub unattended: bool,
 }
 
 /// A budget, checked (spec §6): figures are whole numbers in the minor unit (`unit`, e.g. cents).
@@ -62,6 +77,8 @@ pub struct BudgetModel<'a> {
     pub ceiling: u64,
     /// `alone_up_to`: the largest amount a call may spend without a person (the automatic allowance).
     pub alone_up_to: u64,
+    /// `per_task`: the most one task may hold reserved and spent, if set.
+    pub per_task: Option<u64>,
 }
 
 /// A `spend BUDGET by PARAM` operation, resolved: the budget and the `money` parameter of its node.
@@ -95,6 +112,8 @@ pub struct ExpectModel<'a> {
     pub tool: &'a str,
     /// The arguments.
     pub args: serde_json::Map<String, serde_json::Value>,
+    /// The mode the call is made in (`in MODE`), if written and known.
+    pub mode: Option<&'a str>,
     /// The expected level.
     pub level: Level,
     /// The whole statement.
@@ -362,6 +381,7 @@ pub fn layer_noun(layer: Layer) -> &'static str {
         Layer::Package => "package-wide",
         Layer::Agent => "agent",
         Layer::Skill => "skill",
+        Layer::Mode => "mode",
     }
 }
 

@@ -138,6 +138,7 @@ impl Runtime {
                 ceiling: 0,
                 alone_up_to: 0,
                 doc: None,
+                per_task: None,
             });
             Ok(ledger::status(tx, &reservation.budget, &info)?)
         })

@@ -26,6 +26,9 @@ pub struct Call {
     /// and [`crate::Runtime::propose`] take it from the request; a call that names one is checked against
     /// the task's binding (and binds it, when it runs alone).
     pub operation_key: Option<String>,
+    /// The mode the call is made in (spec §3c); `None` for no mode. The task's first call binds its mode
+    /// (spec §5a): a later call under the key that names another mode, or none, is `never`.
+    pub mode: Option<String>,
 }
 
 impl Call {
@@ -38,7 +41,14 @@ impl Call {
             arguments: Value::Object(Map::new()),
             requester: None,
             operation_key: None,
+            mode: None,
         }
+    }
+
+    /// The same call, in this mode (spec §3c).
+    pub fn in_mode(mut self, mode: impl Into<String>) -> Call {
+        self.mode = Some(mode.into());
+        self
     }
 
     /// The same call with these arguments (a JSON object).
@@ -67,6 +77,7 @@ impl Call {
             tool: &self.tool,
             arguments: &self.arguments,
             requester: self.requester.as_deref(),
+            mode: self.mode.as_deref(),
         }
     }
 }
@@ -84,6 +95,9 @@ pub struct Decision {
     pub tool: String,
     /// The person the work is for, if any.
     pub requester: Option<String>,
+    /// The mode the call is made in, if any (spec §3c); absent from the JSON for no mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     /// The level of this call: the table's, made `never` by a refusal, or `alone` by a standing rule.
     pub level: Level,
     /// The level the table gives the triple, before arguments and standing rules; `None` when the triple
@@ -101,7 +115,8 @@ pub struct Decision {
     pub decider: Option<Decider>,
     /// The standing rule that makes the call `alone`, if one does.
     pub standing_rule: Option<String>,
-    /// The triple's `entry_digest`, when offered.
+    /// The triple's `entry_digest`, when offered; for a call in a mode that says something about the
+    /// triple, the mode's call digest (spec §3c), which stands for the call in fingerprints and rules.
     pub entry_digest: Option<String>,
     /// The tool's `definition_digest`, when the tool exists.
     pub definition_digest: Option<String>,
@@ -147,6 +162,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
         skill: call.skill.clone(),
         tool: call.tool.clone(),
         requester: call.requester.clone(),
+        mode: call.mode.clone(),
         level: Level::Never,
         table_level: None,
         offered: false,
@@ -178,10 +194,16 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
     };
     d.table_level = Some(of.rows_level());
     d.level = of.level;
+    if let Some(mode) = of.mode {
+        d.entry_digest = Some(mode.call_digest.clone());
+        d.reasons.extend(mode.because.iter().cloned());
+    }
     // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
     // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
     if of.level == Level::Propose && !of.floored {
-        if let Some(rule) = rules.iter().find(|r| rule_applies(table, r, call, of.tool, of.entry, now)) {
+        if let Some(rule) =
+            rules.iter().find(|r| rule_applies(table, r, call, of.tool, of.entry, of.call_digest(), now))
+        {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
             if of.over_allowance {
@@ -193,6 +215,21 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
     }
     if of.floored {
         push_floor_reason(&mut d, table, of.tool, &call.arguments);
+    }
+    // Spec §3c step 7 (after step 6, an automatic grant, which asks nobody): in an `unattended` mode a
+    // proposal that would wait for the requester is `never`; one routed to anyone else stays.
+    let unattended = call.mode.as_ref().and_then(|m| table.modes.get(m)).is_some_and(|m| m.unattended);
+    if unattended && matches!(d.level, Level::Propose | Level::ProposeEveryTime) {
+        let asks_requester = match &of.entry.route {
+            Route::Requester => true,
+            Route::Person(p) => call.requester.as_deref() == Some(p.as_str()),
+            Route::Role(_) | Route::Queue(_) => false,
+        };
+        let automatic = d.level == Level::Propose && !of.over_allowance && of.tool.spends.is_some();
+        if asks_requester && !automatic {
+            d.level = Level::Never;
+            d.refusal = Some("unattended: nobody to ask".to_string());
+        }
     }
     d
 }
@@ -214,19 +251,39 @@ fn push_floor_reason(d: &mut Decision, table: &Table, tool: &ToolInfo, arguments
 
 /// The level an entry gives without arguments (spec §3): `never` for the reserved subject; else the
 /// stated level, or the rows folded without arguments (`never` when a condition needs one).
-pub(crate) fn entry_level(entry: &Entry, tool: &ToolInfo) -> Level {
+/// In a mode that says something about the triple (`mode`), the mode's row is one more layer (spec §3c).
+pub(crate) fn entry_level_in(entry: &Entry, tool: &ToolInfo, mode: Option<&crate::table::ModeEntry>) -> Level {
     if entry.reserved || tool.reserved.is_some() {
         return Level::Never;
     }
-    entry.level.unwrap_or_else(|| entry.level_from_rows())
+    match mode {
+        None => entry.level.unwrap_or_else(|| entry.level_from_rows()),
+        Some(m) => m.level.unwrap_or_else(|| {
+            let base = entry.level_from_rows();
+            match m.row.level_for(&Map::new()) {
+                Ok(level) => level.map_or(base, |l| l.max(base)),
+                Err(_) => Level::Never,
+            }
+        }),
+    }
 }
 
 /// Whether a standing rule makes this call alone: in force (not revoked, not expired), for this agent,
 /// tool and skill, for the person the work is for (or everybody), covering these arguments (its scope),
 /// bound to the tool's and the entry's current digests, and only while its maker may still make it on the
 /// current table (spec §5a "Authority is rechecked").
-fn rule_applies(table: &Table, rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry, now: u64) -> bool {
+fn rule_applies(
+    table: &Table,
+    rule: &StandingRule,
+    call: &Call,
+    tool: &ToolInfo,
+    entry: &Entry,
+    call_digest: &str,
+    now: u64,
+) -> bool {
     rule.revoked.is_none()
+        && rule.mode == call.mode
+        && rule.task.as_ref().is_none_or(|task| call.operation_key.as_ref() == Some(task))
         && rule.expires_at.is_none_or(|at| now < at)
         && rule.scope.covers(&call.arguments)
         && rule.agent == call.agent
@@ -238,7 +295,7 @@ fn rule_applies(table: &Table, rule: &StandingRule, call: &Call, tool: &ToolInfo
             WorkFor::Nobody => call.requester.is_none(),
         }
         && rule.definition_digest == tool.definition_digest
-        && rule.covered.get(&call.skill) == Some(&entry.entry_digest)
+        && rule.covered.get(&call.skill).map(String::as_str) == Some(call_digest)
         && {
             let routed = [(call.skill.as_str(), &entry.route)];
             let routed = if entry.route == Route::Requester { &routed[..0] } else { &routed[..] };
@@ -307,7 +364,7 @@ pub fn fingerprint(
 
 /// The fingerprint of a proposal (spec §5), format [`FINGERPRINT_FORMAT`]: SHA-256 (hex) of the canonical
 /// JSON of {`v`: 2, agent, skill, tool, entry_digest, arguments, covered_version, destination, `person`
-/// (the person the work is for), `chain` (`[]`: no delegation yet), `mode` (`null`: no modes yet),
+/// (the person the work is for), `chain` (`[]`: no delegation yet), `mode` (`null` for no mode),
 /// `instruction_version`}; an absent version, destination, person or instruction version is `null`.
 pub fn fingerprint_with(
     call: &Call,
@@ -327,7 +384,7 @@ pub fn fingerprint_with(
         "destination": destination,
         "person": call.requester,
         "chain": [],
-        "mode": null,
+        "mode": call.mode,
         "instruction_version": instruction_version,
     });
     sha256_hex(canonical_value(&value).as_bytes())

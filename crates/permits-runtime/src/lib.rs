@@ -99,7 +99,7 @@ pub use records::{
 pub use sqlite::SqliteStore;
 pub use store::{MemoryStore, Store, Transaction};
 
-use decision::{decide_with, entry_level, holds, resolve_decider};
+use decision::{decide_with, holds, resolve_decider};
 use events::About;
 use lifecycle::{may_decide, route_source};
 
@@ -239,6 +239,14 @@ pub enum ApproveMode {
     /// This call, and from now on the **same call** (these exact canonical arguments) in work done for
     /// the proposal's requester runs alone: a standing rule with scope [`Scope::TheseArguments`].
     AlwaysTheseArguments,
+    /// This call, and for the rest of the task (the proposal's operation key, spec §5a "Task-scoped
+    /// approval") later calls of the same (agent, skill, tool) in the task's mode whose level is exactly
+    /// `propose` run alone: a **task rule**, ended by [`Runtime::end_task`] or the grant lifetime. With
+    /// `any_arguments: false` it covers these exact arguments ([`Scope::TheseArguments`]), else any.
+    ForThisTask {
+        /// `true`: any arguments; `false`: these exact arguments.
+        any_arguments: bool,
+    },
 }
 
 /// A standing rule to make with [`Runtime::allow_alone`] (spec §5 "Standing rules").
@@ -259,6 +267,9 @@ pub struct NewRule {
     /// When it stops applying, in seconds since the Unix epoch; `None` for a rule that lasts until
     /// revoked. Must be later than now.
     pub expires_at: Option<u64>,
+    /// The mode it is for (spec §3c step 5): it applies only to calls in exactly this mode; `None` for
+    /// calls in no mode.
+    pub mode: Option<String>,
 }
 
 /// A tool as offered to the model in one skill: never a `never` one.
@@ -481,5 +492,6 @@ pub(crate) fn proposal_call(p: &Proposal) -> Call {
         arguments: p.arguments.clone(),
         requester: p.requester.clone(),
         operation_key: Some(p.operation_key.clone()),
+        mode: p.mode.clone(),
     }
 }

@@ -44,9 +44,14 @@ impl Runtime {
             // grant, no reservation and no rule.
             let scope = match mode {
                 ApproveMode::Once => None,
-                ApproveMode::AlwaysLikeThis => Some(Scope::AnyArguments),
-                ApproveMode::AlwaysTheseArguments => Some(Scope::these(&p.arguments)),
+                ApproveMode::AlwaysLikeThis | ApproveMode::ForThisTask { any_arguments: true } => {
+                    Some(Scope::AnyArguments)
+                }
+                ApproveMode::AlwaysTheseArguments | ApproveMode::ForThisTask { any_arguments: false } => {
+                    Some(Scope::these(&p.arguments))
+                }
             };
+            let for_task = matches!(mode, ApproveMode::ForThisTask { .. });
             let rule = match scope {
                 None => None,
                 Some(scope) => {
@@ -58,9 +63,15 @@ impl Runtime {
                         work_for: p.requester.clone().map_or(WorkFor::Nobody, WorkFor::Person),
                         by: person.to_string(),
                         scope,
-                        expires_at: None,
+                        // Spec §5a: a task rule ends with the task or the grant lifetime.
+                        expires_at: for_task.then(|| now.saturating_add(table.package.grant_lifetime_seconds)),
+                        mode: p.mode.clone(),
                     };
-                    Some(self.check_rule(events, &table, &new, now)?)
+                    let mut rule = self.check_rule(events, &table, &new, now)?;
+                    if for_task {
+                        rule.task = Some(p.operation_key.clone());
+                    }
+                    Some(rule)
                 }
             };
             // Spec §6: the ceiling is checked and the amount reserved at grant time (a re-grant reserves

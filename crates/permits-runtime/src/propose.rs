@@ -110,6 +110,7 @@ impl Runtime {
                 decider,
                 level: decision.level,
                 entry_digest,
+                mode: call.mode.clone(),
                 definition_digest: tool.definition_digest.clone(),
                 subject,
                 fingerprint: fp,

@@ -182,8 +182,12 @@ pub struct Proposal {
     pub decider: Decider,
     /// The level when it was proposed (`propose` or `propose_every_time`, or `alone` if proposed anyway).
     pub level: Level,
-    /// The triple's `entry_digest` when it was proposed.
+    /// The triple's `entry_digest` when it was proposed (for a call in a mode that says something about
+    /// the triple, the mode's call digest).
     pub entry_digest: String,
+    /// The mode the call was proposed in (spec §3c); absent for no mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
     /// The tool's `definition_digest` when it was proposed.
     pub definition_digest: String,
     /// The canonical JSON of the `subject` argument, for a tool with `subject P` (spec §6 supersession).
@@ -340,6 +344,14 @@ pub struct StandingRule {
     /// Which calls it covers (a rule stored before scopes existed covers any arguments, as it did).
     #[serde(default = "Scope::any")]
     pub scope: Scope,
+    /// The mode it was made in: it applies only to calls in exactly this mode (spec §3c step 5; `None`:
+    /// only to calls in no mode).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// For a **task rule** (spec §5a "Task-scoped approval"): the operation key of its task. It applies only
+    /// to calls under that key and ends with the task (`end_task`) or at its expiry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
     /// When it stops applying, in seconds since the Unix epoch; `None` until revoked.
     #[serde(default)]
     pub expires_at: Option<u64>,
@@ -400,7 +412,7 @@ pub struct Task {
     pub root_skill: String,
     /// The person the work is for; `None` when it is for nobody.
     pub person: Option<String>,
-    /// The mode the task runs in; `None` (no modes yet).
+    /// The mode the task runs in (spec §3c); `None` for no mode.
     pub mode: Option<String>,
     /// When the first call bound it, in seconds since the Unix epoch.
     pub bound_at: u64,

@@ -146,6 +146,15 @@ impl Runtime {
             }
             None => agent.skills.clone(),
         };
+        if let Some(mode) = new.mode.as_ref().filter(|m| !table.modes.contains_key(*m)) {
+            return Err(self.refuse(
+                events,
+                &new.by,
+                About::NewRule(new),
+                Refusal::Rule,
+                format!("unknown mode `{mode}`"),
+            ));
+        }
         let mut covered = BTreeMap::new();
         let mut routed = Vec::new();
         for skill in &skills {
@@ -165,11 +174,15 @@ impl Runtime {
             };
             // A conditional entry is covered: at each call the rule applies only when the computed level
             // is exactly `propose`.
-            let level = if entry.level.is_none() && !entry.reserved && tool.reserved.is_none() {
+            // In a mode, the mode's row is one more layer and its call digest stands for the entry's.
+            let moded = new.mode.as_ref().and_then(|m| entry.modes.get(m));
+            let stated = moded.map_or(entry.level, |m| m.level);
+            let level = if stated.is_none() && !entry.reserved && tool.reserved.is_none() {
                 Level::Propose
             } else {
-                entry_level(entry, tool)
+                crate::decision::entry_level_in(entry, tool, moded)
             };
+            let digest = moded.map_or(&entry.entry_digest, |m| &m.call_digest);
             match level {
                 Level::Never => {
                     return Err(self.refuse(events, &new.by, About::NewRule(new), Refusal::Rule,
@@ -189,7 +202,7 @@ impl Runtime {
                 }
                 Level::Alone => {}
                 Level::Propose => {
-                    covered.insert(skill.clone(), entry.entry_digest.clone());
+                    covered.insert(skill.clone(), digest.clone());
                     if entry.route != Route::Requester {
                         routed.push((skill.clone(), entry.route.clone()));
                     }
@@ -227,6 +240,8 @@ impl Runtime {
             covered,
             scope: new.scope.clone(),
             expires_at: new.expires_at,
+            mode: new.mode.clone(),
+            task: None,
             created_at: now,
             uses: 0,
             revoked: None,

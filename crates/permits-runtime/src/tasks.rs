@@ -33,6 +33,13 @@ impl Runtime {
             if task.ended_at.is_none() {
                 task.ended_at = Some(now);
                 tx.put_task(&task)?;
+                // Its task rules end with it (spec §5a "Task-scoped approval").
+                for mut rule in tx.rules()? {
+                    if rule.task.as_deref() == Some(key) && rule.expires_at.is_none_or(|at| at > now) {
+                        rule.expires_at = Some(now);
+                        tx.put_rule(&rule)?;
+                    }
+                }
                 events.push(self.task_event(&task));
             }
             Ok(task)
@@ -56,7 +63,7 @@ impl Runtime {
                     root_agent: call.agent.clone(),
                     root_skill: call.skill.clone(),
                     person: call.requester.clone(),
-                    mode: None,
+                    mode: call.mode.clone(),
                     bound_at: self.clock.now(),
                     ended_at: None,
                 };
@@ -79,7 +86,14 @@ impl Runtime {
                 task.root_agent, task.root_skill
             )));
         }
-        // Modes do not exist yet: every call's mode is none, as every task's.
+        if task.mode != call.mode {
+            let mode = |m: &Option<String>| m.as_ref().map_or("no mode".to_string(), |m| format!("mode `{m}`"));
+            return Ok(Some(format!(
+                "not this task's mode (`{key}` runs in {}, not {})",
+                mode(&task.mode),
+                mode(&call.mode)
+            )));
+        }
         Ok(None)
     }
 }

@@ -59,6 +59,7 @@ fn entry(tool: &str, level: Level, route: Route, skill: &str) -> Entry {
         }],
         entry_digest: sha256_hex(format!("{skill}/{tool}/{level}/{route}").as_bytes()),
         route,
+        modes: Default::default(),
     }
 }
 
@@ -169,6 +170,7 @@ fn workshop() -> Table {
             widens_autonomy: manager,
         },
         budgets: BTreeMap::new(),
+        modes: BTreeMap::new(),
         entries,
     };
     table.seal();
@@ -508,6 +510,7 @@ fn standing_rules_are_refused_for_never_and_for_the_wrong_people() -> R {
         by: by.into(),
         scope: Scope::AnyArguments,
         expires_at: None,
+        mode: None,
     };
     let err = w.rt.allow_alone(&rule("ScrapRepair", WorkFor::Everybody, "Noor")).err().ok_or("made")?;
     assert_eq!(err.refusal(), Some(Refusal::Rule));
@@ -536,6 +539,7 @@ fn a_rule_stops_applying_when_the_tool_changes() -> R {
         by: "Noor".into(),
         scope: Scope::AnyArguments,
         expires_at: None,
+        mode: None,
     })?;
     assert_eq!(w.rt.decide(&set_price(45, "Mia", "EstimateRepair"))?.level, Level::Alone);
     let mut table = workshop();
@@ -758,6 +762,8 @@ fn a_store_transaction_dropped_without_commit_changes_nothing() -> R {
             covered: BTreeMap::new(),
             scope: Scope::AnyArguments,
             expires_at: None,
+            mode: None,
+            task: None,
             created_at: 0,
             uses: 0,
             revoked: None,

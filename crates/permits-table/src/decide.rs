@@ -24,7 +24,9 @@ use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::{Arguments, BudgetInfo, ConditionError, Entry, Level, NameMap, ParamType, Route, Table, ToolInfo};
+use super::{
+    Arguments, BudgetInfo, ConditionError, Entry, Level, ModeEntry, NameMap, ParamType, Route, Table, ToolInfo,
+};
 use crate::shell;
 
 /// One call's spend (spec §6): the budget it spends from, with its current figures, and the amount of
@@ -186,6 +188,8 @@ pub enum Refused {
     NotOffered(NotOffered),
     /// The person the work is for is not in the table.
     UnknownPerson(Box<str>),
+    /// The call names a mode the table does not declare (spec §3c: an unknown mode → `never`).
+    UnknownMode(Box<str>),
     /// The arguments do not fit the tool's parameters.
     Arguments(Box<ArgumentError>),
     /// A `shell` argument is not judgeable (spec §3a): the call is `never` whatever the conditions say.
@@ -246,6 +250,7 @@ impl fmt::Display for Refused {
         match self {
             Refused::NotOffered(why) => f.write_str(why.as_str()),
             Refused::UnknownPerson(person) => write!(f, "unknown person `{person}`"),
+            Refused::UnknownMode(mode) => write!(f, "unknown mode `{mode}`"),
             Refused::Arguments(e) => e.fmt(f),
             Refused::NotJudgeable(n) => {
                 write!(f, "the command line `{}` of `{}` is not judgeable: {}", n.param, n.tool, n.error)
@@ -282,6 +287,8 @@ pub struct CallRef<'c> {
     pub arguments: &'c Value,
     /// The person the work is for; `None` when it is for nobody.
     pub requester: Option<&'c str>,
+    /// The mode the call is made in (spec §3c); `None` for no mode.
+    pub mode: Option<&'c str>,
 }
 
 /// The level of one call, borrowed from the table ([`Table::level_of`]).
@@ -301,9 +308,17 @@ pub struct LevelOf<'t> {
     pub over_allowance: bool,
     /// `true` when the allowance floor raised an `alone` level to `propose` (spec §6).
     pub floored: bool,
+    /// What the call's mode says about the triple, when it names a mode that says something (spec §3c).
+    pub mode: Option<&'t ModeEntry>,
 }
 
 impl<'t> LevelOf<'t> {
+    /// The digest that stands for the call in fingerprints and rules: the mode's call digest for a call in
+    /// a mode that says something about the triple, else the entry's `entry_digest` (spec §3b, §3c).
+    pub fn call_digest(&self) -> &'t str {
+        self.mode.map_or(self.entry.entry_digest.as_str(), |m| m.call_digest.as_str())
+    }
+
     /// The level before the allowance floor: what the entry's rows give these arguments.
     pub fn rows_level(&self) -> Level {
         if self.floored { Level::Alone } else { self.level }
@@ -366,16 +381,42 @@ impl Table {
     ///
     /// Errors: [`NotOffered`].
     pub fn possible_levels(&self, agent: &str, skill: &str, tool: &str) -> Result<BTreeSet<Level>, NotOffered> {
+        self.possible_levels_in(agent, skill, tool, None)
+    }
+
+    /// [`Table::possible_levels`] for a call in `mode` (spec §3c): the mode's row is one more layer. A mode
+    /// the table does not declare gives only `never`.
+    ///
+    /// Errors: [`NotOffered`].
+    pub fn possible_levels_in(
+        &self,
+        agent: &str,
+        skill: &str,
+        tool: &str,
+        mode: Option<&str>,
+    ) -> Result<BTreeSet<Level>, NotOffered> {
         let (entry, info) = self.offered_with_tool(agent, skill, tool)?;
+        let mode_row = match mode {
+            None => None,
+            Some(m) if !self.modes.contains_key(m) => return Ok(BTreeSet::from([Level::Never])),
+            Some(m) => entry.modes.get(m).map(|me| &me.row),
+        };
         if entry.reserved || info.reserved.is_some() {
             return Ok(BTreeSet::from([Level::Never]));
         }
-        let mut levels = match entry.level {
+        let stated = match (entry.level, mode_row) {
+            (Some(level), None) => Some(level),
+            (Some(level), Some(row)) if row.named.iter().all(|n| n.when.is_none()) => {
+                Some(row.level_for(&Map::new()).ok().flatten().map_or(level, |m| m.max(level)))
+            }
+            _ => None,
+        };
+        let mut levels = match stated {
             Some(level) => BTreeSet::from([level]),
             None => {
                 // The strictest over the layers of one choice of level per layer.
                 let mut acc = BTreeSet::from([Level::Alone]);
-                for row in &entry.rows {
+                for row in entry.rows.iter().chain(mode_row) {
                     let options = row.possible_levels();
                     let mut next = BTreeSet::new();
                     for a in &acc {
@@ -420,6 +461,7 @@ fn level_of_offered<'t>(
 /// its words.
 #[derive(Clone, Copy)]
 enum Fault {
+    Mode,
     Person,
     Arguments,
     NotJudgeable,
@@ -438,6 +480,11 @@ fn level_or_fault<'t>(
     call: CallRef<'_>,
     fit: impl Fn(&Map<String, Value>) -> bool,
 ) -> Result<LevelOf<'t>, Fault> {
+    let mode = match call.mode {
+        None => None,
+        Some(m) if !table.modes.contains_key(m) => return Err(Fault::Mode),
+        Some(m) => entry.modes.get(m),
+    };
     if let Some(person) = call.requester {
         if !table.persons.contains_key(person) {
             return Err(Fault::Person);
@@ -448,13 +495,18 @@ fn level_or_fault<'t>(
         Ok(None) => {
             if entry.reserved || tool.reserved.is_some() {
                 Level::Never
+            } else if let Some(m) = mode {
+                match m.level {
+                    Some(level) => level,
+                    None => moded_level(entry, m, Arguments::new(args)).map_err(|_| Fault::Condition)?,
+                }
             } else if let Some(level) = entry.level {
                 level
             } else {
                 entry.level_for(args).map_err(|_| Fault::Condition)?
             }
         }
-        Ok(Some(param)) => shell_level(entry, tool, param, args)?,
+        Ok(Some(param)) => shell_level(entry, mode, tool, param, args)?,
         Err(_) => return Err(Fault::SecondShell),
     };
     let over_allowance = table.spend_of(tool, args).map_err(Fault::Budget)?.is_some_and(|s| s.over_allowance());
@@ -466,7 +518,15 @@ fn level_or_fault<'t>(
         tool,
         over_allowance,
         floored,
+        mode,
     })
+}
+
+/// The level of a call in a mode on `args`: the strictest of the entry's rows and the mode's row (spec
+/// §3c: the mode is one more layer).
+fn moded_level(entry: &Entry, mode: &ModeEntry, args: Arguments<'_>) -> Result<Level, ConditionError> {
+    let base = entry.level_on(args)?;
+    Ok(mode.row.level_on(args)?.map_or(base, |m| m.max(base)))
 }
 
 /// The refusal of a fault, with its words: the arguments checked again to say which one is wrong, the
@@ -498,6 +558,7 @@ fn refusal(
             tool: call.tool.to_string(),
             param: shell.err().unwrap_or_default().to_string(),
         })),
+        Fault::Mode => Refused::UnknownMode(call.mode.unwrap_or_default().into()),
         Fault::Person => Refused::UnknownPerson(call.requester.unwrap_or_default().into()),
         Fault::Arguments => Refused::Arguments(Box::new(match check_arguments(call.tool, tool, call.arguments) {
             Err(e) => e,
@@ -507,7 +568,12 @@ fn refusal(
         Fault::Condition => {
             let empty = Map::new();
             let args = call.arguments.as_object().unwrap_or(&empty);
-            match entry.level_for(args) {
+            let mode = call.mode.and_then(|m| entry.modes.get(m));
+            let level = match mode {
+                Some(m) => moded_level(entry, m, Arguments::new(args)),
+                None => entry.level_for(args),
+            };
+            match level {
                 Err(e) => Refused::Condition(Box::new(e)),
                 // INVARIANT: the same rows on the same arguments fail again; stay closed if they ever do not.
                 Ok(_) => Refused::Condition(Box::new(ConditionError::Missing(String::new()))),
@@ -524,19 +590,29 @@ fn refusal(
 ///
 /// Errors: `Fault::NotJudgeable` (the line is not judgeable: `never`, whatever the conditions say) and
 /// `Fault::Condition`.
-fn shell_level(entry: &Entry, tool: &ToolInfo, param: &str, args: &Map<String, Value>) -> Result<Level, Fault> {
+fn shell_level(
+    entry: &Entry,
+    mode: Option<&ModeEntry>,
+    tool: &ToolInfo,
+    param: &str,
+    args: &Map<String, Value>,
+) -> Result<Level, Fault> {
     // INVARIANT: `fit` accepted the arguments, so the `shell` argument is a string; stay closed otherwise.
     let line = args.get(param).and_then(Value::as_str).unwrap_or_default();
     let line = shell::split(line).map_err(|_| Fault::NotJudgeable)?;
     if entry.reserved || tool.reserved.is_some() {
         return Ok(Level::Never);
     }
-    if let Some(level) = entry.level {
+    if let Some(level) = mode.map_or(entry.level, |m| m.level) {
         return Ok(level);
     }
     let mut level = Level::Alone;
     for part in &line.parts {
-        let part_level = entry.level_on(Arguments::new(args).with_part(param, &part.text));
+        let part_args = Arguments::new(args).with_part(param, &part.text);
+        let part_level = match mode {
+            Some(m) => moded_level(entry, m, part_args),
+            None => entry.level_on(part_args),
+        };
         level = level.max(part_level.map_err(|_| Fault::Condition)?);
     }
     Ok(level)

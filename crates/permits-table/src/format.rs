@@ -43,6 +43,10 @@ pub struct Table {
     /// and at execution.
     #[serde(default)]
     pub budgets: BTreeMap<String, BudgetInfo>,
+    /// Every mode, by name (spec §3c); absent from the JSON when the package declares none, so tables
+    /// without modes (and their digests) are unchanged.
+    #[serde(default)]
+    pub modes: BTreeMap<String, ModeInfo>,
     /// One entry per offered triple: `entries[agent][skill][tool]`.
     pub entries: BTreeMap<String, BTreeMap<String, BTreeMap<String, Entry>>>,
 }
@@ -56,11 +60,11 @@ impl Table {
 
 impl Serialize for Table {
     /// The members in key order: the canonical JSON (spec §4) sorts them anyway, and a table that arrives
-    /// sorted is written without a copy. `budgets` is left out when empty, as in the JSON of tables
-    /// without budgets.
+    /// sorted is written without a copy. `budgets` and `modes` are left out when empty, as in the JSON of
+    /// tables without them.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut t = serializer.serialize_struct("Table", 12)?;
+        let mut t = serializer.serialize_struct("Table", 13)?;
         t.serialize_field("agents", &self.agents)?;
         t.serialize_field("authority", &self.authority)?;
         if self.budgets.is_empty() {
@@ -71,6 +75,11 @@ impl Serialize for Table {
         t.serialize_field("entities", &self.entities)?;
         t.serialize_field("entries", &self.entries)?;
         t.serialize_field("header", &self.header)?;
+        if self.modes.is_empty() {
+            t.skip_field("modes")?;
+        } else {
+            t.serialize_field("modes", &self.modes)?;
+        }
         t.serialize_field("package", &self.package)?;
         t.serialize_field("persons", &self.persons)?;
         t.serialize_field("queues", &self.queues)?;
@@ -175,6 +184,42 @@ pub struct BudgetInfo {
     pub alone_up_to: u64,
     /// The budget's doc comment, lines joined by `\n`.
     pub doc: Option<String>,
+    /// `per_task`: the most one task (one operation key, spec §5a) may hold reserved and spent together,
+    /// in the minor unit; absent from the JSON when the budget sets none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_task: Option<u64>,
+}
+
+/// A mode (spec §3c): a named layer a host chooses for a task. Its rows are in the entries
+/// ([`Entry::modes`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModeInfo {
+    /// What the mode is for ("Look, change nothing.").
+    pub description: Option<String>,
+    /// The doc comment, lines joined by `\n`.
+    pub doc: Option<String>,
+    /// `unattended`: nobody is at the keyboard, so a proposal that would wait for the requester is `never`
+    /// (pipeline step 7). Absent from the JSON when `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unattended: bool,
+}
+
+/// What one mode says about one offered triple ([`Entry::modes`]): present only where the mode's `may`
+/// says something about the tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModeEntry {
+    /// The triple's level in the mode, stated when it does not depend on the arguments (the strictest of
+    /// the entry's level and the mode's row); `None` when a condition decides.
+    pub level: Option<Level>,
+    /// The mode's row for the tool (layer `mode`).
+    pub row: Row,
+    /// Why the mode's row gives its level, with places in the sources.
+    pub because: Vec<Reason>,
+    /// The **call digest** of a call in this mode (spec §3b, §3c): SHA-256 (hex) of the entry digest, the
+    /// mode's name and its row. It stands where `entry_digest` stands in fingerprints and rules.
+    pub call_digest: String,
 }
 
 /// How a tool spends: `spend BUDGET by PARAM` (spec §6).
@@ -359,6 +404,10 @@ pub struct Entry {
     pub because: Vec<Reason>,
     /// SHA-256 (hex) of what decides the triple, without file, line or raw text (spec §4).
     pub entry_digest: String,
+    /// What each mode that says something about the tool adds, by mode name (spec §3c); absent from the
+    /// JSON when no mode does.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub modes: BTreeMap<String, ModeEntry>,
 }
 
 impl Entry {

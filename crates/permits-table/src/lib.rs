@@ -141,6 +141,7 @@ mod tests {
             route: Route::Requester,
             because: Vec::new(),
             entry_digest: String::new(),
+            modes: Default::default(),
         };
         assert_eq!(entry.level_for(&args(json!({ "amount": 50 }))), Ok(Level::Alone));
         assert_eq!(entry.level_for(&args(json!({ "amount": 500 }))), Ok(Level::Propose));

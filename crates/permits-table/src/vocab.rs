@@ -143,7 +143,7 @@ impl fmt::Display for Route {
     }
 }
 
-/// The three layers that speak for a triple (spec §3).
+/// The layers that speak for a triple (spec §3, §3c).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Layer {
@@ -153,6 +153,8 @@ pub enum Layer {
     Agent,
     /// The skill's `may`.
     Skill,
+    /// The `may` of the mode the call is made in (spec §3c): it only tightens.
+    Mode,
 }
 
 impl fmt::Display for Layer {
@@ -161,6 +163,7 @@ impl fmt::Display for Layer {
             Layer::Package => "package",
             Layer::Agent => "agent",
             Layer::Skill => "skill",
+            Layer::Mode => "mode",
         })
     }
 }

@@ -62,6 +62,10 @@ pub(super) enum Command {
         /// The tool.
         #[arg(long)]
         tool: String,
+        /// The mode the call is made in (spec §3c): its layer is one more, and its rules are among the
+        /// reasons. An unknown mode is an error (exit 2).
+        #[arg(long)]
+        mode: Option<String>,
         /// The package.
         path: PathBuf,
         /// Output format.
@@ -111,6 +115,9 @@ pub(super) enum Command {
         /// The person the work is for (default: nobody, so the agent's sponsor).
         #[arg(long)]
         requester: Option<String>,
+        /// The mode the call is made in (spec §3c); an unknown mode decides `never`.
+        #[arg(long)]
+        mode: Option<String>,
         /// Trust this public key (64 hex digits, or a `.pub` file from `permitc keygen`); repeatable. The
         /// table must then be signed by one of them (`TABLE.sig`), or nothing is decided (exit 2).
         #[arg(long)]

@@ -80,6 +80,7 @@ mod coding_agent {
             by: "Ben".into(),
             scope: Scope::AnyArguments,
             expires_at: None,
+            mode: None,
         };
         let err = rt.allow_alone(&bens).err().ok_or("Ben made a rule on a triple routed to his own role")?;
         assert_eq!(err.refusal(), Some(Refusal::Rule));

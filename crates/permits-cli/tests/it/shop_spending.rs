@@ -542,6 +542,7 @@ fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
             tool: "PlaceOrder",
             arguments: &args,
             requester: Some("Lucy"),
+            mode: None,
         };
         t.level_of(call).map(|l| l.level)
     };

@@ -9,8 +9,8 @@ use crate::check::{NodeId, Rules};
 use crate::effects::{NextHop, RESERVED_SLOT};
 use crate::table::{
     self, AgentInfo, AuthorityStatements, BudgetInfo, EffectInfo, EntityInfo, Entry, Header, Hop as TableHop, HopKind,
-    PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Route, SkillInfo, SpendInfo, Table, ToolInfo,
-    VersionInfo, canonical_digest,
+    ModeEntry, ModeInfo, PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Route, SkillInfo, SpendInfo,
+    Table, ToolInfo, VersionInfo, canonical_digest,
 };
 
 fn table_hop(a: &Analysis<'_>, node: NodeId, hop: NextHop) -> TableHop {
@@ -152,9 +152,34 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
             "rules": rules,
             "skill": skill_digests.get(d.skill),
         }));
+        let modes = d
+            .modes
+            .iter()
+            .map(|m| {
+                let rules: Vec<serde_json::Value> = m
+                    .because
+                    .iter()
+                    .map(|(r, _)| serde_json::json!({ "kind": r.kind, "level": r.level, "rule": r.rule, "via": r.via }))
+                    .collect();
+                let call_digest = digest_of(&serde_json::json!({
+                    "entry_digest": digest,
+                    "mode": m.mode,
+                    "row": json_of(&m.row),
+                    "rules": rules,
+                }));
+                let entry = ModeEntry {
+                    level: m.level,
+                    row: m.row.clone(),
+                    because: m.because.iter().map(|(r, _)| r.clone()).collect(),
+                    call_digest,
+                };
+                (m.mode.to_string(), entry)
+            })
+            .collect();
         entries.entry(d.agent.to_string()).or_default().entry(d.skill.to_string()).or_default().insert(
             tool_name.to_string(),
             Entry {
+                modes,
                 level: d.level,
                 rows: d.rows.clone(),
                 reserved: d.reserved,
@@ -215,6 +240,19 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
                     ceiling: b.ceiling,
                     alone_up_to: b.alone_up_to,
                     doc: doc(n),
+                    per_task: b.per_task,
+                };
+                (n.to_string(), info)
+            })
+            .collect(),
+        modes: model
+            .modes
+            .iter()
+            .map(|(n, m)| {
+                let info = ModeInfo {
+                    description: m.mode.description.as_ref().map(|d| d.value.clone()),
+                    doc: m.declaration.doc_text(),
+                    unattended: m.unattended,
                 };
                 (n.to_string(), info)
             })

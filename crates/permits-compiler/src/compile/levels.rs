@@ -32,6 +32,11 @@ fn reach_sets(model: &Model<'_>, effects: &Effects) -> Vec<Vec<NodeId>> {
             mark(r);
         }
     }
+    for m in model.modes.values() {
+        if let Some(r) = &m.rules {
+            mark(r);
+        }
+    }
     let mut reach: Vec<Vec<NodeId>> = vec![Vec::new(); effects.components.len()];
     for (ci, members) in effects.components.iter().enumerate() {
         let mut set: BTreeSet<NodeId> = BTreeSet::new();
@@ -262,6 +267,9 @@ pub(super) struct TripleFacts<'a> {
     pub(super) reserved: bool,
     pub(super) route: Route,
     pub(super) route_span: Option<Span>,
+    /// Each mode whose layer says something about the tool: its name, its evaluation and every level the
+    /// triple can take in it.
+    pub(super) modes: Vec<(&'a str, LayerEval, BTreeSet<Level>)>,
 }
 
 impl<'a> TripleFacts<'a> {
@@ -273,6 +281,21 @@ impl<'a> TripleFacts<'a> {
     /// The decision the table is built from.
     pub(super) fn into_decision(self) -> TripleDecision<'a> {
         let level = if self.possible.len() == 1 { self.possible.iter().next().copied() } else { None };
+        let modes = self
+            .modes
+            .into_iter()
+            .filter_map(|(mode, eval, possible)| {
+                let row = eval.row?;
+                let level = if possible.len() == 1 { possible.iter().next().copied() } else { None };
+                Some(super::ModeDecision {
+                    mode,
+                    level,
+                    possible: possible.into_iter().collect(),
+                    row,
+                    because: eval.because,
+                })
+            })
+            .collect();
         TripleDecision {
             agent: self.agent,
             skill: self.skill,
@@ -284,6 +307,7 @@ impl<'a> TripleFacts<'a> {
             route: self.route,
             route_span: self.route_span,
             reserved: self.reserved,
+            modes,
         }
     }
 }
@@ -338,6 +362,23 @@ pub(super) fn compute<'a>(a: &Analysis<'a>) -> Vec<TripleFacts<'a>> {
                         span,
                     ));
                 }
+                let mut modes = Vec::new();
+                for (mode_name, mode) in &a.model.modes {
+                    let Some(r) = &mode.rules else { continue };
+                    let eval = eval_layer(a, r, mode_name, tool, level_set, reach_t);
+                    if eval.row.is_none() {
+                        continue;
+                    }
+                    let in_mode: BTreeSet<Level> = if reserved {
+                        BTreeSet::from([Level::Never])
+                    } else {
+                        possible
+                            .iter()
+                            .flat_map(|x| eval.possible.iter().map(move |y| y.map_or(*x, |y| y.max(*x))))
+                            .collect()
+                    };
+                    modes.push((*mode_name, eval, in_mode));
+                }
                 let (route, route_span) = match skill.routes.get(&tool).or_else(|| agent.routes.get(&tool)) {
                     Some((r, span)) => (r.clone(), Some(*span)),
                     None => (Route::Requester, None),
@@ -353,6 +394,7 @@ pub(super) fn compute<'a>(a: &Analysis<'a>) -> Vec<TripleFacts<'a>> {
                     reserved,
                     route,
                     route_span,
+                    modes,
                 });
             }
         }

@@ -63,6 +63,23 @@ pub struct TripleDecision<'a> {
     pub route_span: Option<Span>,
     /// Whether the tool writes the reserved entity.
     pub reserved: bool,
+    /// What each mode that says something about the tool adds (spec §3c), in mode name order.
+    pub modes: Vec<ModeDecision<'a>>,
+}
+
+/// What one mode says about one offered triple.
+#[derive(Debug)]
+pub struct ModeDecision<'a> {
+    /// The mode.
+    pub mode: &'a str,
+    /// The triple's level in the mode, when it does not depend on the arguments.
+    pub level: Option<Level>,
+    /// Every level the triple can take in the mode, least strict first.
+    pub possible: Vec<Level>,
+    /// The mode's row for the tool.
+    pub row: Row,
+    /// Why the mode's row gives its level, each reason with the span of its rule.
+    pub because: Vec<(Reason, Option<Span>)>,
 }
 
 /// The outcome of one `test` block.

@@ -14,7 +14,10 @@ pub(super) fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, V
     for t in &a.model.tests {
         let mut failures = Vec::new();
         for e in &t.expects {
-            let triple = format!("({}, {}, {})", e.agent, e.skill, e.tool);
+            let triple = match e.mode {
+                Some(m) => format!("({}, {}, {}) in {m}", e.agent, e.skill, e.tool),
+                None => format!("({}, {}, {})", e.agent, e.skill, e.tool),
+            };
             let (actual, why) = match expectation_level(table, e) {
                 Ok(found) => found,
                 Err(levels) => {
@@ -63,27 +66,42 @@ pub(super) fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, V
 /// arguments and the level depends on them.
 fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result<(Level, String), Vec<Level>> {
     if e.args.is_empty() {
-        return match table.possible_levels(e.agent, e.skill, e.tool) {
+        return match table.possible_levels_in(e.agent, e.skill, e.tool, e.mode) {
             Err(why) => Ok((Level::Never, why.to_string())),
             Ok(levels) if levels.len() == 1 => {
                 let level = levels.first().copied().unwrap_or(Level::Never);
-                let because =
-                    table.entry(e.agent, e.skill, e.tool).map(|entry| entry.because.as_slice()).unwrap_or(&[]);
-                Ok((level, deciding_rules(because, level)))
+                let entry = table.entry(e.agent, e.skill, e.tool);
+                let mut because: Vec<crate::table::Reason> = entry.map(|x| x.because.clone()).unwrap_or_default();
+                if let Some(m) = e.mode.and_then(|m| entry.and_then(|x| x.modes.get(m))) {
+                    because.extend(m.because.iter().cloned());
+                }
+                Ok((level, deciding_rules(&because, level)))
             }
             Ok(levels) => Err(levels.into_iter().collect()),
         };
     }
     let arguments = serde_json::Value::Object(e.args.clone());
-    let call =
-        crate::table::CallRef { agent: e.agent, skill: e.skill, tool: e.tool, arguments: &arguments, requester: None };
+    let call = crate::table::CallRef {
+        agent: e.agent,
+        skill: e.skill,
+        tool: e.tool,
+        arguments: &arguments,
+        requester: None,
+        mode: e.mode,
+    };
     Ok(match table.level_of(call) {
         Err(why) => (Level::Never, why.to_string()),
         Ok(of) if of.floored => {
             let spend = table.spend_of(of.tool, &e.args).ok().flatten();
             (of.level, spend.map(|s| s.allowance_words()).unwrap_or_default())
         }
-        Ok(of) => (of.level, deciding_rules(&of.entry.because, of.level)),
+        Ok(of) => {
+            let mut because = of.entry.because.clone();
+            if let Some(m) = of.mode {
+                because.extend(m.because.iter().cloned());
+            }
+            (of.level, deciding_rules(&because, of.level))
+        }
     })
 }
 

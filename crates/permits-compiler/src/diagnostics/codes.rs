@@ -98,6 +98,8 @@ codes! {
     CheckBudget = "permits::check::budget", Error, "a budget with a missing, unknown, repeated or mistyped field, or a figure out of range";
     /// A budget whose automatic allowance (`alone_up_to`) is above its ceiling (warning).
     CheckBudgetAllowance = "permits::check::budget_allowance", Warning, "a budget whose automatic allowance (`alone_up_to`) is above its ceiling (warning)";
+    /// A budget whose `per_task` is above its ceiling.
+    CheckBudgetPerTask = "permits::check::budget_per_task", Error, "a budget whose `per_task` is above its ceiling (no task could ever hold it)";
     /// `spend BUDGET by PARAM` where PARAM is not a `money` parameter of the tool.
     CheckSpend = "permits::check::spend", Error, "`spend BUDGET by PARAM` where PARAM is not a `money` parameter of the tool";
     /// A tool that spends from a budget through what it calls, without a `spend` of its own saying how much.
@@ -134,6 +136,8 @@ codes! {
     LevelsShadowed = "permits::levels::shadowed", Warning, "a conditional entry shadowed by an unconditional entry as strict or stricter in its layer (warning)";
     /// A class set to `alone` in the package-wide or a skill layer, which only tighten (warning).
     LevelsAloneIgnored = "permits::levels::alone_ignored", Warning, "a class set to `alone` in the package-wide or a skill layer, which only tighten (warning)";
+    /// `alone` in a mode, which only tightens (warning).
+    LevelsModeAlone = "permits::levels::mode_alone", Warning, "`alone` in a mode (a preset, a class setting or a list): modes only tighten, so it says nothing (warning)";
     /// A skill's entry or setting that would loosen its agent and cannot take effect (warning).
     LevelsSkillLoosens = "permits::levels::skill_loosens", Warning, "a skill's entry or setting that would loosen its agent and cannot take effect (warning)";
     /// A tool named `alone` that inherits a stricter level from a tool it calls (warning).

@@ -128,6 +128,28 @@ pub enum DeclarationKind {
     Test(TestBlock),
     /// `budget`
     Budget(Budget),
+    /// `mode`
+    Mode(Mode),
+}
+
+/// `mode Plan "Look, change nothing." { may { .. } unattended }` (spec §3c).
+#[derive(Clone, Debug)]
+pub struct Mode {
+    /// The mode's name.
+    pub name: Ident,
+    /// What the mode is for, if written.
+    pub description: Option<StringLit>,
+    /// Its statements, in written order.
+    pub statements: Vec<ModeStatement>,
+}
+
+/// A statement of a mode.
+#[derive(Clone, Debug)]
+pub enum ModeStatement {
+    /// `may { .. }`: the mode's layer, which only tightens.
+    May(MayBlock),
+    /// `unattended`: nobody is at the keyboard.
+    Unattended(Span),
 }
 
 /// `budget Supplies { currency: "USD", unit: cents, ceiling: 2500, alone_up_to: 0 }` (spec §6).
@@ -196,6 +218,8 @@ pub struct Expect {
     pub tool: Ident,
     /// The call's arguments, in written order.
     pub args: Vec<(Ident, Literal)>,
+    /// `in MODE`: the mode the call is made in, if written.
+    pub mode: Option<Ident>,
     /// The expected level.
     pub level: Level,
     /// Where the level is written.

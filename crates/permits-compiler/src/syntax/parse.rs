@@ -78,6 +78,8 @@ pub const RESERVED: &[&str] = &[
     "in",
     "matches",
     "budget",
+    "mode",
+    "unattended",
     "test",
     "expect",
     "is",
@@ -229,6 +231,7 @@ fn declaration_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Declaration {
             Rule::lifetime_stmt => kind = Some(DeclarationKind::Lifetime(lifetime_from_pair(p, ctx))),
             Rule::test_decl => kind = Some(DeclarationKind::Test(test_from_pair(p, ctx))),
             Rule::budget_decl => kind = Some(DeclarationKind::Budget(budget_from_pair(p, ctx))),
+            Rule::mode_decl => kind = Some(DeclarationKind::Mode(mode_from_pair(p, ctx))),
             _ => unreachable!("declaration: no other alternatives"),
         }
     }
@@ -678,6 +681,23 @@ fn may_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> MayBlock {
     MayBlock { statements, span }
 }
 
+/// mode_decl = { kw_mode ~ ident ~ string? ~ "{" ~ mode_stmt* ~ "}" }; mode_stmt = _{ may_block | unattended_stmt }
+fn mode_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Mode {
+    let mut name = None;
+    let mut description = None;
+    let mut statements = Vec::new();
+    for p in inner(pair) {
+        match p.as_rule() {
+            Rule::ident => name = Some(defining_ident(p, ctx)),
+            Rule::string => description = Some(string_from_pair(p, ctx)),
+            Rule::may_block => statements.push(ModeStatement::May(may_from_pair(p, ctx))),
+            Rule::unattended_stmt => statements.push(ModeStatement::Unattended(ctx.span(&p))),
+            _ => {}
+        }
+    }
+    Mode { name: name.unwrap_or_else(|| unreachable!("mode_decl: a name")), description, statements }
+}
+
 /// test_decl = { kw_test ~ string ~ "{" ~ expect_stmt* ~ "}" }
 fn test_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> TestBlock {
     let mut name = None;
@@ -692,15 +712,18 @@ fn test_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> TestBlock {
     TestBlock { name: name.unwrap_or_else(|| unreachable!("test_decl: a name")), expects }
 }
 
-/// expect_stmt = { kw_expect ~ ident ~ "." ~ ident ~ "." ~ ident ~ call_args? ~ kw_is ~ level }
+/// expect_stmt = { kw_expect ~ ident ~ "." ~ ident ~ "." ~ ident ~ call_args? ~ expect_mode? ~ kw_is ~ level }
 fn expect_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Expect {
     let span = ctx.span(&pair);
     let mut names = Vec::new();
     let mut args = Vec::new();
     let mut lvl = None;
+    let mut mode = None;
     for p in inner(pair) {
         match p.as_rule() {
             Rule::ident => names.push(ident_from_pair(p, ctx)),
+            // expect_mode = { kw_in ~ ident }
+            Rule::expect_mode => mode = inner(p).find(|q| q.as_rule() == Rule::ident).map(|q| ident_from_pair(q, ctx)),
             // call_args = { "(" ~ (call_arg ~ ("," ~ call_arg)* ~ ","?)? ~ ")" }; call_arg = { ident ~ ":" ~ literal }
             Rule::call_args => {
                 for a in inner(p) {
@@ -719,7 +742,7 @@ fn expect_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Expect {
         unreachable!("expect_stmt: agent, skill and tool")
     };
     let (level, level_span) = lvl.unwrap_or_else(|| unreachable!("expect_stmt: a level"));
-    Expect { agent, skill, tool, args, level, level_span, span }
+    Expect { agent, skill, tool, args, mode, level, level_span, span }
 }
 
 /// list_entry = { ident ~ (kw_when ~ condition)? }

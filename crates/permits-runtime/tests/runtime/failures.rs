@@ -98,6 +98,7 @@ fn kind_3_nothing_makes_a_never_tool_run() -> R {
         by: "Noor".into(),
         scope: Scope::AnyArguments,
         expires_at: None,
+        mode: None,
     };
     assert_eq!(rt.allow_alone(&rule).err().and_then(|e| e.refusal()), Some(Refusal::Rule));
     // A decider's yes with a valid fingerprint, then the policy says never: nothing runs.
@@ -224,6 +225,7 @@ fn kind_10_a_standing_rule_follows_the_tools_content_not_its_name() -> R {
         by: "Noor".into(),
         scope: Scope::AnyArguments,
         expires_at: None,
+        mode: None,
     })?;
     assert_eq!(rule.covered.len(), 2);
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Alone);

@@ -45,6 +45,7 @@ fn outcome_2_propose_every_time_takes_no_standing_rule() -> R {
             by: "Priya".into(),
             scope: Scope::AnyArguments,
             expires_at: None,
+            mode: None,
         })
         .err()
         .ok_or("a rule was made")?;

@@ -309,6 +309,7 @@ fn outcome_8_what_it_never_does_takes_no_rule() -> R {
             by: "Noor".into(),
             scope: Scope::AnyArguments,
             expires_at: None,
+            mode: None,
         })
         .err()
         .ok_or("a rule was made")?;

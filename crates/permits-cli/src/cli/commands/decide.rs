@@ -9,6 +9,7 @@ pub(in crate::cli) struct TripleCall<'a> {
     pub(in crate::cli) tool: &'a str,
     pub(in crate::cli) args: Option<&'a str>,
     pub(in crate::cli) requester: Option<&'a str>,
+    pub(in crate::cli) mode: Option<&'a str>,
 }
 
 pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[String], format: Format) -> u8 {
@@ -37,6 +38,7 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
     };
     let mut call = crate::runtime::Call::new(c.agent, c.skill, c.tool).with_arguments(arguments);
     call.requester = c.requester.map(str::to_string);
+    call.mode = c.mode.map(str::to_string);
     let d = crate::runtime::decide_table(&table, &call);
     match format {
         Format::Json => outln!("{}", d.to_json()),

@@ -2,10 +2,30 @@
 
 use super::*;
 
-pub(in crate::cli) fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) -> u8 {
-    let result = with_analysis(path, format, |a| crate::explain::explain(a, agent, skill, tool));
+pub(in crate::cli) fn explain(
+    path: &Path,
+    agent: &str,
+    skill: &str,
+    tool: &str,
+    mode: Option<&str>,
+    format: Format,
+) -> u8 {
+    let result = with_analysis(path, format, |a| match mode {
+        Some(m) if !a.model.modes.contains_key(m) => {
+            let near = crate::diagnostics::closest(m, a.model.modes.keys().copied());
+            Err(match near {
+                Some(n) => format!("unknown mode `{m}`; did you mean `{n}`?"),
+                None => format!("unknown mode `{m}`: the package declares no such mode"),
+            })
+        }
+        _ => Ok(crate::explain::explain_in(a, agent, skill, tool, mode)),
+    });
     let explanation = match result {
-        Ok(e) => e,
+        Ok(Ok(e)) => e,
+        Ok(Err(message)) => {
+            errln!("error: {message}");
+            return 2;
+        }
         Err(code) => return code,
     };
     match format {
@@ -41,7 +61,8 @@ fn explain_text(e: &Explanation) -> String {
             d.possible.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(" or ")
         ),
     };
-    let mut out = format!("({}, {}, {}): {shown}\n", d.agent, d.skill, d.tool);
+    let in_mode = d.mode.as_ref().map(|m| format!(" in mode {m}")).unwrap_or_default();
+    let mut out = format!("({}, {}, {}){in_mode}: {shown}\n", d.agent, d.skill, d.tool);
     let routed = d.possible.iter().any(|l| matches!(l, Level::Propose | Level::ProposeEveryTime));
     out.push_str(&format!(
         "  route: {}{}\n",

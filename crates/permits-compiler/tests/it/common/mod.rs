@@ -17,7 +17,7 @@ pub fn level_with(
     args: &serde_json::Map<String, serde_json::Value>,
 ) -> (Level, String) {
     let arguments = serde_json::Value::Object(args.clone());
-    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None }) {
+    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None, mode: None }) {
         Ok(of) => (of.level, String::new()),
         Err(why) => (Level::Never, why.to_string()),
     }
