@@ -169,6 +169,7 @@ impl Runtime {
 /// How an alone call was authorized: by a standing rule, or by the policy.
 fn alone_authorization(decision: &Decision) -> Authorization {
     match &decision.standing_rule {
+        Some(rule) if decision.task_rule => Authorization::TaskRule(rule.clone()),
         Some(rule) => Authorization::StandingRule(rule.clone()),
         None => Authorization::PolicyAlone,
     }

@@ -113,8 +113,12 @@ pub struct Decision {
     pub reasons: Vec<Reason>,
     /// Who decides a proposal of this call, for `propose` and `propose_every_time`.
     pub decider: Option<Decider>,
-    /// The standing rule that makes the call `alone`, if one does.
+    /// The standing rule that makes the call `alone`, if one does (a task rule too: see `task_rule`).
     pub standing_rule: Option<String>,
+    /// `true` when that rule is a **task rule** (spec §5a "Task-scoped approval"); absent from the JSON
+    /// otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub task_rule: bool,
     /// The triple's `entry_digest`, when offered; for a call in a mode that says something about the
     /// triple, the mode's call digest (spec §3c), which stands for the call in fingerprints and rules.
     pub entry_digest: Option<String>,
@@ -137,7 +141,8 @@ impl Decision {
         if let Some(refusal) = &self.refusal {
             out.push_str(&format!(" ({refusal})"));
         } else if let Some(rule) = &self.standing_rule {
-            out.push_str(&format!(" (standing rule `{rule}`)"));
+            let kind = if self.task_rule { "task rule" } else { "standing rule" };
+            out.push_str(&format!(" ({kind} `{rule}`)"));
         } else if let (Level::Propose | Level::ProposeEveryTime, Some(d)) = (self.level, &self.decider) {
             out.push_str(&format!(" (waits on {})", d.waiting_on()));
         }
@@ -170,6 +175,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
         reasons: Vec::new(),
         decider: None,
         standing_rule: None,
+        task_rule: false,
         entry_digest: None,
         definition_digest: table.tools.get(&call.tool).map(|t| t.definition_digest.clone()),
     };
@@ -206,9 +212,11 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
         {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
+            d.task_rule = rule.task.is_some();
             if of.over_allowance {
                 d.level = Level::Propose;
                 d.standing_rule = None;
+                d.task_rule = false;
                 push_floor_reason(&mut d, table, of.tool, &call.arguments);
             }
         }

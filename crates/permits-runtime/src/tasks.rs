@@ -102,5 +102,6 @@ impl Runtime {
 pub(crate) fn not_this_task(decision: &mut Decision, why: String) {
     decision.level = Level::Never;
     decision.standing_rule = None;
+    decision.task_rule = false;
     decision.refusal = Some(why);
 }

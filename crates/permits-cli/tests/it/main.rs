@@ -15,6 +15,7 @@ mod evaluator;
 mod fixtures;
 mod holes;
 mod laws;
+mod modes;
 mod sarif;
 mod shell;
 mod shop_spending;
