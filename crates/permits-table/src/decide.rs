@@ -432,7 +432,7 @@ fn level_of_offered<'t>(
 }
 
 /// The level of a call of a tool whose `shell` parameter is `param` (spec §3a): the line is read with
-/// [`shell::split`], and each part is judged as if it were the whole call — the entry's rows evaluated with
+/// [`shell::part_texts`] (the parts of [`shell::split`], in one allocation), and each part is judged as if it were the whole call — the entry's rows evaluated with
 /// the argument replaced by the part's normalized text; the call's level is the strictest of the parts'.
 /// Every part is evaluated, so a condition that cannot be evaluated fails the call closed wherever it is.
 ///
@@ -447,7 +447,7 @@ fn shell_level(
 ) -> Result<Level, Refused> {
     // INVARIANT: `fit` accepted the arguments, so the `shell` argument is a string; stay closed otherwise.
     let line = args.get(param).and_then(Value::as_str).unwrap_or_default();
-    let line = shell::split(line).map_err(|error| Refused::NotJudgeable {
+    let parts = shell::part_texts(line).map_err(|error| Refused::NotJudgeable {
         tool: tool_name.to_string(),
         param: param.to_string(),
         error,
@@ -459,8 +459,8 @@ fn shell_level(
         return Ok(level);
     }
     let mut level = Level::Alone;
-    for part in &line.parts {
-        let part_level = entry.level_on(Arguments::new(args).with_part(param, &part.text));
+    for part in parts.iter() {
+        let part_level = entry.level_on(Arguments::new(args).with_part(param, part));
         level = level.max(part_level.map_err(Refused::Condition)?);
     }
     Ok(level)

@@ -141,13 +141,18 @@ impl ToolInfo {
     ///
     /// Errors: the name of a second `shell` parameter, in a table the compiler did not write; a call of such
     /// a tool is `never` ([`crate::Refused::SecondShellParameter`]).
+    #[inline]
     pub fn shell_param(&self) -> Result<Option<&str>, &str> {
-        let mut shells = self.params.iter().filter(|p| p.ty == ParamType::Shell);
-        match (shells.next(), shells.next()) {
-            (None, _) => Ok(None),
-            (Some(first), None) => Ok(Some(&first.name)),
-            (Some(_), Some(second)) => Err(&second.name),
+        let mut found = None;
+        for p in &self.params {
+            if matches!(p.ty, ParamType::Shell) {
+                if found.is_some() {
+                    return Err(&p.name);
+                }
+                found = Some(p.name.as_str());
+            }
         }
+        Ok(found)
     }
 }
 
