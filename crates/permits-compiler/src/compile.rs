@@ -433,8 +433,9 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                     layers.push(eval_layer(a, r, "", tool, level_set, reach_t));
                 }
                 let agent_eval = eval_layer(a, &agent.rules, agent_name, tool, level_set, reach_t);
-                // The least the agent layer gives: a skill entry below it can never take effect.
-                let agent_level = agent_eval.min();
+                // The least and the most the agent layer gives: a skill entry below the most cannot take
+                // effect for the arguments that give it (below the least, for no arguments at all).
+                let (agent_least, agent_level) = (agent_eval.min(), agent_eval.max());
                 layers.push(agent_eval);
                 if let Some(r) = &skill.rules {
                     layers.push(eval_layer(a, r, skill_name, tool, level_set, reach_t));
@@ -508,6 +509,9 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                 if let Some(skill_rules) = &skill.rules {
                     if let Some(n) = skill_rules.named_level(tool) {
                         if agent_level.is_some_and(|al| n.level < al) && loosen_warned.insert((n.span, agent_name)) {
+                            // A conditional agent entry: the skill's entry loses only where the agent is
+                            // stricter, so say when.
+                            let sometimes = agent_least.is_some_and(|least| n.level >= least);
                             // Name the agent rule that decides, not merely the first one.
                             let agent_reason = layers
                                 .iter()
@@ -516,13 +520,21 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
                             let mut d = Diagnostic::new(
                                 Code::LevelsSkillLoosens,
                                 format!(
-                                    "the skill `{skill_name}` names `{}` `{}`, but the agent `{agent_name}` says `{}`",
+                                    "the skill `{skill_name}` names `{}` `{}`, but the agent `{agent_name}` says `{}`{}",
                                     a.model.nodes[tool].name,
                                     n.level,
-                                    agent_level.unwrap_or(Level::Alone)
+                                    agent_level.unwrap_or(Level::Alone),
+                                    if sometimes { " for some arguments" } else { "" }
                                 ),
                             )
-                            .at(n.span, "this entry cannot take effect");
+                            .at(
+                                n.span,
+                                if sometimes {
+                                    "this entry cannot take effect where the agent is stricter"
+                                } else {
+                                    "this entry cannot take effect"
+                                },
+                            );
                             match agent_reason {
                                 Some((r, Some(span))) => d = d.with(span, format!("the agent's rule `{}` wins", r.rule)),
                                 Some((r, None)) => d = d.help(format!("a skill can only tighten: the agent's `{}` wins; change the agent's rules to loosen", r.rule)),
