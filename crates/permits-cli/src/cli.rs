@@ -14,7 +14,7 @@ use crate::compile::{self, Analysis, Output};
 use crate::diagnostics::{Diagnostic, Severity, render};
 use crate::effects::{self, Hop};
 use crate::syntax::{self, Sources};
-use crate::table::{EffectClass, Level, Route};
+use crate::table::{EffectClass, Level, ParamType, Route};
 
 /// The permits compiler: check `.permits` packages, compile them to a decision table, explain a decision.
 #[derive(Debug, Parser)]
@@ -974,6 +974,11 @@ fn explain_text(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, format: 
                 out.push_str(&format!(
                     "    every execution reserves `{}` against the ceiling; a call over {} is at least propose, whatever the level\n",
                     sp.param, b.alone_up_to
+                ));
+            }
+            if let Some((param, _)) = a.model.nodes[d.tool].params.iter().find(|(_, ty)| *ty == ParamType::Shell) {
+                out.push_str(&format!(
+                    "  shell: `{param}` is judged part by part: each command of the line as if it were the whole call, the strictest part decides, and a line that is not judgeable is never\n"
                 ));
             }
             let _ = EffectClass::Reads;

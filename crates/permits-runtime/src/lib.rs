@@ -64,7 +64,7 @@ use serde_json::Value;
 
 pub use audit::{AuditEvent, AuditSink, EventKind, JsonLinesSink, MemorySink, NullSink};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use decision::{Call, Decision, decide_table, fingerprint};
+pub use decision::{Call, Decision, PartLevel, decide_table, fingerprint};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};
@@ -500,8 +500,12 @@ impl Runtime {
                 events.push(e);
                 Err(RuntimeError::refused(refusal, message))
             };
+            // The route's decider, whatever the level (a decision names one only for a proposed level).
+            let decider = table.offered(&call.agent, &call.skill, &call.tool).ok().zip(table.agents.get(&call.agent)).map(
+                |(entry, agent)| resolve_decider(&table, &entry.route, call.requester.as_deref(), &agent.sponsor),
+            );
             let (Some(tool), Some(entry_digest), Some(decider), true) =
-                (table.tools.get(&call.tool), decision.entry_digest.clone(), decision.decider.clone(), decision.level != Level::Never)
+                (table.tools.get(&call.tool), decision.entry_digest.clone(), decider, decision.level != Level::Never)
             else {
                 return refuse(events, Refusal::Never, refusal_message(&decision));
             };

@@ -437,6 +437,25 @@ pub fn pattern_can_match_part(pattern: &str) -> Result<(), NeverMatches> {
     Ok(())
 }
 
+/// `text` as a person is shown it: visible ASCII and the space as they are, every other character as a
+/// `\u{…}` escape (a `\` as `\\`), so that no control, invisible or look-alike character reaches a reader
+/// raw. For a part of a line in a one-line summary.
+///
+/// ```
+/// assert_eq!(permits_table::shell::visible("echo a\u{202e}b"), "echo a\\u{202e}b");
+/// ```
+pub fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c == ' ' || c.is_ascii_graphic() => out.push(c),
+            c => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+        }
+    }
+    out
+}
+
 /// The shell reserved words spec §3a refuses as a part's first word.
 const RESERVED: [&str; 17] = [
     "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for", "in", "function",
