@@ -482,11 +482,39 @@ enum Class {
     Bad(Why),
 }
 
+/// Classifies a byte outside quotes: [`class_of`], looked up in a table made once, at compile time.
+fn class(b: u8) -> Class {
+    CLASSES[usize::from(b)]
+}
+
+/// [`class_of`] of every byte.
+static CLASSES: [Class; 256] = {
+    let mut table = [Class::Bad(Why::Control); 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = class_of(b as u8);
+        b += 1;
+    }
+    table
+};
+
+/// Whether `b` is one of [`PLAIN_PUNCTUATION`] (a loop, since `contains` is not `const`).
+const fn is_plain_punctuation(b: u8) -> bool {
+    let mut i = 0;
+    while i < PLAIN_PUNCTUATION.len() {
+        if PLAIN_PUNCTUATION[i] == b {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
 /// Classifies a byte outside quotes. Every ASCII punctuation character is named in one arm, so a reason is
 /// never a guess.
-fn class(b: u8) -> Class {
+const fn class_of(b: u8) -> Class {
     match b {
-        b if b.is_ascii_alphanumeric() || PLAIN_PUNCTUATION.contains(&b) => Class::Plain,
+        b if b.is_ascii_alphanumeric() || is_plain_punctuation(b) => Class::Plain,
         b' ' | b'\t' => Class::Blank,
         b';' | b'&' | b'|' | b'\n' => Class::Sep,
         b'\'' => Class::Single,
