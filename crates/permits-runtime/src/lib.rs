@@ -959,7 +959,8 @@ impl Runtime {
     }
 
     /// Makes a standing rule, "from now on, alone" (spec §5 "Standing rules"): only over entries whose level
-    /// is exactly `propose` (refused for `never`, `propose_every_time`, a tool outside the skill); for
+    /// is exactly `propose` (refused for `never`, `propose_every_time`, a tool outside the skill, and a tool
+    /// with a `shell` parameter, for which a rule for any arguments is not allowed); for
     /// oneself by a person admitted by `widens_autonomy` (or `supervises`), for someone else or everybody
     /// only by `supervises`; on a routed triple only by its decider or a supervisor. It binds the tool's
     /// `definition_digest` and each covered entry's `entry_digest`.
@@ -1403,6 +1404,17 @@ impl Runtime {
         let Some(tool) = table.tools.get(tool_name) else {
             return Err(refuse(events, format!("unknown tool `{tool_name}`")));
         };
+        // Spec §5: a rule for any arguments is not allowed for a tool with a `shell` parameter (it would let
+        // every command line the rules propose run alone), and rules bound to these exact arguments are not
+        // made yet: so none is.
+        if let Ok(Some(param)) | Err(param) = tool.shell_param() {
+            return Err(refuse(
+                events,
+                format!(
+                    "`{tool_name}` takes the command line `{param}`: a standing rule would let any command line that is proposed run alone; approve each proposal instead"
+                ),
+            ));
+        }
         let skills: Vec<String> = match &new.skill {
             Some(skill) => {
                 if !table.skills.contains_key(skill) {

@@ -54,3 +54,37 @@ fn a_compound_command_is_not_alone_because_its_first_part_is() {
     assert_eq!(decide(&table, "cargo test --all")["level"], "alone");
     let _ = std::fs::remove_file(&table);
 }
+
+/// Spec §5: a standing rule "for any arguments" is not allowed for a tool with a `shell` parameter, and no
+/// other scope is made yet, so "always like this" on a proposed command line is refused and changes nothing:
+/// the proposal stays `waiting`, and the next line is proposed again.
+#[test]
+fn no_standing_rule_makes_command_lines_alone() {
+    use permits::runtime::{AdmitAll, ApproveMode, NewRule, ProposalRequest, Refusal, Runtime, Status, WorkFor};
+    let path = compiled_table("rules");
+    let table = permits::table::Table::load_path(&path).expect("the table loads");
+    let _ = std::fs::remove_file(&path);
+    let rt = Runtime::new(table, AdmitAll);
+    let call = |line: &str| {
+        Call::new("Coder", "FixBug", "RunCommand").with_arguments(json!({ "command": line })).for_person("Dara")
+    };
+    let made = rt.allow_alone(&NewRule {
+        agent: "Coder".into(),
+        tool: "RunCommand".into(),
+        skill: Some("FixBug".into()),
+        work_for: WorkFor::Person("Dara".into()),
+        by: "Dara".into(),
+    });
+    let err = made.expect_err("a rule for a shell tool is refused");
+    assert_eq!(err.refusal(), Some(Refusal::Rule));
+    assert!(err.to_string().contains("takes the command line `command`"), "{err}");
+    let p =
+        rt.propose(&ProposalRequest::new(call("npm install left-pad"), "task-1", "a dependency")).expect("proposed");
+    let err = rt.approve(&p.id, "Dara", &p.fingerprint, ApproveMode::AlwaysLikeThis).expect_err("refused");
+    assert_eq!(err.refusal(), Some(Refusal::Rule));
+    // Nothing changed: the proposal still waits, and a new line is still proposed.
+    assert_eq!(rt.decide(&call("npm install left-pad")).expect("decide").level, Level::Propose);
+    assert_eq!(rt.decide(&call("npm install evil")).expect("decide").level, Level::Propose);
+    let again = rt.approve(&p.id, "Dara", &p.fingerprint, ApproveMode::Once).expect("approved once");
+    assert_eq!(again.status, Status::Granted);
+}
