@@ -229,7 +229,7 @@ impl fmt::Display for Refused {
             Refused::UnknownPerson(person) => write!(f, "unknown person `{person}`"),
             Refused::Arguments(e) => e.fmt(f),
             Refused::NotJudgeable { tool, param, error } => {
-                write!(f, "the command line `{param}` of `{tool}` is not judgeable: {error}")
+                write!(f, "the command line `{param}` of `{tool}`: {error}")
             }
             Refused::SecondShellParameter { tool, param } => {
                 write!(f, "`{tool}` has a second `shell` parameter `{param}`: a tool has at most one")
