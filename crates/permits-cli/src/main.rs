@@ -2,7 +2,7 @@
 
 mod cli;
 
-use permits_compiler::{compile, diagnostics, diff, effects, fmt, graph, syntax};
+use permits_compiler::{compile, diagnostics, diff, explain, fmt, graph, syntax};
 use permits_runtime as runtime;
 use permits_table as table;
 

@@ -100,7 +100,7 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
         budgets: BTreeMap::new(),
     };
     let mut package_may_span: Option<Span> = None;
-    let mut lifetime_spans: HashMap<bool, Span> = HashMap::new();
+    let mut lifetime_spans: BTreeMap<LifetimeKind, Span> = BTreeMap::new();
     for d in package.declarations() {
         match &d.kind {
             DeclarationKind::Role(r) => {
@@ -133,15 +133,13 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
                 }
             }
             DeclarationKind::Lifetime(l) => {
-                let is_proposal = l.kind == LifetimeKind::Proposal;
-                if let Some(first) = lifetime_spans.get(&is_proposal) {
+                if let Some(first) = lifetime_spans.get(&l.kind) {
                     c.diags.push(repeated("the lifetime", l.value_span, *first));
                 } else {
-                    lifetime_spans.insert(is_proposal, l.value_span);
-                    if is_proposal {
-                        model.proposal_lifetime = Some(l.seconds);
-                    } else {
-                        model.grant_lifetime = Some(l.seconds);
+                    lifetime_spans.insert(l.kind, l.value_span);
+                    match l.kind {
+                        LifetimeKind::Proposal => model.proposal_lifetime = Some(l.seconds),
+                        LifetimeKind::Grant => model.grant_lifetime = Some(l.seconds),
                     }
                 }
             }

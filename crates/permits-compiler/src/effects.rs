@@ -19,7 +19,7 @@ use crate::table::{EffectClass, hex, push_json_escaped, sha256_hex};
 
 /// The next hop of a witness.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Hop {
+pub enum NextHop {
     /// The node's own operation (an index into its `operations`) proves it.
     Operation(usize),
     /// The effect continues in the callee; the span is the call.
@@ -36,7 +36,7 @@ pub struct Effects {
     /// The part of each set proven by a body operation somewhere (the rest is assumed).
     pub real: Vec<EffectSet>,
     /// Each node's witness hop per slot.
-    pub witness: Vec<[Option<Hop>; SLOTS]>,
+    pub witness: Vec<[Option<NextHop>; SLOTS]>,
     /// The strongly connected components, callees first.
     pub components: Vec<Vec<NodeId>>,
     /// Each node's component (an index into `components`).
@@ -59,7 +59,7 @@ impl Effects {
 
     /// The witness path of a slot from a node: the hops in order, ending at an operation or a claim.
     /// Empty when the node does not have the slot.
-    pub fn witness_path(&self, node: NodeId, s: usize) -> Vec<(NodeId, Hop)> {
+    pub fn witness_path(&self, node: NodeId, s: usize) -> Vec<(NodeId, NextHop)> {
         let mut out = Vec::new();
         let mut at = node;
         // The walk ends: a call within a component goes strictly closer to a source, across components
@@ -67,7 +67,7 @@ impl Effects {
         for _ in 0..=self.sets.len() {
             match self.witness[at].get(s).copied().flatten() {
                 None => break,
-                Some(hop @ Hop::Call(next, _)) => {
+                Some(hop @ NextHop::Call(next, _)) => {
                     out.push((at, hop));
                     at = next;
                 }
@@ -148,19 +148,21 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
                 for &m in members {
                     let node = &model.nodes[m];
                     let hop = if phase == 0 {
-                        node.operations.iter().position(|op| op.effects.has_slot(s)).map(Hop::Operation).or_else(|| {
-                            node.calls
-                                .iter()
-                                .find(|(c, _)| component_of[*c] != ci && real[*c].has_slot(s))
-                                .map(|(c, sp)| Hop::Call(*c, *sp))
-                        })
+                        node.operations.iter().position(|op| op.effects.has_slot(s)).map(NextHop::Operation).or_else(
+                            || {
+                                node.calls
+                                    .iter()
+                                    .find(|(c, _)| component_of[*c] != ci && real[*c].has_slot(s))
+                                    .map(|(c, sp)| NextHop::Call(*c, *sp))
+                            },
+                        )
                     } else {
                         let claimed = node.is_extern() && node.claim.is_some_and(|(c, _)| c.has_slot(s));
-                        node.claim.filter(|_| claimed).map(|(_, sp)| Hop::Claim(sp)).or_else(|| {
+                        node.claim.filter(|_| claimed).map(|(_, sp)| NextHop::Claim(sp)).or_else(|| {
                             node.calls
                                 .iter()
                                 .find(|(c, _)| component_of[*c] != ci && sets[*c].has_slot(s))
-                                .map(|(c, sp)| Hop::Call(*c, *sp))
+                                .map(|(c, sp)| NextHop::Call(*c, *sp))
                         })
                     };
                     if let Some(h) = hop {
@@ -171,7 +173,7 @@ pub fn infer(model: &Model<'_>, sources: &Sources) -> (Effects, Vec<Diagnostic>)
                 while let Some(y) = queue.pop_front() {
                     for &(x, k) in callers.of(y) {
                         if witness[x][s].is_none() {
-                            witness[x][s] = Some(Hop::Call(y, model.nodes[x].calls[k].1));
+                            witness[x][s] = Some(NextHop::Call(y, model.nodes[x].calls[k].1));
                             queue.push_back(x);
                         }
                     }
@@ -397,10 +399,10 @@ pub fn witness_labels(model: &Model<'_>, effects: &Effects, node: NodeId, s: usi
         .witness_path(node, s)
         .into_iter()
         .map(|(at, hop)| match hop {
-            Hop::Call(callee, span) => {
+            NextHop::Call(callee, span) => {
                 (span, format!("`{}` calls `{}`", model.nodes[at].name, model.nodes[callee].name))
             }
-            Hop::Operation(i) => {
+            NextHop::Operation(i) => {
                 let op = &model.nodes[at].operations[i];
                 let what = if s == RESERVED_SLOT {
                     "the reserved subject `permits`".to_string()
@@ -409,7 +411,7 @@ pub fn witness_labels(model: &Model<'_>, effects: &Effects, node: NodeId, s: usi
                 };
                 (op.span, format!("`{}` proves {what}", op.text))
             }
-            Hop::Claim(span) => {
+            NextHop::Claim(span) => {
                 (span, format!("the extern tool `{}` claims `{}` (assumed)", model.nodes[at].name, slot_name(s)))
             }
         })

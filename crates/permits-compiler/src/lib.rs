@@ -13,6 +13,7 @@
 //! | [`conditions`] | conditions on arguments: type checks, lowering, interval analysis (§3 item 5) |
 //! | [`effects`] | call graph, effect inference over strongly connected components, witnesses, claims (§2) |
 //! | [`compile`] | levels of every offered triple → the decision table (§3–§4); `test` blocks (§7) |
+//! | [`explain`] | why a triple gets its level: an [`explain::Explanation`] value (§7) |
 //! | [`diff`] | what changed between two tables, widenings marked (§7) |
 //! | [`graph`] | the call graph with effect sets as Graphviz DOT (§7) |
 //! | [`fmt`] | the canonical layout of a source file (§7) |
@@ -25,6 +26,7 @@ pub mod conditions;
 pub mod diagnostics;
 pub mod diff;
 pub mod effects;
+pub mod explain;
 pub mod fmt;
 pub mod graph;
 pub mod model;

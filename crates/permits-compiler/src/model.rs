@@ -3,8 +3,7 @@
 //! and the canonical text of statements. It sits below both `check` (which builds it) and `effects`
 //! (which computes over it), so neither depends on the other. No stage serializes it.
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
+use std::collections::BTreeMap;
 
 use crate::syntax::Span;
 use crate::syntax::ast::*;
@@ -13,10 +12,7 @@ use crate::table::{EffectClass, Holder, Layer, Level, ParamType, Route as TableR
 /// Index of a node (tool or function) in [`Model::nodes`].
 pub type NodeId = usize;
 
-/// A map keyed by names, hashed with [`crate::table::NameHasher`]: resolution looks a name up once per use,
-/// a million times in a large package. Never iterated where the order reaches the output (those maps are
-/// `BTreeMap`s).
-pub type NameMap<K, V> = HashMap<K, V, BuildHasherDefault<crate::table::NameHasher>>;
+pub use crate::table::NameMap;
 
 /// The resolved package.
 #[derive(Debug)]
@@ -329,11 +325,6 @@ impl EffectSet {
     /// The classes only (without the reserved subject).
     pub fn classes_only(self) -> EffectSet {
         EffectSet(self.0 & 0b1_1111)
-    }
-
-    /// Whether every element of `self` is in `other`.
-    pub fn is_subset(self, other: EffectSet) -> bool {
-        self.0 & !other.0 == 0
     }
 
     /// Whether the set is empty.

@@ -3,10 +3,10 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::records::{Decider, StandingRule, WorkFor};
+use super::records::{Decider, Scope, StandingRule, WorkFor};
 use crate::table::{
-    Arguments, CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, SpendOf, Table, ToolInfo, canonical_value,
-    sha256_hex, shell,
+    Arguments, CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, Table, ToolInfo, canonical_value, sha256_hex,
+    shell,
 };
 
 /// One call an agent wants to make: the triple, the arguments and the person the work is for.
@@ -23,6 +23,10 @@ pub struct Call {
     /// The person the work is for (a person of the table); `None` when it is for nobody, and then the
     /// agent's sponsor stands in.
     pub requester: Option<String>,
+    /// The host's operation key: the task the call belongs to (spec §5a "Tasks"). [`crate::Runtime::call`]
+    /// and [`crate::Runtime::propose`] take it from the request; a call that names one is checked against
+    /// the task's binding (and binds it, when it runs alone).
+    pub operation_key: Option<String>,
 }
 
 impl Call {
@@ -34,6 +38,7 @@ impl Call {
             tool: tool.into(),
             arguments: Value::Object(Map::new()),
             requester: None,
+            operation_key: None,
         }
     }
 
@@ -46,6 +51,12 @@ impl Call {
     /// The same call, in work done for `person`.
     pub fn for_person(mut self, person: impl Into<String>) -> Call {
         self.requester = Some(person.into());
+        self
+    }
+
+    /// The same call, under this operation key (its task).
+    pub fn in_task(mut self, operation_key: impl Into<String>) -> Call {
+        self.operation_key = Some(operation_key.into());
         self
     }
 
@@ -147,11 +158,12 @@ impl Decision {
 /// match the tool's parameters (missing, extra, mistyped) give level `never` with the reason in
 /// [`Decision::refusal`].
 pub fn decide_table(table: &Table, call: &Call) -> Decision {
-    decide_with(table, call, &[])
+    decide_with(table, call, &[], 0)
 }
 
 /// Decides with the standing rules in force (spec §5 "Standing rules").
-pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) -> Decision {
+/// `now` (seconds since the Unix epoch) decides which rules have expired.
+pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], now: u64) -> Decision {
     let mut d = Decision {
         agent: call.agent.clone(),
         skill: call.skill.clone(),
@@ -198,18 +210,18 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule]) ->
     // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
     // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
     if of.level == Level::Propose && !of.floored {
-        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry)) {
+        if let Some(rule) = rules.iter().find(|r| rule_applies(table, r, call, of.tool, of.entry, now)) {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
-            if of.spend.is_some_and(|s| s.over_allowance()) {
+            if of.over_allowance {
                 d.level = Level::Propose;
                 d.standing_rule = None;
-                push_floor_reason(&mut d, of.spend);
+                push_floor_reason(&mut d, table, of.tool, &call.arguments);
             }
         }
     }
     if of.floored {
-        push_floor_reason(&mut d, of.spend);
+        push_floor_reason(&mut d, table, of.tool, &call.arguments);
     }
     if matches!(d.level, Level::Propose | Level::ProposeEveryTime) {
         d.decider = decider;
@@ -253,7 +265,8 @@ fn deciding_reasons(
 }
 
 /// The reason the budget's allowance floor adds (spec §6).
-fn push_floor_reason(d: &mut Decision, spend: Option<SpendOf<'_>>) {
+fn push_floor_reason(d: &mut Decision, table: &Table, tool: &ToolInfo, arguments: &Value) {
+    let spend = arguments.as_object().and_then(|args| table.spend_of(tool, args).ok().flatten());
     if let Some(spend) = spend {
         d.reasons.push(Reason {
             layer: None,
@@ -275,23 +288,38 @@ pub(crate) fn entry_level(entry: &Entry, tool: &ToolInfo) -> Level {
     entry.level.unwrap_or_else(|| entry.level_from_rows())
 }
 
-/// Whether a standing rule makes this call alone: in force, for this agent, tool and skill, for the person
-/// the work is for (or everybody), and bound to the tool's and the entry's current digests.
-fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry) -> bool {
+/// Whether a standing rule makes this call alone: in force (not revoked, not expired), for this agent,
+/// tool and skill, for the person the work is for (or everybody), covering these arguments (its scope),
+/// bound to the tool's and the entry's current digests, and only while its maker may still make it on the
+/// current table (spec §5a "Authority is rechecked").
+fn rule_applies(table: &Table, rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry, now: u64) -> bool {
     rule.revoked.is_none()
+        && rule.expires_at.is_none_or(|at| now < at)
+        && rule.scope.covers(&call.arguments)
+        // Spec §5: never a rule for any arguments on a tool with a `shell` parameter, not even one stored by a
+        // release that made them (it would let every proposed command line run alone).
+        && (rule.scope != Scope::AnyArguments || tool.shell_param() == Ok(None))
         && rule.agent == call.agent
         && rule.tool == call.tool
         && rule.skill.as_ref().is_none_or(|s| *s == call.skill)
         && match &rule.work_for {
             WorkFor::Everybody => true,
             WorkFor::Person(p) => call.requester.as_ref() == Some(p),
+            WorkFor::Nobody => call.requester.is_none(),
         }
         && rule.definition_digest == tool.definition_digest
         && rule.covered.get(&call.skill) == Some(&entry.entry_digest)
+        && {
+            let routed = [(call.skill.as_str(), &entry.route)];
+            let routed = if entry.route == Route::Requester { &routed[..0] } else { &routed[..] };
+            crate::rules::may_make_rule(table, &rule.agent, &rule.tool, &rule.work_for, &rule.by, routed).is_ok()
+        }
 }
 
-/// The persons a route names now (spec §3 "Routes"): `requester` is the person the work is for, or the
-/// agent's sponsor when the work is for nobody.
+/// The persons who decide a route now (spec §3 "Routes", §5 "Who decides"): `requester` is the person the
+/// work is for, or the agent's sponsor when the work is for nobody; a person route names its person (the
+/// requester too, when the policy names them); a role's holders and a queue's members decide **except the
+/// person the work is for**: a proposal routed to a group is never decided by its requester.
 pub(crate) fn resolve_decider(table: &Table, route: &Route, requester: Option<&str>, sponsor: &str) -> Decider {
     let mut persons: Vec<String> = match route {
         Route::Requester => vec![requester.unwrap_or(sponsor).to_string()],
@@ -311,6 +339,9 @@ pub(crate) fn resolve_decider(table: &Table, route: &Route, requester: Option<&s
             None => Vec::new(),
         },
     };
+    if matches!(route, Route::Role(_) | Route::Queue(_)) {
+        persons.retain(|p| Some(p.as_str()) != requester);
+    }
     persons.sort();
     persons.dedup();
     Decider { route: route.clone(), persons }
@@ -329,15 +360,34 @@ pub(crate) fn holds(table: &Table, person: &str, holders: &[Holder]) -> bool {
     })
 }
 
-/// The fingerprint of a proposal (spec §5): SHA-256 (hex) of the canonical JSON of {agent, skill, tool,
-/// entry_digest, arguments, covered_version, destination}; an absent version or destination is `null`.
+/// The fingerprint format this runtime writes (spec §5): 2 adds the person the work is for, the delegation
+/// chain (empty for now), the mode (none for now) and the instruction version. A proposal of another
+/// format is `stale` when it is decided or executed (never silently re-bound).
+pub const FINGERPRINT_FORMAT: u32 = 2;
+
+/// The fingerprint of a proposal with no instruction version: [`fingerprint_with`] with `None`.
 pub fn fingerprint(
     call: &Call,
     entry_digest: &str,
     covered_version: Option<&str>,
     destination: Option<&str>,
 ) -> String {
+    fingerprint_with(call, entry_digest, covered_version, destination, None)
+}
+
+/// The fingerprint of a proposal (spec §5), format [`FINGERPRINT_FORMAT`]: SHA-256 (hex) of the canonical
+/// JSON of {`v`: 2, agent, skill, tool, entry_digest, arguments, covered_version, destination, `person`
+/// (the person the work is for), `chain` (`[]`: no delegation yet), `mode` (`null`: no modes yet),
+/// `instruction_version`}; an absent version, destination, person or instruction version is `null`.
+pub fn fingerprint_with(
+    call: &Call,
+    entry_digest: &str,
+    covered_version: Option<&str>,
+    destination: Option<&str>,
+    instruction_version: Option<&str>,
+) -> String {
     let value = serde_json::json!({
+        "v": FINGERPRINT_FORMAT,
         "agent": call.agent,
         "skill": call.skill,
         "tool": call.tool,
@@ -345,6 +395,10 @@ pub fn fingerprint(
         "arguments": call.arguments,
         "covered_version": covered_version,
         "destination": destination,
+        "person": call.requester,
+        "chain": [],
+        "mode": null,
+        "instruction_version": instruction_version,
     });
     sha256_hex(canonical_value(&value).as_bytes())
 }

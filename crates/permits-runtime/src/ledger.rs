@@ -73,25 +73,34 @@ fn record(tx: &mut dyn Transaction, spend: &Spend<'_>) -> Result<BudgetRecord, S
     Ok(r)
 }
 
+/// What a reservation (or the send-time check of one) found, once the store answered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Reserve {
+    /// The amount is held for the holder.
+    Held,
+    /// It does not fit under the ceiling that applies: what a person reads, with the figures.
+    NoRoom(String),
+}
+
 /// Reserves `spend.amount` for `holder` against the cumulative ceiling (spec §6): spent + reserved + this
 /// ≤ min(installed, current). A holder that already has a reservation reserves nothing more (a re-grant).
 ///
-/// Returns `Ok(Err(message))` when it does not fit, with the figures.
+/// Returns [`Reserve::NoRoom`] when it does not fit, with the figures.
 pub(crate) fn reserve(
     tx: &mut dyn Transaction,
     holder: &str,
     spend: &Spend<'_>,
     now: u64,
-) -> Result<Result<(), String>, StoreError> {
+) -> Result<Reserve, StoreError> {
     if tx.reservation(holder)?.is_some() {
-        return Ok(Ok(()));
+        return Ok(Reserve::Held);
     }
     let r = record(tx, spend)?;
     let reserved = tx.reserved_total(spend.budget)?;
     let ceiling = r.installed_ceiling.min(spend.info.ceiling);
     let held = r.spent.saturating_add(reserved);
     if held.saturating_add(spend.amount) > ceiling {
-        return Ok(Err(no_room(spend, &r, reserved, ceiling)));
+        return Ok(Reserve::NoRoom(no_room(spend, &r, reserved, ceiling)));
     }
     tx.put_reservation(&Reservation {
         holder: holder.to_string(),
@@ -99,7 +108,7 @@ pub(crate) fn reserve(
         amount: spend.amount,
         created_at: now,
     })?;
-    Ok(Ok(()))
+    Ok(Reserve::Held)
 }
 
 /// The send-time recheck (spec §5 "Execute", §6): `holder`'s reservation is held (made now if it is
@@ -110,7 +119,7 @@ pub(crate) fn check_held(
     holder: &str,
     spend: &Spend<'_>,
     now: u64,
-) -> Result<Result<(), String>, StoreError> {
+) -> Result<Reserve, StoreError> {
     if tx.reservation(holder)?.is_none() {
         return reserve(tx, holder, spend, now);
     }
@@ -118,14 +127,14 @@ pub(crate) fn check_held(
     let reserved = tx.reserved_total(spend.budget)?;
     let ceiling = r.installed_ceiling.min(spend.info.ceiling);
     if r.spent.saturating_add(reserved) > ceiling {
-        return Ok(Err(format!(
+        return Ok(Reserve::NoRoom(format!(
             "budget `{}`: {} {unit} spent and {reserved} {unit} reserved are more than the ceiling of {ceiling} {unit} that applies now: nothing more is sent",
             spend.budget,
             r.spent,
             unit = spend.info.unit
         )));
     }
-    Ok(Ok(()))
+    Ok(Reserve::Held)
 }
 
 /// Releases `holder`'s reservation, if any (rejection, revocation, supersession, a failed send).

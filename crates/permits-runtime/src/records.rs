@@ -188,9 +188,18 @@ pub struct Proposal {
     pub definition_digest: String,
     /// The canonical JSON of the `subject` argument, for a tool with `subject P` (spec §6 supersession).
     pub subject: Option<String>,
-    /// SHA-256 (hex) of canonical {agent, skill, tool, entry_digest, arguments, covered version,
-    /// destination}: what a yes covers.
+    /// SHA-256 (hex) of canonical {`v`, agent, skill, tool, entry_digest, arguments, covered version,
+    /// destination, person, chain, mode, instruction version}: what a yes covers (see
+    /// [`crate::fingerprint_with`]).
     pub fingerprint: String,
+    /// The fingerprint's format ([`crate::FINGERPRINT_FORMAT`]); 1 for a record from before format 2, which
+    /// is `stale` when it is decided or executed.
+    #[serde(default = "format_1")]
+    pub fingerprint_format: u32,
+    /// The version of the instructions the agent worked under when it proposed (the host's
+    /// [`crate::Versions::instruction_version`]), if the host gives one.
+    #[serde(default)]
+    pub instruction_version: Option<String>,
     /// When it was made, in seconds since the Unix epoch.
     pub created_at: u64,
     /// When it expires undecided, in seconds since the Unix epoch.
@@ -199,6 +208,10 @@ pub struct Proposal {
     pub status: Status,
     /// The grant, once approved.
     pub grant: Option<Grant>,
+    /// The host's claim token of the execution that consumed the grant (spec §5a "Idempotent execution"),
+    /// when it gave one.
+    #[serde(default)]
+    pub claim: Option<String>,
     /// Who the call ran as (the approver of an operator grant, else the requester or sponsor), once it ran.
     pub ran_as: Option<String>,
     /// The receipt the host returned when it ran.
@@ -209,7 +222,34 @@ pub struct Proposal {
     pub decided_by: Option<String>,
 }
 
+/// The fingerprint format of a record written before the format was recorded.
+fn format_1() -> u32 {
+    1
+}
+
 impl Proposal {
+    /// Why the agent wants it, as a person is shown it: line breaks kept, every other invisible
+    /// character made visible (spec §5a, [`crate::display::visible_lines`]).
+    pub fn why_for_person(&self) -> String {
+        crate::display::visible_lines(&self.why)
+    }
+
+    /// The evidence as a person is shown it, one text per item: "`Tool` {arguments} → answer", with every
+    /// invisible character made visible (spec §5a).
+    pub fn evidence_for_person(&self) -> Vec<String> {
+        self.evidence
+            .iter()
+            .map(|e| {
+                crate::display::visible_lines(&format!(
+                    "`{}` {} → {}",
+                    e.tool,
+                    crate::table::canonical_value(&e.arguments),
+                    crate::table::canonical_value(&e.answer)
+                ))
+            })
+            .collect()
+    }
+
     /// What the agent is told as the tool's answer while or after the proposal is decided: the status, and
     /// the reason when there is one ("rejected: Quote the cable separately.").
     pub fn answer_for_agent(&self) -> String {
@@ -231,8 +271,50 @@ impl Proposal {
 pub enum WorkFor {
     /// Work done for this person.
     Person(String),
+    /// Work done for nobody (the agent's sponsor stands in).
+    Nobody,
     /// Work done for anybody (and for nobody).
     Everybody,
+}
+
+/// Which calls a standing rule covers (spec §5 "Standing rules": `these arguments` or `any arguments`);
+/// the approval screen and the audit say which ([`Scope::words`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Exactly these arguments: the canonical JSON of the arguments object (see [`Scope::these`]).
+    TheseArguments(String),
+    /// Any arguments the tool's parameters accept.
+    AnyArguments,
+}
+
+impl Scope {
+    /// The scope of exactly `arguments` (a JSON object), kept in canonical form: key order and
+    /// whitespace do not matter.
+    pub fn these(arguments: &Value) -> Scope {
+        Scope::TheseArguments(crate::table::canonical_value(arguments))
+    }
+
+    /// Whether a call with `arguments` is covered.
+    pub fn covers(&self, arguments: &Value) -> bool {
+        match self {
+            Scope::AnyArguments => true,
+            Scope::TheseArguments(canonical) => *canonical == crate::table::canonical_value(arguments),
+        }
+    }
+
+    /// What a person reads: "these arguments: {…}" or "any arguments".
+    pub fn words(&self) -> String {
+        match self {
+            Scope::AnyArguments => "any arguments".to_string(),
+            Scope::TheseArguments(canonical) => format!("these arguments: {canonical}"),
+        }
+    }
+
+    /// [`Scope::AnyArguments`]: what a rule stored before scopes existed covered.
+    fn any() -> Scope {
+        Scope::AnyArguments
+    }
 }
 
 /// A standing rule: "from now on, alone" for one (agent, tool[, skill]) (spec §5).
@@ -255,6 +337,12 @@ pub struct StandingRule {
     /// Each covered skill with its entry's `entry_digest` when it was made: a changed entry is no longer
     /// covered.
     pub covered: std::collections::BTreeMap<String, String>,
+    /// Which calls it covers (a rule stored before scopes existed covers any arguments, as it did).
+    #[serde(default = "Scope::any")]
+    pub scope: Scope,
+    /// When it stops applying, in seconds since the Unix epoch; `None` until revoked.
+    #[serde(default)]
+    pub expires_at: Option<u64>,
     /// When it was made, in seconds since the Unix epoch.
     pub created_at: u64,
     /// How many calls ran alone because of it.
@@ -298,4 +386,42 @@ pub struct Reservation {
     pub amount: u64,
     /// When it was made, in seconds since the Unix epoch.
     pub created_at: u64,
+}
+
+/// A task: one operation key, bound on its first call to its root agent and skill, the person the work is
+/// for and the mode (spec §5a "Tasks"). Every later call under the key must match, or it is `never`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// The host's operation key.
+    pub key: String,
+    /// The root agent: the agent of the first call (the chain's root, once delegation exists).
+    pub root_agent: String,
+    /// The root agent's skill.
+    pub root_skill: String,
+    /// The person the work is for; `None` when it is for nobody.
+    pub person: Option<String>,
+    /// The mode the task runs in; `None` (no modes yet).
+    pub mode: Option<String>,
+    /// When the first call bound it, in seconds since the Unix epoch.
+    pub bound_at: u64,
+    /// When `end_task` ended it (its task rules end; the binding stays), in seconds since the Unix epoch.
+    pub ended_at: Option<u64>,
+}
+
+/// One table installed in a store (spec §5a "One current table per store"): the store keeps them in order,
+/// and the last is the current one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableInstall {
+    /// Its place in the store's history, from 1.
+    pub seq: u64,
+    /// The table's `table_digest`.
+    pub table_digest: String,
+    /// The serial of its signature, when it was signed.
+    pub serial: Option<u64>,
+    /// The key that signed it (hex), when it was signed.
+    pub key: Option<String>,
+    /// When it was installed, in seconds since the Unix epoch.
+    pub installed_at: u64,
+    /// The supervisor who forced it over a refusal (a rollback), if one did.
+    pub forced_by: Option<String>,
 }

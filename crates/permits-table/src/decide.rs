@@ -104,6 +104,13 @@ impl NotOffered {
     }
 }
 
+impl serde::Serialize for NotOffered {
+    /// As its words (`"unknown skill"`).
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
 impl fmt::Display for NotOffered {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -178,39 +185,51 @@ pub enum Refused {
     /// The triple is not offered (spec §3 step 1).
     NotOffered(NotOffered),
     /// The person the work is for is not in the table.
-    UnknownPerson(String),
+    UnknownPerson(Box<str>),
     /// The arguments do not fit the tool's parameters.
-    Arguments(ArgumentError),
+    Arguments(Box<ArgumentError>),
     /// A `shell` argument is not judgeable (spec §3a): the call is `never` whatever the conditions say.
-    NotJudgeable {
-        /// The tool.
-        tool: String,
-        /// Its `shell` parameter.
-        param: String,
-        /// The first offending character, its column, and why.
-        error: shell::NotJudgeable,
-    },
+    NotJudgeable(Box<NotJudgeableShell>),
     /// The tool has a second `shell` parameter (spec §2: at most one per tool), in a table the compiler did
     /// not write: no line of it is judged.
-    SecondShellParameter {
-        /// The tool.
-        tool: String,
-        /// The second `shell` parameter.
-        param: String,
-    },
+    SecondShellParameter(Box<SecondShell>),
     /// A condition of the entry cannot be evaluated on the arguments (spec §3 item 5: fail closed).
-    Condition(ConditionError),
+    Condition(Box<ConditionError>),
     /// The tool's spend cannot be read: it spends from a budget the table does not declare (spec §6).
-    Budget {
-        /// The tool.
-        tool: String,
-        /// The budget it names.
-        budget: String,
-        /// The tool's `money` parameter that holds the amount.
-        param: String,
-        /// Why.
-        error: SpendError,
-    },
+    Budget(Box<BudgetRefusal>),
+}
+
+/// A `shell` argument that is not judgeable ([`Refused::NotJudgeable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotJudgeableShell {
+    /// The tool.
+    pub tool: String,
+    /// Its `shell` parameter.
+    pub param: String,
+    /// The first offending character, its column, and why.
+    pub error: shell::NotJudgeable,
+}
+
+/// A second `shell` parameter in a table the compiler did not write ([`Refused::SecondShellParameter`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecondShell {
+    /// The tool.
+    pub tool: String,
+    /// The second `shell` parameter.
+    pub param: String,
+}
+
+/// Why a tool's spend cannot be read ([`Refused::Budget`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetRefusal {
+    /// The tool.
+    pub tool: String,
+    /// The budget it names.
+    pub budget: String,
+    /// The tool's `money` parameter that holds the amount.
+    pub param: String,
+    /// Why.
+    pub error: SpendError,
 }
 
 impl Refused {
@@ -218,7 +237,7 @@ impl Refused {
     pub fn budget(tool_name: &str, tool: &ToolInfo, error: SpendError) -> Refused {
         let (budget, param) =
             tool.spends.as_ref().map_or((String::new(), String::new()), |s| (s.budget.clone(), s.param.clone()));
-        Refused::Budget { tool: tool_name.to_string(), budget, param, error }
+        Refused::Budget(Box::new(BudgetRefusal { tool: tool_name.to_string(), budget, param, error }))
     }
 }
 
@@ -228,22 +247,20 @@ impl fmt::Display for Refused {
             Refused::NotOffered(why) => f.write_str(why.as_str()),
             Refused::UnknownPerson(person) => write!(f, "unknown person `{person}`"),
             Refused::Arguments(e) => e.fmt(f),
-            Refused::NotJudgeable { tool, param, error } => {
-                write!(f, "the command line `{param}` of `{tool}`: {error}")
-            }
-            Refused::SecondShellParameter { tool, param } => {
-                write!(f, "`{tool}` has a second `shell` parameter `{param}`: a tool has at most one")
+            Refused::NotJudgeable(n) => write!(f, "the command line `{}` of `{}`: {}", n.param, n.tool, n.error),
+            Refused::SecondShellParameter(s) => {
+                write!(f, "`{}` has a second `shell` parameter `{}`: a tool has at most one", s.tool, s.param)
             }
             Refused::Condition(e) => e.fmt(f),
-            Refused::Budget { tool, budget, param, error } => match error {
+            Refused::Budget(b) => match b.error {
                 SpendError::UnknownBudget => {
-                    write!(f, "`{tool}` spends from `{budget}`, which the table does not declare")
+                    write!(f, "`{}` spends from `{}`, which the table does not declare", b.tool, b.budget)
                 }
                 SpendError::MissingAmount => {
-                    write!(f, "the amount `{param}` of `{tool}` is missing or not a whole number")
+                    write!(f, "the amount `{}` of `{}` is missing or not a whole number", b.param, b.tool)
                 }
                 SpendError::NegativeAmount(a) => {
-                    write!(f, "the amount `{param}` of `{tool}` is {a}: an amount is never negative")
+                    write!(f, "the amount `{}` of `{}` is {a}: an amount is never negative", b.param, b.tool)
                 }
             },
         }
@@ -276,8 +293,10 @@ pub struct LevelOf<'t> {
     pub entry: &'t Entry,
     /// The tool.
     pub tool: &'t ToolInfo,
-    /// The call's spend, when the tool spends from a budget.
-    pub spend: Option<SpendOf<'t>>,
+    /// `true` when the call spends more than its budget's automatic allowance (spec §6): an `alone` level
+    /// is then `propose` (see `floored`), and no standing rule makes it alone. [`Table::spend_of`] gives the
+    /// spend itself.
+    pub over_allowance: bool,
     /// `true` when the allowance floor raised an `alone` level to `propose` (spec §6).
     pub floored: bool,
 }
@@ -389,21 +408,40 @@ fn level_of_offered<'t>(
     call: CallRef<'_>,
     fit: impl Fn(&Map<String, Value>) -> bool,
 ) -> Result<LevelOf<'t>, Refused> {
+    match level_or_fault(table, entry, tool, shell, call, fit) {
+        Ok(of) => Ok(of),
+        Err(fault) => Err(refusal(fault, entry, tool, shell, call)),
+    }
+}
+
+/// What went wrong, small and `Copy`: the hot path returns it, and [`refusal`] (off the hot path) gives it
+/// its words.
+#[derive(Clone, Copy)]
+enum Fault {
+    Person,
+    Arguments,
+    NotJudgeable,
+    SecondShell,
+    Condition,
+    Budget(SpendError),
+}
+
+/// [`level_of_offered`] without building a refusal: what an agent asks before every call stays small.
+#[inline]
+fn level_or_fault<'t>(
+    table: &'t Table,
+    entry: &'t Entry,
+    tool: &'t ToolInfo,
+    shell: Result<Option<&str>, &str>,
+    call: CallRef<'_>,
+    fit: impl Fn(&Map<String, Value>) -> bool,
+) -> Result<LevelOf<'t>, Fault> {
     if let Some(person) = call.requester {
         if !table.persons.contains_key(person) {
-            return Err(Refused::UnknownPerson(person.to_string()));
+            return Err(Fault::Person);
         }
     }
-    let args = match call.arguments.as_object() {
-        Some(args) if fit(args) => args,
-        _ => {
-            return Err(Refused::Arguments(match check_arguments(call.tool, tool, call.arguments) {
-                Err(e) => e,
-                // INVARIANT: `fit` says no exactly when `check_arguments` errs; stay closed if they ever disagree.
-                Ok(()) => ArgumentError::NotAnObject { tool: call.tool.to_string() },
-            }));
-        }
-    };
+    let Some(args) = call.arguments.as_object().filter(|args| fit(args)) else { return Err(Fault::Arguments) };
     let level = match shell {
         Ok(None) => {
             if entry.reserved || tool.reserved.is_some() {
@@ -411,47 +449,84 @@ fn level_of_offered<'t>(
             } else if let Some(level) = entry.level {
                 level
             } else {
-                entry.level_for(args).map_err(Refused::Condition)?
+                entry.level_for(args).map_err(|_| Fault::Condition)?
             }
         }
-        Ok(Some(param)) => shell_level(call.tool, entry, tool, param, args)?,
-        Err(second) => {
-            return Err(Refused::SecondShellParameter { tool: call.tool.to_string(), param: second.to_string() });
-        }
+        Ok(Some(param)) => shell_level(entry, tool, param, args)?,
+        Err(_) => return Err(Fault::SecondShell),
     };
-    let spend = table.spend_of(tool, args).map_err(|error| Refused::budget(call.tool, tool, error))?;
-    let floored = level == Level::Alone && spend.is_some_and(|s| s.over_allowance());
+    let over_allowance = table.spend_of(tool, args).map_err(Fault::Budget)?.is_some_and(|s| s.over_allowance());
+    let floored = level == Level::Alone && over_allowance;
     Ok(LevelOf {
         level: if floored { Level::Propose } else { level },
         route: &entry.route,
         entry,
         tool,
-        spend,
+        over_allowance,
         floored,
     })
 }
 
-/// The level of a call of a tool whose `shell` parameter is `param` (spec §3a): the line is read with
-/// [`shell::part_texts`] (the parts of [`shell::split`], in one allocation), and each part is judged as if it were the whole call — the entry's rows evaluated with
-/// the argument replaced by the part's normalized text; the call's level is the strictest of the parts'.
-/// Every part is evaluated, so a condition that cannot be evaluated fails the call closed wherever it is.
-///
-/// Errors: [`Refused::NotJudgeable`] (the line is not judgeable: `never`, whatever the conditions say) and
-/// [`Refused::Condition`].
-fn shell_level(
-    tool_name: &str,
+/// The refusal of a fault, with its words: the arguments checked again to say which one is wrong, the
+/// condition evaluated again to say which argument it could not read.
+#[cold]
+#[inline(never)]
+fn refusal(
+    fault: Fault,
     entry: &Entry,
     tool: &ToolInfo,
-    param: &str,
-    args: &Map<String, Value>,
-) -> Result<Level, Refused> {
+    shell: Result<Option<&str>, &str>,
+    call: CallRef<'_>,
+) -> Refused {
+    match fault {
+        Fault::NotJudgeable => {
+            let param = shell.ok().flatten().unwrap_or_default();
+            let line = call.arguments.get(param).and_then(Value::as_str).unwrap_or_default();
+            match shell::split(line) {
+                Err(error) => Refused::NotJudgeable(Box::new(NotJudgeableShell {
+                    tool: call.tool.to_string(),
+                    param: param.to_string(),
+                    error,
+                })),
+                // INVARIANT: the same line fails again; stay closed if it ever does not.
+                Ok(_) => Refused::Arguments(Box::new(ArgumentError::NotAnObject { tool: call.tool.to_string() })),
+            }
+        }
+        Fault::SecondShell => Refused::SecondShellParameter(Box::new(SecondShell {
+            tool: call.tool.to_string(),
+            param: shell.err().unwrap_or_default().to_string(),
+        })),
+        Fault::Person => Refused::UnknownPerson(call.requester.unwrap_or_default().into()),
+        Fault::Arguments => Refused::Arguments(Box::new(match check_arguments(call.tool, tool, call.arguments) {
+            Err(e) => e,
+            // INVARIANT: `fit` says no exactly when `check_arguments` errs; stay closed if they ever disagree.
+            Ok(()) => ArgumentError::NotAnObject { tool: call.tool.to_string() },
+        })),
+        Fault::Condition => {
+            let empty = Map::new();
+            let args = call.arguments.as_object().unwrap_or(&empty);
+            match entry.level_for(args) {
+                Err(e) => Refused::Condition(Box::new(e)),
+                // INVARIANT: the same rows on the same arguments fail again; stay closed if they ever do not.
+                Ok(_) => Refused::Condition(Box::new(ConditionError::Missing(String::new()))),
+            }
+        }
+        Fault::Budget(error) => Refused::budget(call.tool, tool, error),
+    }
+}
+
+/// The level of a call of a tool whose `shell` parameter is `param` (spec §3a): the line is read with
+/// [`shell::part_texts`] (the parts of [`shell::split`], in one allocation), and each part is judged as if
+/// it were the whole call — the entry's rows evaluated with the argument replaced by the part's normalized
+/// text; the call's level is the strictest of the parts'.
+/// Every part is evaluated, so a condition that cannot be evaluated fails the call closed wherever it is.
+///
+/// Errors: `Fault::NotJudgeable` (the line is not judgeable: `never`, whatever the conditions say) and
+/// `Fault::Condition`.
+fn shell_level(entry: &Entry, tool: &ToolInfo, param: &str, args: &Map<String, Value>) -> Result<Level, Fault> {
     // INVARIANT: `fit` accepted the arguments, so the `shell` argument is a string; stay closed otherwise.
     let line = args.get(param).and_then(Value::as_str).unwrap_or_default();
-    let parts = shell::part_texts(line).map_err(|error| Refused::NotJudgeable {
-        tool: tool_name.to_string(),
-        param: param.to_string(),
-        error,
-    })?;
+    let parts = shell::part_texts(line).map_err(|_| Fault::NotJudgeable)?;
     if entry.reserved || tool.reserved.is_some() {
         return Ok(Level::Never);
     }
@@ -461,7 +536,7 @@ fn shell_level(
     let mut level = Level::Alone;
     for part in parts.iter() {
         let part_level = entry.level_on(Arguments::new(args).with_part(param, part));
-        level = level.max(part_level.map_err(Refused::Condition)?);
+        level = level.max(part_level.map_err(|_| Fault::Condition)?);
     }
     Ok(level)
 }
@@ -673,7 +748,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{NameHasher, ParamInfo};
+    use crate::ParamInfo;
 
     /// `same_name` is `==` on every pair of a set of names of length 0 to 12 that differ in one byte at
     /// each position, or in length only.
@@ -702,7 +777,7 @@ mod tests {
     #[test]
     fn triples_compare_by_all_three_names() {
         use std::hash::BuildHasher;
-        let hasher = std::hash::BuildHasherDefault::<NameHasher>::default();
+        let hasher = rustc_hash::FxBuildHasher;
         let t = Triple("A0", "A0S0", "T12");
         assert_eq!(t, Triple("A0", "A0S0", "T12"));
         assert_eq!(hasher.hash_one(t), hasher.hash_one(Triple("A0", "A0S0", "T12")));

@@ -37,7 +37,7 @@ pub struct Table {
     /// Every queue, by name.
     pub queues: BTreeMap<String, QueueInfo>,
     /// The package-wide authority statements.
-    pub authority: Authority,
+    pub authority: AuthorityStatements,
     /// Every budget, by name (spec §6); absent from the JSON when the package declares none. Budget
     /// figures are in no entry's digest: the runtime checks them against their current values at grant
     /// and at execution.
@@ -45,6 +45,13 @@ pub struct Table {
     pub budgets: BTreeMap<String, BudgetInfo>,
     /// One entry per offered triple: `entries[agent][skill][tool]`.
     pub entries: BTreeMap<String, BTreeMap<String, BTreeMap<String, Entry>>>,
+}
+
+impl Table {
+    /// How many decisions the table holds: one entry per offered (agent, skill, tool).
+    pub fn decision_count(&self) -> usize {
+        self.entries.values().flat_map(|skills| skills.values()).map(|tools| tools.len()).sum()
+    }
 }
 
 impl Serialize for Table {
@@ -330,7 +337,7 @@ pub struct QueueInfo {
 /// The package-wide authority statements (spec §3, §5).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Authority {
+pub struct AuthorityStatements {
     /// May make standing rules for others or everybody, and revoke any proposal or rule.
     pub supervises: Vec<Holder>,
     /// May decide any proposal, routed or not.
@@ -502,11 +509,6 @@ impl Row {
             out.insert(Self::combine(Some(unconditional.map_or(n.level, |u| u.max(n.level))), self.inherited));
         }
         out
-    }
-
-    /// Whether any named entry has a condition.
-    pub fn is_conditional(&self) -> bool {
-        self.named.iter().any(|n| n.when.is_some())
     }
 
     fn combine(base: Option<Level>, floor: Option<Level>) -> Option<Level> {

@@ -18,7 +18,7 @@
 //! | `condition` | conditions on arguments and their evaluator |
 //! | [`shell`] | the `shell` parameter: a command line read part by part (spec §3a) |
 //! | `canonical` | canonical JSON and SHA-256 digests |
-//! | `hash` | the hasher of name-keyed lookup maps |
+//! | `hash` | `NameMap`, for name-keyed lookup maps |
 
 mod canonical;
 mod condition;
@@ -34,12 +34,11 @@ pub use canonical::{canonical_digest, canonical_json, canonical_value, hex, sha2
 pub use canonical::{push_json_escaped, reference_canonical, reference_pretty};
 pub use condition::{Arguments, Condition, ConditionError, glob_matches};
 pub use decide::{
-    ArgumentError, CallRef, LevelIndex, LevelOf, NotOffered, Refused, SpendError, SpendOf, arguments_fit,
-    check_arguments, type_words, value_fits,
+    ArgumentError, BudgetRefusal, CallRef, LevelIndex, LevelOf, NotJudgeableShell, NotOffered, Refused, SecondShell,
+    SpendError, SpendOf, arguments_fit, check_arguments, type_words, value_fits,
 };
 pub use format::*;
-pub use hash::NameHasher;
-pub(crate) use hash::NameMap;
+pub use hash::NameMap;
 pub use load::LoadError;
 pub use vocab::{CompareOp, EffectClass, Holder, Layer, Level, Literal, ParamType, Route};
 

@@ -22,4 +22,10 @@ pub use permits_table as table;
 #[cfg(feature = "compiler")]
 pub use permits_compiler as compiler;
 #[cfg(feature = "compiler")]
-pub use permits_compiler::{check, compile, conditions, diagnostics, diff, effects, fmt, graph, model, syntax};
+pub use permits_compiler::{
+    check, compile, conditions, diagnostics, diff, effects, explain, fmt, graph, model, syntax,
+};
+
+/// The architecture: crates, modules and their invariants (the repository's `ARCHITECTURE.md`).
+#[doc = include_str!("../../../ARCHITECTURE.md")]
+pub mod architecture {}

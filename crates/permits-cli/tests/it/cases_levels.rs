@@ -61,7 +61,7 @@ fn assert_consistent(table: &Table) {
                 let entry = table
                     .entry(agent, skill, tool)
                     .unwrap_or_else(|| panic!("({agent}, {skill}, {tool}) is offered but has no entry"));
-                if entry.rows.iter().any(|r| r.is_conditional()) {
+                if entry.rows.iter().flat_map(|r| &r.named).any(|n| n.when.is_some()) {
                     // The level depends on the arguments: it is not stated, and without arguments the
                     // conditions cannot be evaluated, so the rows fold to `never` (fail closed).
                     if entry.level.is_none() {

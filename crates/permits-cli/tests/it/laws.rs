@@ -20,7 +20,7 @@ use crate::common::generator::{
 };
 use crate::common::level_with as table_level;
 use crate::common::spec::{self, LayerKind};
-use permits::runtime::{AdmitAll, Call, NewRule, Runtime, WorkFor, fingerprint};
+use permits::runtime::{AdmitAll, Call, NewRule, Runtime, Scope, WorkFor, fingerprint};
 use permits::table::{EffectClass, HopKind, Level, Table, canonical_json, canonical_value};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -342,7 +342,7 @@ proptest! {
         for (a, s, t) in p.triples() {
             let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
             let entry = &table.entries[&an][&sn][&tn];
-            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into() });
+            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None });
             match entry.level {
                 Some(Level::Propose) | None => prop_assert!(made.is_ok(), "no rule for ({}, {}, {}): {:?}", an, sn, tn, made.err()),
                 Some(l) => prop_assert!(made.is_err(), "a rule was made for ({}, {}, {}) at `{}`", an, sn, tn, l),

@@ -12,16 +12,18 @@ mod conditions;
 mod deep;
 mod diff;
 mod evaluator;
+mod fixtures;
+mod holes;
 mod laws;
-mod runtime_failures;
-mod runtime_skill_grants;
-mod runtime_support_triage;
-mod runtime_workshop;
 mod sarif;
 mod shell;
 mod shop_spending;
 mod supplier;
+mod support;
+mod unknown_names;
 
+#[path = "../../../permits-runtime/tests/fixtures/registry.rs"]
+mod registry;
 #[path = "../../../../examples/supplier/client.rs"]
 mod supplier_client;
 

@@ -390,7 +390,7 @@ pub struct AuthorityStmt {
 }
 
 /// Which package lifetime.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum LifetimeKind {
     /// `proposal_lifetime`: how long a proposal waits before it expires (default 7 days).
     Proposal,

@@ -177,7 +177,7 @@ pub struct Loaded {
 
 /// Errors that stop loading before any file is read: the path itself is unusable.
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
+pub enum ReadError {
     /// The path does not exist or cannot be read.
     #[error("cannot read `{path}`: {source}")]
     Io {
@@ -188,11 +188,11 @@ pub enum LoadError {
     },
 }
 
-impl LoadError {
+impl ReadError {
     /// The diagnostic code of a load error: `permits::load::io`.
     pub fn code(&self) -> Code {
         match self {
-            LoadError::Io { .. } => Code::LoadIo,
+            ReadError::Io { .. } => Code::LoadIo,
         }
     }
 }
@@ -200,10 +200,10 @@ impl LoadError {
 /// Reads a package: `path` is a folder (every `*.permits` file under it, see [`package_files`]) or one
 /// file. Parses every file.
 ///
-/// Errors: [`LoadError::Io`] when the path or a folder in it cannot be read. Everything about the files'
+/// Errors: [`ReadError::Io`] when the path or a folder in it cannot be read. Everything about the files'
 /// content (no `.permits` files, invalid UTF-8, NUL bytes, syntax) is a diagnostic in [`Loaded`].
-pub fn load_package(path: &Path) -> Result<Loaded, LoadError> {
-    let io = |source| LoadError::Io { path: path.display().to_string(), source };
+pub fn load_package(path: &Path) -> Result<Loaded, ReadError> {
+    let io = |source| ReadError::Io { path: path.display().to_string(), source };
     let meta = std::fs::metadata(path).map_err(io)?;
     let mut found: Vec<(String, PathBuf)> = Vec::new();
     if meta.is_dir() {
@@ -216,7 +216,7 @@ pub fn load_package(path: &Path) -> Result<Loaded, LoadError> {
     let mut sources = Sources { root: path.to_path_buf(), files: Vec::new() };
     for (name, file) in found {
         let bytes =
-            std::fs::read(&file).map_err(|source| LoadError::Io { path: file.display().to_string(), source })?;
+            std::fs::read(&file).map_err(|source| ReadError::Io { path: file.display().to_string(), source })?;
         sources.add(Source::new(name, bytes));
     }
     Ok(parse_sources(sources))
@@ -311,8 +311,8 @@ fn parse_one(sources: &Sources, id: FileId, source: &Source) -> (Option<ast::Fil
 /// once, under its smallest relative name, so the result never depends on the file system's order; a
 /// symlink back to an enclosing folder is not followed (a loop).
 ///
-/// Errors: [`LoadError::Io`] when a folder cannot be read.
-pub fn package_files(root: &Path) -> Result<Vec<(String, PathBuf)>, LoadError> {
+/// Errors: [`ReadError::Io`] when a folder cannot be read.
+pub fn package_files(root: &Path) -> Result<Vec<(String, PathBuf)>, ReadError> {
     let mut found: Vec<(String, PathBuf, PathBuf)> = Vec::new();
     let mut stack: Vec<(PathBuf, Vec<PathBuf>)> = vec![(root.to_path_buf(), Vec::new())];
     while let Some((dir, mut ancestors)) = stack.pop() {
@@ -322,9 +322,9 @@ pub fn package_files(root: &Path) -> Result<Vec<(String, PathBuf)>, LoadError> {
         }
         ancestors.push(canonical);
         let entries =
-            std::fs::read_dir(&dir).map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
+            std::fs::read_dir(&dir).map_err(|source| ReadError::Io { path: dir.display().to_string(), source })?;
         for entry in entries {
-            let entry = entry.map_err(|source| LoadError::Io { path: dir.display().to_string(), source })?;
+            let entry = entry.map_err(|source| ReadError::Io { path: dir.display().to_string(), source })?;
             let path = entry.path();
             if entry.file_name().to_string_lossy().starts_with('.') {
                 continue;

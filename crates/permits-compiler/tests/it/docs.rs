@@ -19,3 +19,19 @@ fn the_readme_lists_every_diagnostic_code() {
     let table = code_table();
     assert!(readme.contains(&table), "README.md's table of codes is not `Code::ALL`; it should read:\n\n{table}");
 }
+
+/// ARCHITECTURE.md: the syntax tree and the model are never serialized. No file of `syntax/`, `model.rs`,
+/// `check.rs`, `effects.rs` or `conditions.rs` derives or implements `Serialize`.
+#[test]
+fn the_syntax_tree_and_the_model_are_never_serialized() {
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = vec![src.join("model.rs"), src.join("check.rs"), src.join("effects.rs"), src.join("conditions.rs")];
+    for entry in std::fs::read_dir(src.join("syntax")).expect("syntax/") {
+        files.push(entry.expect("entry").path());
+    }
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("source");
+        let code = text.lines().filter(|l| !l.trim_start().starts_with("//")).collect::<Vec<_>>().join("\n");
+        assert!(!code.contains("Serialize"), "{} derives or implements `Serialize`", file.display());
+    }
+}

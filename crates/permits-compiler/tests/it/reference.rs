@@ -1,4 +1,4 @@
-//! Differential testing: a deliberately simple reference evaluator, written straight from LANGUAGE.md
+//! Differential testing: a deliberately simple reference evaluator, written straight from docs/language.md
 //! §2–§3 over the generator's own in-memory structure (`tests/common/spec.rs`: naive reachability per
 //! tool, no call graph, no components), must agree with the compiled table on the level of every
 //! (agent, skill, tool) triple of every generated package, for a spread of arguments.

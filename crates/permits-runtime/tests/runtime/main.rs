@@ -1,3 +1,24 @@
-//! The runtime's integration tests, one binary, on tables alone: no parser, no compiler.
+//! The runtime's integration tests, one binary, on tables alone: no parser, no compiler. The scenario tables
+//! are fixtures (`tests/fixtures/*.json`, listed in `tests/fixtures/registry.rs`), compiled from
+//! `policies/`; permitc's tests keep them current.
 
+mod failures;
 mod fuzz_regressions;
+mod holes;
+#[path = "../fixtures/registry.rs"]
+#[allow(dead_code, reason = "the registry's helpers serve the compiler-side test that writes the fixtures")]
+mod registry;
+mod skill_grants;
+mod support_triage;
+mod workshop;
+
+use permits_runtime::table::Table;
+
+/// The fixture table `name` (see [`registry::FIXTURES`]), loaded and verified as a host loads a table.
+fn fixture(name: &str) -> Result<Table, String> {
+    if !registry::FIXTURES.iter().any(|f| f.name == name) {
+        return Err(format!("no fixture `{name}` in tests/fixtures/registry.rs"));
+    }
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(format!("{name}.json"));
+    Table::load_path(&path).map_err(|e| e.to_string())
+}

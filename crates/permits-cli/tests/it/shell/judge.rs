@@ -105,8 +105,8 @@ fn a_line_that_is_not_judgeable_is_never_with_the_first_offending_character() {
     );
     let call = Call::new("Coder", "Work", "Run").with_arguments(json!({ "command": "a\u{0}", "dir": "/" }));
     match t.level_of(call.as_ref()) {
-        Err(Refused::NotJudgeable { tool, param, error }) => {
-            assert_eq!((tool.as_str(), param.as_str(), error.column), ("Run", "command", 2));
+        Err(Refused::NotJudgeable(n)) => {
+            assert_eq!((n.tool.as_str(), n.param.as_str(), n.error.column), ("Run", "command", 2));
         }
         other => panic!("{other:?}"),
     }

@@ -1,4 +1,4 @@
-//! A deliberately naive reading of LANGUAGE.md §2–§3 over the generator's own structure ([`Pkg`]): no
+//! A deliberately naive reading of docs/language.md §2–§3 over the generator's own structure ([`Pkg`]): no
 //! call graph, no components, no sharing with the compiler. Reachability is a plain worklist per node;
 //! levels are computed per (agent, skill, tool, argument) straight from the numbered steps of §3.
 

@@ -3,11 +3,11 @@
 
 use std::sync::{Arc, Mutex};
 
-use permits::runtime::{
+use permits_runtime::table::{Level, Table};
+use permits_runtime::{
     AdmitAll, ApproveMode, Call, EventKind, ManualClock, MemorySink, Proposal, ProposalRequest, Refusal, RunContext,
     RunOutcome, Runtime, Status, VersionQuery, Versions,
 };
-use permits::table::{Level, Table};
 use serde_json::json;
 
 type R = Result<(), Box<dyn std::error::Error>>;
@@ -16,7 +16,7 @@ const DAY: u64 = 24 * 3600;
 const TEXT: &str = "J-42 recorded an export access error. …";
 
 fn table() -> Result<Table, String> {
-    permits::compile::compile_path(&crate::root().join("policies/support-triage"))
+    crate::fixture("support-triage")
 }
 
 /// The support desk: ticket T-42's revision and the outbox SendReply appends to.
@@ -86,7 +86,7 @@ fn send_reply(recipient: &str) -> Call {
 }
 
 /// Proposal P-8: the reply to customer-42 under operation key `mock-T42-P8`.
-fn p8(w: &World) -> Result<Proposal, permits::runtime::RuntimeError> {
+fn p8(w: &World) -> Result<Proposal, permits_runtime::RuntimeError> {
     w.rt.propose(&ProposalRequest::new(send_reply("customer-42"), "mock-T42-P8", "tell the customer what failed"))
 }
 
@@ -174,7 +174,7 @@ fn d_one_approval_sends_exactly_once_and_sam_cannot_approve() -> R {
     assert_eq!(err.refusal(), Some(Refusal::NotDecider));
     assert_eq!(
         err.to_string(),
-        "the decision is a holder of role `SupportReviewer`'s because skill `ExportFailures` routes `SendReply` to role `SupportReviewer`; the work is for `Sam`, but the decision is not `Sam`'s"
+        "`Sam` may not decide proposal `P-1`: the work is for `Sam`, and skill `ExportFailures` routes `SendReply` to role `SupportReviewer`, so the decision is someone else's; the decision is `Riley`'s"
     );
     w.rt.approve(&p.id, "Riley", &p.fingerprint, ApproveMode::Once)?;
     let first = w.rt.execute(&p.id, None, |c| w.desk.run(c))?;
@@ -233,6 +233,10 @@ fn every_decision_has_an_auditable_reason() -> R {
     w.rt.execute(&p.id, None, |c| w.desk.run(c))?;
     let _ = w.rt.decide(&Call::new("Triage", "ExportFailures", "DeleteWorkspace"));
     let events = w.audit.events();
+    // The store's first transaction installs the table, and the first call under the operation key binds
+    // the task (spec §5a): events of their own.
+    assert_eq!((events[0].kind, events[1].kind), (EventKind::TableInstalled, EventKind::Task));
+    let events = &events[2..];
     let kinds: Vec<EventKind> = events.iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds,

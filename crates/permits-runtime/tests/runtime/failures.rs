@@ -1,67 +1,22 @@
 //! Kinds of failure that must be impossible (`shared/cases/failure-classes.md`), the runtime's share:
-//! kinds 3, 5, 6, 7, 8, 9, 10, 12 and 13, on the compiled `policies/workshop` (and edited copies of it).
+//! kinds 3, 5, 6, 7, 8, 9, 10, 12 and 13, on the compiled `policies/workshop` (and edited copies of it), as fixture tables.
 
-use std::fs;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use permits::runtime::{
+use permits_runtime::table::{Level, LoadError, Table};
+use permits_runtime::{
     AdmitAll, ApproveMode, Authority, Call, Handled, ManualClock, NewRule, Principal, Proposal, ProposalRequest,
-    Refusal, RunContext, RunOutcome, Runtime, RuntimeError, Status, VersionQuery, Versions, WorkFor, decide_table,
-    fingerprint,
+    Refusal, RunContext, RunOutcome, Runtime, RuntimeError, Scope, Status, VersionQuery, Versions, WorkFor,
+    decide_table, fingerprint,
 };
-use permits::table::{Level, LoadError, Table};
 use serde_json::{Value, json};
 
 type R = Result<(), Box<dyn std::error::Error>>;
 
 const DAY: u64 = 24 * 3600;
 
-fn package() -> PathBuf {
-    crate::root().join("policies/workshop")
-}
-
 fn table() -> Result<Table, String> {
-    permits::compile::compile_path(&package())
-}
-
-/// The text without its `test "…" { … }` blocks: they state the levels of the unedited policy, which an
-/// edited copy deliberately changes.
-fn without_tests(text: &str) -> String {
-    let mut out = String::new();
-    let mut rest = text;
-    while let Some(start) = rest.find("\ntest \"").map(|i| i + 1).or_else(|| rest.starts_with("test \"").then_some(0)) {
-        out.push_str(&rest[..start]);
-        match rest[start..].find('}') {
-            Some(end) => rest = &rest[start + end + 1..],
-            None => rest = "",
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Compiles a copy of the workshop with one text edit in `file`.
-fn edited(name: &str, file: &str, from: &str, to: &str) -> Result<Table, Box<dyn std::error::Error>> {
-    let dir = std::env::temp_dir().join(format!("permits-runtime-failures-{name}-{}", std::process::id()));
-    let _ = fs::remove_dir_all(&dir);
-    fs::create_dir_all(&dir)?;
-    let mut found = false;
-    for entry in fs::read_dir(package())? {
-        let entry = entry?;
-        let mut text = without_tests(&fs::read_to_string(entry.path())?);
-        if entry.file_name() == file && text.contains(from) {
-            text = text.replacen(from, to, 1);
-            found = true;
-        }
-        fs::write(dir.join(entry.file_name()), text)?;
-    }
-    let compiled = permits::compile::compile_path(&dir);
-    let _ = fs::remove_dir_all(&dir);
-    if !found {
-        return Err(format!("`{from}` is not in `{file}`").into());
-    }
-    Ok(compiled?)
+    crate::fixture("workshop")
 }
 
 /// A minimal workshop host: the repair's revision, a count of runs, and a price only a manager or the
@@ -141,17 +96,14 @@ fn kind_3_nothing_makes_a_never_tool_run() -> R {
         skill: Some("EstimateRepair".into()),
         work_for: WorkFor::Everybody,
         by: "Noor".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
     };
     assert_eq!(rt.allow_alone(&rule).err().and_then(|e| e.refusal()), Some(Refusal::Rule));
     // A decider's yes with a valid fingerprint, then the policy says never: nothing runs.
     let p = propose(&rt, 45, "Noor", "k")?;
     rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once)?;
-    rt.replace_table(edited(
-        "never-setprice",
-        "agents.permits",
-        "never [ScrapRepair]",
-        "never [ScrapRepair, SetPrice]",
-    )?);
+    rt.replace_table(crate::fixture("workshop-never-setprice")?)?;
     let err = rt.execute(&p.id, None, |c| host.run(c)).err().ok_or("it ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Never);
@@ -208,12 +160,7 @@ fn kind_6_any_edit_gives_a_new_fingerprint() -> R {
     // A change of the triple's entry (the skill's lists) makes a waiting proposal stale.
     let (rt, host, _) = runtime(t);
     let p = propose(&rt, 45, "Noor", "k")?;
-    rt.replace_table(edited(
-        "entry-change",
-        "agents.permits",
-        "tools [PartsFor, NoteRepair, SetPrice, ScrapRepair]",
-        "tools [PartsFor, NoteRepair, SetPrice, ScrapRepair]\n    may { propose_every_time [SetPrice] }",
-    )?);
+    rt.replace_table(crate::fixture("workshop-entry-change")?)?;
     let err =
         rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
@@ -260,7 +207,7 @@ fn kind_9_everything_is_rechecked_at_execution() -> R {
     assert_eq!(rt.execute(&p.id, None, |c| host.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::Stale));
     let q = propose(&rt, 45, "Noor", "k2")?;
     rt.approve(&q.id, "Noor", &q.fingerprint, ApproveMode::Once)?;
-    rt.replace_table(edited("recheck", "agents.permits", "never [ScrapRepair]", "never [ScrapRepair, SetPrice]")?);
+    rt.replace_table(crate::fixture("workshop-never-setprice")?)?;
     assert_eq!(rt.execute(&q.id, None, |c| host.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::Stale));
     assert_eq!(host.runs(), 0);
     Ok(())
@@ -275,15 +222,12 @@ fn kind_10_a_standing_rule_follows_the_tools_content_not_its_name() -> R {
         skill: None,
         work_for: WorkFor::Person("Noor".into()),
         by: "Noor".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
     })?;
     assert_eq!(rule.covered.len(), 2);
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Alone);
-    rt.replace_table(edited(
-        "new-body",
-        "tools.permits",
-        "    write Repair.price\n",
-        "    write Repair.price\n    write Repair.note\n",
-    )?);
+    rt.replace_table(crate::fixture("workshop-new-body")?)?;
     let d = rt.decide(&set_price(45, "Noor"))?;
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
     let handled = rt.call(&ProposalRequest::new(set_price(45, "Noor"), "k", "price"), |c| host.run(c))?;

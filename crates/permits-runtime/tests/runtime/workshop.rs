@@ -3,17 +3,17 @@
 
 use std::sync::{Arc, Mutex};
 
-use permits::runtime::{
+use permits_runtime::table::{Level, ParamInfo, ParamType, Table};
+use permits_runtime::{
     ApproveMode, Authority, Call, Evidence, Handled, ManualClock, MemorySink, Naming, NewRule, Principal, Proposal,
-    ProposalRequest, Refusal, RunContext, RunOutcome, Runtime, Status, VersionQuery, Versions, WorkFor,
+    ProposalRequest, Refusal, RunContext, RunOutcome, Runtime, Scope, Status, VersionQuery, Versions, WorkFor,
 };
-use permits::table::{Level, ParamInfo, ParamType, Table};
 use serde_json::{Value, json};
 
 type R = Result<(), Box<dyn std::error::Error>>;
 
 fn table() -> Result<Table, String> {
-    permits::compile::compile_path(&crate::root().join("policies/workshop"))
+    crate::fixture("workshop")
 }
 
 /// The workshop's app: repair T-7 and who may do what in it.
@@ -307,6 +307,8 @@ fn outcome_8_what_it_never_does_takes_no_rule() -> R {
             skill: None,
             work_for: WorkFor::Everybody,
             by: "Noor".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
         })
         .err()
         .ok_or("a rule was made")?;
@@ -332,7 +334,7 @@ fn outcome_9_a_routed_decision_is_not_the_requesters() -> R {
     assert_eq!(err.refusal(), Some(Refusal::NotDecider));
     assert_eq!(
         err.to_string(),
-        "the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`; the work is for `Mia`, but the decision is not `Mia`'s"
+        "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`"
     );
     assert_eq!(w.app.price(), 0);
     let done = w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c))?;

@@ -1,0 +1,177 @@
+//! The command line's arguments (clap).
+
+use super::*;
+
+/// The permits compiler: check `.permits` packages, compile them to a decision table, explain a decision.
+#[derive(Debug, Parser)]
+#[command(name = "permitc", version, about, long_about = None)]
+pub(super) struct Cli {
+    #[command(subcommand)]
+    pub(super) command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum Command {
+    /// Check packages: each PATH is one package (a folder of `.permits` files, or one file).
+    Check {
+        /// The packages.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Output format: `sarif` is SARIF 2.1.0 for code-scanning tools.
+        #[arg(long, value_enum, default_value_t = CheckFormat::Human)]
+        format: CheckFormat,
+        /// Fail (exit 1) on warnings too.
+        #[arg(long)]
+        deny_warnings: bool,
+    },
+    /// Compile one package to a decision table (written atomically).
+    Compile {
+        /// The package.
+        path: PathBuf,
+        /// Where to write the table (`-` for stdout).
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Output format of diagnostics.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// Fail (exit 1, no table written) on warnings too.
+        #[arg(long)]
+        deny_warnings: bool,
+        /// Sign the table with this secret key file (`permitc keygen`): writes `OUTPUT.sig` beside it; the
+        /// table's bytes are unchanged. Needs `--serial`.
+        #[arg(long, requires = "serial")]
+        sign: Option<PathBuf>,
+        /// The signature's serial: a positive integer that grows with each release (a CI build number).
+        #[arg(long, requires = "sign")]
+        serial: Option<u64>,
+    },
+    /// Make an Ed25519 key pair for signing tables: the secret key in FILE, the public key in FILE.pub.
+    Keygen {
+        /// Where to write the secret key (it must not exist); the public key goes to `FILE.pub`.
+        #[arg(short, long)]
+        output: PathBuf,
+    },
+    /// Explain the decision for one (agent, skill, tool): level, route, every reason, witness paths.
+    Explain {
+        /// The agent.
+        #[arg(long)]
+        agent: String,
+        /// The skill.
+        #[arg(long)]
+        skill: String,
+        /// The tool.
+        #[arg(long)]
+        tool: String,
+        /// The package.
+        path: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Every triple whose decision changed from OLD to NEW (each a package or a compiled table),
+    /// widenings marked.
+    Diff {
+        /// The old package (a folder or `.permits` file) or compiled table (`.json`).
+        old: PathBuf,
+        /// The new package or compiled table.
+        new: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+        /// Exit 1 when anything widens.
+        #[arg(long)]
+        fail_on_widen: bool,
+    },
+    /// Run the packages' `test` blocks: each expectation of a level for a triple.
+    Test {
+        /// The packages.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Human)]
+        format: Format,
+    },
+    /// Decide one call against a compiled table, as the runtime would; the decision as JSON.
+    Decide {
+        /// The compiled table (`permitc compile`).
+        #[arg(long)]
+        table: PathBuf,
+        /// The agent.
+        #[arg(long)]
+        agent: String,
+        /// The skill.
+        #[arg(long)]
+        skill: String,
+        /// The tool.
+        #[arg(long)]
+        tool: String,
+        /// The call's arguments as a JSON object, e.g. `{"repair": "T-7", "price": 45}`.
+        #[arg(long)]
+        args: Option<String>,
+        /// The person the work is for (default: nobody, so the agent's sponsor).
+        #[arg(long)]
+        requester: Option<String>,
+        /// Trust this public key (64 hex digits, or a `.pub` file from `permitc keygen`); repeatable. The
+        /// table must then be signed by one of them (`TABLE.sig`), or nothing is decided (exit 2).
+        #[arg(long)]
+        trust: Vec<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Json)]
+        format: Format,
+    },
+    /// Rewrite `.permits` files in the canonical layout (comments kept; decisions unchanged).
+    Fmt {
+        /// Files or package folders.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Write nothing; list the files that would change and exit 1 if any would.
+        #[arg(long)]
+        check: bool,
+    },
+    /// The audit chain (spec §5a): `permitc audit verify FILE` checks a store or a JSON-lines export.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
+    /// Print the call graph, each node with its effect set, as Graphviz DOT (one `digraph` per package).
+    Graph {
+        /// The packages.
+        #[arg(required = true)]
+        paths: Vec<PathBuf>,
+        /// Only what this agent is offered, and what it calls, with the level in each skill.
+        #[arg(long)]
+        agent: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum AuditCommand {
+    /// Verify an audit chain: every event in place, linked to the one before, unchanged since written.
+    /// Exit 0 when it verifies, 1 when it does not, 2 when the file cannot be read.
+    Verify {
+        /// An SQLite store (the runtime's ledger) or a JSON-lines export (`Runtime::export_audit`).
+        file: PathBuf,
+        /// The head the chain must end at, as `SEQ:HASH` (from `Runtime::audit_head`): a truncated chain
+        /// fails.
+        #[arg(long)]
+        head: Option<String>,
+    },
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(super) enum CheckFormat {
+    /// Diagnostics for people.
+    Human,
+    /// One JSON document on stdout.
+    Json,
+    /// SARIF 2.1.0 on stdout.
+    Sarif,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(super) enum Format {
+    /// Diagnostics for people.
+    Human,
+    /// One JSON document on stdout.
+    Json,
+}

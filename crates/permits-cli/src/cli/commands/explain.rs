@@ -1,0 +1,101 @@
+//! `permitc explain`: renders the compiler's `Explanation`.
+
+use super::*;
+
+pub(in crate::cli) fn explain(path: &Path, agent: &str, skill: &str, tool: &str, format: Format) -> u8 {
+    let result = with_analysis(path, format, |a| crate::explain::explain(a, agent, skill, tool));
+    let explanation = match result {
+        Ok(e) => e,
+        Err(code) => return code,
+    };
+    match format {
+        // Through a `Value`, so keys come out sorted, as every JSON output of `permitc`.
+        Format::Json => match serde_json::to_value(&explanation) {
+            Ok(v) if matches!(explanation, Explanation::NotOffered(_)) => outln!("{v}"),
+            Ok(v) => outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
+            Err(e) => errln!("error: {e}"),
+        },
+        Format::Human => out!("{}", explain_text(&explanation)),
+    }
+    match &explanation {
+        Explanation::NotOffered(n) if n.unknown.is_some() => {
+            errln!("error: {}", n.unknown.as_deref().unwrap_or_default());
+            1
+        }
+        _ => 0,
+    }
+}
+
+/// The text form of an explanation.
+fn explain_text(e: &Explanation) -> String {
+    let d = match e {
+        Explanation::NotOffered(n) => {
+            return format!("({}, {}, {}): never\n  not offered: {}\n", n.agent, n.skill, n.tool, n.reason);
+        }
+        Explanation::Offered(d) => d,
+    };
+    let shown = match d.level {
+        Some(l) => l.to_string(),
+        None => format!(
+            "depends on the arguments: {}",
+            d.possible.iter().map(|l| l.as_str()).collect::<Vec<_>>().join(" or ")
+        ),
+    };
+    let mut out = format!("({}, {}, {}): {shown}\n", d.agent, d.skill, d.tool);
+    let routed = d.possible.iter().any(|l| matches!(l, Level::Propose | Level::ProposeEveryTime));
+    out.push_str(&format!(
+        "  route: {}{}\n",
+        d.route_words,
+        if routed { "" } else { " (unused: nothing is proposed)" }
+    ));
+    out.push_str("  because:\n");
+    for r in &d.reasons {
+        let decisive = if r.decisive { "*" } else { " " };
+        let inherited = match r.inherited_from() {
+            Some(callee) => format!(" (inherited: `{}` calls `{callee}`)", d.tool),
+            None => String::new(),
+        };
+        match (&r.at, &r.text) {
+            (Some(place), Some(text)) => out.push_str(&format!(
+                "  {decisive} {}: {} — {}{inherited} at {place}: `{text}`\n",
+                r.layer_words(),
+                r.level,
+                r.rule
+            )),
+            _ => out.push_str(&format!("  {decisive} {}: {} — {}\n", r.layer_words(), r.level, r.rule)),
+        }
+    }
+    if d.witnesses.is_empty() {
+        out.push_str("  effects: none (it only computes)\n");
+    } else {
+        out.push_str("  effects:\n");
+        for w in &d.witnesses {
+            let note = if w.assumed { " (assumed: an extern tool's claim)" } else { "" };
+            out.push_str(&format!("    {}: {} at {}{note}\n", w.effect, w.path, w.at));
+        }
+    }
+    if let Some(claim) = &d.claim {
+        out.push_str(&format!("  claim: {claim} (levels use the claim)\n"));
+    }
+    if let Some(b) = &d.budget {
+        out.push_str(&format!(
+            "  budget: spends from `{}` by `{}` ({} {}): ceiling {}, alone up to {} (declared at {})\n",
+            b.name, b.by, b.currency, b.unit, b.ceiling, b.alone_up_to, b.at
+        ));
+        out.push_str(&format!(
+            "    every execution reserves `{}` against the ceiling; a call over {} is at least propose, whatever the level\n",
+            b.by, b.alone_up_to
+        ));
+    }
+    if let Some(param) = &d.shell {
+        out.push_str(&format!(
+            "  shell: `{param}` is judged part by part: each command of the line as if it were the whole call, the strictest part decides, and a line that is not judgeable is never\n"
+        ));
+    }
+    if d.level.is_some() {
+        out.push_str("  (* marks the rules that decide the level)\n");
+    } else {
+        out.push_str("  (the strictest entry whose condition holds decides; the class level when none holds)\n");
+    }
+    out
+}

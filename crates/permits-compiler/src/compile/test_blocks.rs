@@ -1,0 +1,101 @@
+//! The package's `test` blocks, on the one evaluator (spec §7).
+
+use super::{Analysis, TestFailure, TestOutcome};
+use crate::diagnostics::{Code, Diagnostic};
+use crate::table::{Level, Table};
+
+/// Runs the package's `test` blocks against its table, on the one evaluator (spec §7): an expectation
+/// written with arguments states exactly what the runtime decides for that call ([`Table::level_of`], no
+/// person); written without, the level for every well-typed argument set ([`Table::possible_levels`], the
+/// allowance floor included), an error when that depends on the arguments.
+pub(super) fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnostic>) {
+    let mut outcomes = Vec::new();
+    let mut diags = Vec::new();
+    for t in &a.model.tests {
+        let mut failures = Vec::new();
+        for e in &t.expects {
+            let triple = format!("({}, {}, {})", e.agent, e.skill, e.tool);
+            let (actual, why) = match expectation_level(table, e) {
+                Ok(found) => found,
+                Err(levels) => {
+                    let words: Vec<String> = levels.iter().map(|l| format!("`{l}`")).collect();
+                    let words = words.join(" or ");
+                    diags.push(
+                        Diagnostic::new(
+                            Code::TestDependsOnArguments,
+                            format!("test `{}`: the level of {triple} depends on the arguments: {words}", t.name),
+                        )
+                        .at(e.span, "no arguments given")
+                        .help(format!(
+                            "give the call's arguments, one `expect` per case: `expect {}.{}.{}(…) is {}`",
+                            e.agent, e.skill, e.tool, e.level
+                        )),
+                    );
+                    let actual = levels.last().copied().unwrap_or(Level::Never);
+                    failures.push(TestFailure {
+                        triple,
+                        expected: e.level,
+                        actual,
+                        why: format!("it depends on the arguments: {words}"),
+                    });
+                    continue;
+                }
+            };
+            if actual != e.level {
+                diags.push(
+                    Diagnostic::new(
+                        Code::TestFailed,
+                        format!("test `{}`: {triple} is `{actual}`, not `{}`", t.name, e.level),
+                    )
+                    .at(e.level_span, format!("expected `{}`", e.level))
+                    .with(e.span, format!("the table says `{actual}`"))
+                    .help(format!("why: {why}; change the policy or the expectation")),
+                );
+                failures.push(TestFailure { triple, expected: e.level, actual, why });
+            }
+        }
+        outcomes.push(TestOutcome { name: t.name.to_string(), expectations: t.expects.len(), failures });
+    }
+    (outcomes, diags)
+}
+
+/// The level an expectation finds, with why; `Err` with every possible level when it is written without
+/// arguments and the level depends on them.
+fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result<(Level, String), Vec<Level>> {
+    if e.args.is_empty() {
+        return match table.possible_levels(e.agent, e.skill, e.tool) {
+            Err(why) => Ok((Level::Never, why.to_string())),
+            Ok(levels) if levels.len() == 1 => {
+                let level = levels.first().copied().unwrap_or(Level::Never);
+                let because =
+                    table.entry(e.agent, e.skill, e.tool).map(|entry| entry.because.as_slice()).unwrap_or(&[]);
+                Ok((level, deciding_rules(because, level)))
+            }
+            Ok(levels) => Err(levels.into_iter().collect()),
+        };
+    }
+    let arguments = serde_json::Value::Object(e.args.clone());
+    let call =
+        crate::table::CallRef { agent: e.agent, skill: e.skill, tool: e.tool, arguments: &arguments, requester: None };
+    Ok(match table.level_of(call) {
+        Err(why) => (Level::Never, why.to_string()),
+        Ok(of) if of.floored => {
+            let spend = table.spend_of(of.tool, &e.args).ok().flatten();
+            (of.level, spend.map(|s| s.allowance_words()).unwrap_or_default())
+        }
+        Ok(of) => (of.level, deciding_rules(&of.entry.because, of.level)),
+    })
+}
+
+/// The rules behind a level, in words: "decided by `never [X]` (a.permits:3)".
+fn deciding_rules(because: &[crate::table::Reason], level: Level) -> String {
+    let rules: Vec<String> = because
+        .iter()
+        .filter(|r| r.level == level)
+        .map(|r| match &r.at {
+            Some(at) => format!("`{}` ({at})", r.rule),
+            None => format!("`{}`", r.rule),
+        })
+        .collect();
+    if rules.is_empty() { "the rows of the entry".to_string() } else { format!("decided by {}", rules.join(", ")) }
+}

@@ -1,0 +1,175 @@
+//! One call of the agent (spec §5 "Decide", "Execution admission"): decide it, run it alone, or hand it to `propose`.
+
+use crate::*;
+
+impl Runtime {
+    /// Decides a call on the current table with the standing rules in force (spec §5 "Decide"). Recorded
+    /// as an audit event.
+    ///
+    /// Errors: [`RuntimeError::Store`] only; an unknown name or bad arguments give a `never` decision.
+    pub fn decide(&self, call: &Call) -> Result<Decision, RuntimeError> {
+        let table = self.table();
+        self.transact(|tx, events| {
+            let mut decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
+            if let Some(key) = &call.operation_key {
+                if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
+                    not_this_task(&mut decision, why);
+                }
+            }
+            events.push(self.call_event(EventKind::Decision, Some(&call.agent), call, &decision));
+            Ok(decision)
+        })
+    }
+
+    /// Handles one tool call of the agent (spec §5): an `alone` call runs now through `run` (see
+    /// [`Runtime::run_alone`]); a `propose` or `propose_every_time` call becomes a proposal (see
+    /// [`Runtime::propose`]); a `never` call is refused.
+    ///
+    /// Errors: [`Refusal::Never`], and those of [`Runtime::run_alone`] and [`Runtime::propose`].
+    pub fn call(
+        &self,
+        request: &ProposalRequest,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Handled, RuntimeError> {
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        let decision = self.decide(&call)?;
+        match decision.level {
+            Level::Alone => self.run_alone(&call, run).map(|r| Handled::Ran(Box::new(r))),
+            Level::Never => Err(RuntimeError::refused(Refusal::Never, refusal_message(&decision))),
+            Level::Propose | Level::ProposeEveryTime => self.propose(request).map(|p| Handled::Proposed(Box::new(p))),
+        }
+    }
+
+    /// Runs an `alone` call (spec §5 "Execution admission"): decides it with the standing rules in force;
+    /// the host's authority must admit the agent's account and the person the work is for (or the sponsor);
+    /// a standing rule that made it alone counts a use; then `run` runs it, outside any transaction.
+    ///
+    /// Errors: [`Refusal::Never`] (with the rules or the reason), [`Refusal::MustPropose`] when the level is
+    /// not `alone`, [`Refusal::Authority`], [`RuntimeError::Store`].
+    pub fn run_alone(&self, call: &Call, run: impl FnOnce(&RunContext<'_>) -> RunOutcome) -> Result<Ran, RuntimeError> {
+        let table = self.table();
+        let admitted = self.transact(|tx, events| {
+            let mut decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
+            if let Some(key) = &call.operation_key {
+                if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
+                    not_this_task(&mut decision, why);
+                }
+            }
+            match decision.level {
+                Level::Alone => {}
+                Level::Never => {
+                    return Err(self.refuse(
+                        events,
+                        &call.agent,
+                        About::Call(call, &decision),
+                        Refusal::Never,
+                        refusal_message(&decision),
+                    ));
+                }
+                Level::Propose | Level::ProposeEveryTime => {
+                    return Err(self.refuse(
+                        events,
+                        &call.agent,
+                        About::Call(call, &decision),
+                        Refusal::MustPropose,
+                        refusal_message(&decision),
+                    ));
+                }
+            }
+            let sponsor = table.agents.get(&call.agent).map(|a| a.sponsor.clone()).unwrap_or_default();
+            let runs_as = call.requester.clone().unwrap_or(sponsor);
+            if let Err(message) = self.admit(&call.agent, &runs_as, &call.tool, &call.arguments) {
+                return Err(self.refuse(
+                    events,
+                    &call.agent,
+                    About::Call(call, &decision),
+                    Refusal::Authority,
+                    message,
+                ));
+            }
+            // Spec §6: the amount of an alone spend is reserved at execution admission.
+            let mut holder = None;
+            if let Some(tool) = table.tools.get(&call.tool) {
+                if let Ok(Some(spend)) = ledger::spend_of(&table, &call.tool, tool, &call.arguments) {
+                    let id = format!("A-{}", tx.next_number("run")?);
+                    if let Reserve::NoRoom(message) = ledger::reserve(tx, &id, &spend, self.clock.now())? {
+                        return Err(self.refuse(
+                            events,
+                            &call.agent,
+                            About::Call(call, &decision),
+                            Refusal::Budget,
+                            message,
+                        ));
+                    }
+                    holder = Some((id, spend.amount));
+                }
+            }
+            if let Some(rule_id) = &decision.standing_rule {
+                if let Some(mut rule) = tx.rules()?.into_iter().find(|r| &r.id == rule_id) {
+                    rule.uses += 1;
+                    tx.put_rule(&rule)?;
+                }
+            }
+            // Spec §5a: the first call under a key binds the task (the check above found no other).
+            if let Some(key) = &call.operation_key {
+                self.check_task(tx, events, key, call, Binding::Bind)?;
+            }
+            let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
+            e.outcome = "admitted".into();
+            e.authorized_by = Some(alone_authorization(&decision));
+            events.push(e);
+            Ok((decision, runs_as, holder))
+        })?;
+        let (decision, runs_as, holder) = admitted;
+        let operation = holder.as_ref().map_or("", |(id, _)| id.as_str());
+        let outcome = run(&RunContext {
+            agent: &call.agent,
+            skill: &call.skill,
+            tool: &call.tool,
+            arguments: &call.arguments,
+            runs_as: &runs_as,
+            proposal: None,
+            destination: None,
+            operation,
+        });
+        // The outcome, and the settlement of an alone spend, are recorded in one transaction: a conclusive
+        // accepted receipt spends, a failure releases, anything else keeps the reservation until
+        // [`Runtime::settle`].
+        self.transact(|tx, events| {
+            if let Some((id, amount)) = &holder {
+                let settled = match &outcome {
+                    RunOutcome::Done(receipt) => match conclusive(receipt, id, *amount) {
+                        Some(true) => Some(ledger::settle_spent(tx, id).map(|()| "spent")?),
+                        Some(false) => Some(ledger::release(tx, id).map(|()| "released")?),
+                        None => None,
+                    },
+                    RunOutcome::Failed(_) => Some(ledger::release(tx, id).map(|()| "released")?),
+                    RunOutcome::Unknown(_) => None,
+                };
+                if let Some(word) = settled {
+                    let mut e = self.call_event(EventKind::Settlement, Some(&runs_as), call, &decision);
+                    e.outcome = word.into();
+                    e.proposal = Some(id.clone());
+                    e.reason = Some(format!("alone spend `{id}` of {amount}: {word}"));
+                    events.push(e);
+                }
+            }
+            let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
+            let (word, reason) = outcome_words(&outcome);
+            e.outcome = word.into();
+            e.reason = reason.map(|r| limits::cut(r, limits::MAX_REASON_BYTES));
+            e.authorized_by = Some(alone_authorization(&decision));
+            events.push(e);
+            Ok(())
+        })?;
+        Ok(Ran { decision, runs_as, outcome })
+    }
+}
+
+/// How an alone call was authorized: by a standing rule, or by the policy.
+fn alone_authorization(decision: &Decision) -> Authorization {
+    match &decision.standing_rule {
+        Some(rule) => Authorization::StandingRule(rule.clone()),
+        None => Authorization::PolicyAlone,
+    }
+}
