@@ -1,5 +1,5 @@
 //! Runtime benchmarks (BENCHMARKS.md): one decision (an offered triple, a miss, a triple decided by a
-//! condition), as a level alone (`Table::level_of`, the question an agent asks before every call) and
+//! condition, a five-part `shell` command line judged part by part), as a level alone (`Table::level_of`, the question an agent asks before every call) and
 //! as a whole owned `Decision` (`decide_table`: reasons, decider, digests); a proposal fingerprint; and
 //! loading + verifying a ~10 MB table.
 //!
@@ -34,10 +34,40 @@ skill BenchSkill {
 }
 ";
 
+/// An agent whose skill offers `Run`, whose `shell` parameter is judged part by part (spec §3a), appended
+/// to a generated package of its own (so that the tables of the other benchmarks stay as they were).
+const SHELL: &str = r#"
+agent Shell {
+    sponsor Owner
+    may {
+        alone [Run when command in ["cargo build", "cargo test"] or command matches "cargo test *"]
+        never [Run when command matches "*curl *" or command matches "sudo *"]
+    }
+    skills [ShellSkill]
+}
+skill ShellSkill {
+    tools [Run]
+}
+tool Run "Run a command" (command: shell) { reach sandbox }
+"#;
+
+/// A command line of five parts, each alone, so that every part is read and every condition evaluated.
+const FIVE_PARTS: &str = "cargo build && cargo test --all 2>&1 | cargo test -q; cargo test --doc && cargo test 'a b'";
+
+/// A mode that tightens every class the generated tools have (spec §3c), for `decide_level/in_mode`.
+const MODE: &str = r#"
+mode Plan "Look, change nothing." { may { changes: never  sends: never  spends: never  reaches_out: never } }
+"#;
+
 /// Compiles a generated package (plus [`CONDITIONAL`]); panics on any error.
 fn compile(config: &Config) -> Table {
+    compile_with(config, "")
+}
+
+/// Compiles a generated package plus [`CONDITIONAL`] and `extra`; panics on any error.
+fn compile_with(config: &Config, extra: &str) -> Table {
     let mut sources = permits::syntax::Sources::default();
-    let text = generate(config) + CONDITIONAL;
+    let text = generate(config) + CONDITIONAL + extra;
     sources.add(permits::syntax::Source::new("gen.permits", text.into_bytes()));
     let out = permits::compile::compile_loaded(permits::syntax::parse_sources(sources));
     assert!(!out.has_errors(), "the generated package does not compile");
@@ -106,11 +136,37 @@ fn decide(c: &mut Criterion) {
         assert_eq!(level(call).unwrap_or(Level::Never), decide_table(&table, call).level);
         assert_eq!(table_level(call), level(call));
     }
+    // A five-part command line through the `LevelIndex` of a table of its own (1k tools: an index lookup
+    // costs the same whatever the size).
+    let shell_table = compile_with(&Config::sized(1_000), SHELL);
+    let shell_index = LevelIndex::new(&shell_table);
+    let shell = Call::new("Shell", "ShellSkill", "Run").with_arguments(json!({ "command": FIVE_PARTS }));
+    let shell_level = |call: &Call| shell_index.level_of(call.as_ref()).map(|l| l.level);
+    assert_eq!(permits::table::shell::split(FIVE_PARTS).map(|l| l.parts.len()), Ok(5));
+    assert_eq!(shell_level(&shell), Ok(Level::Alone));
+    assert_eq!(decide_table(&shell_table, &shell).level, Level::Alone);
+    // A call in a mode that says something about its triple, through the `LevelIndex` of a table with a mode
+    // (1k tools): the mode's row is one more lookup in the entry.
+    let mode_table = compile_with(&Config::sized(1_000), MODE);
+    let mode_index = LevelIndex::new(&mode_table);
+    let moded = mode_table
+        .entries
+        .iter()
+        .flat_map(|(a, skills)| skills.iter().map(move |(s, tools)| (a, s, tools)))
+        .flat_map(|(a, s, tools)| tools.iter().map(move |(t, e)| (a, s, t, e)))
+        .find(|(_, _, _, e)| e.modes.contains_key("Plan") && e.level.is_some())
+        .map(|(a, s, t, _)| Call::new(a, s, t).with_arguments(args()).in_mode("Plan"))
+        .expect("a triple the mode says something about");
+    let mode_level = |call: &Call| mode_index.level_of(call.as_ref()).map(|l| l.level);
+    assert_eq!(mode_level(&moded), Ok(Level::Never));
+    assert_eq!(decide_table(&mode_table, &moded).level, Level::Never);
     let mut g = c.benchmark_group("decide_level");
     g.bench_function("hit", |b| b.iter(|| level(black_box(&calls.hit))));
     g.bench_function("miss", |b| b.iter(|| level(black_box(&calls.miss))));
     g.bench_function("condition", |b| b.iter(|| level(black_box(&calls.conditional))));
     g.bench_function("table_hit", |b| b.iter(|| table_level(black_box(&calls.hit))));
+    g.bench_function("shell_5_parts", |b| b.iter(|| shell_level(black_box(&shell))));
+    g.bench_function("in_mode", |b| b.iter(|| mode_level(black_box(&moded))));
     g.finish();
 
     // The whole owned `Decision`: reasons, decider, digests, the refusal in words.

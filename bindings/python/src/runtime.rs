@@ -82,6 +82,7 @@ fn call_of(agent: Text, skill: Text, tool: Text, arguments: Option<Arguments>, r
         arguments: arguments.map_or_else(no_arguments, |a| a.0),
         requester: requester.map(|r| r.0),
         operation_key: None,
+        mode: None,
     }
 }
 

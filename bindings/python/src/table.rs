@@ -201,6 +201,7 @@ impl PyTable {
             arguments: arguments.map_or_else(no_arguments, |a| a.0),
             requester: requester.map(|r| r.0),
             operation_key: None,
+            mode: None,
         };
         Decision(decide_table(self.indexed.table(), &call))
     }

@@ -227,3 +227,40 @@ tool BuyCredits "Buy credits" (amount: money) { spend Credits by amount }
     assert!(rt.propose(&ProposalRequest::new(buy(900), "N2", "top up")).is_err());
     Ok(())
 }
+
+/// `diff` treats a mode's rows like any layer's (spec §3c): loosening a mode's entry is a widening.
+#[test]
+fn loosening_a_mode_is_a_widening() -> R {
+    let package = |plan: &str| -> Result<Table, Box<dyn std::error::Error>> {
+        let dir = std::env::temp_dir().join(format!("permits-modes-diff-{}-{}", std::process::id(), plan.len()));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join("p.permits"),
+            format!(
+                r#"
+mode Plan "Look." {{ may {{ {plan} }} }}
+person Pat
+agent Coder "Fixes bugs." {{
+    sponsor Pat
+    may {{ changes: alone }}
+    skills [FixBug]
+}}
+skill FixBug "Fix one bug." {{ tools [EditFile] }}
+tool EditFile "Edit a file" (path: string) {{ write Repo.files }}
+entity Repo {{ files }}
+"#
+            ),
+        )?;
+        let table = permits::compile::compile_path(&dir)?;
+        std::fs::remove_dir_all(&dir)?;
+        Ok(table)
+    };
+    let (strict, loose) = (package("changes: never")?, package("changes: propose")?);
+    let changes = permits::diff::diff(&strict, &loose);
+    let change = changes.iter().find(|c| c.tool == "EditFile").ok_or("no change")?;
+    assert_eq!(change.direction, permits::diff::Direction::Widening);
+    assert!(change.details.iter().any(|(_, d)| d == "in mode `Plan`: `never` → `propose`"), "{:?}", change.details);
+    let back = permits::diff::diff(&loose, &strict);
+    assert_eq!(back.iter().find(|c| c.tool == "EditFile").map(|c| c.direction), Some(permits::diff::Direction::Narrowing));
+    Ok(())
+}
