@@ -192,18 +192,16 @@ fn compare_levels(o: &Entry, n: &Entry, details: &mut Vec<(Direction, String)>) 
 /// mode that may now be decided less strictly is a widening (a loosened or removed mode entry).
 fn compare_modes(old: &Table, new: &Table, (a, s, t): (&str, &str, &str), details: &mut Vec<(Direction, String)>) {
     for mode in old.modes.keys().filter(|m| new.modes.contains_key(*m)) {
-        let (Ok(po), Ok(pn)) = (old.possible_levels_in(a, s, t, Some(mode)), new.possible_levels_in(a, s, t, Some(mode)))
+        let (Ok(po), Ok(pn)) =
+            (old.possible_levels_in(a, s, t, Some(mode)), new.possible_levels_in(a, s, t, Some(mode)))
         else {
             continue;
         };
         if po == pn {
             continue;
         }
-        let dir = if pn.first() < po.first() || pn.last() < po.last() {
-            Direction::Widening
-        } else {
-            Direction::Narrowing
-        };
+        let dir =
+            if pn.first() < po.first() || pn.last() < po.last() { Direction::Widening } else { Direction::Narrowing };
         let words = |p: &BTreeSet<Level>| p.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(" | ");
         details.push((dir, format!("in mode `{mode}`: {} → {}", words(&po), words(&pn))));
     }

@@ -261,6 +261,9 @@ entity Repo {{ files }}
     assert_eq!(change.direction, permits::diff::Direction::Widening);
     assert!(change.details.iter().any(|(_, d)| d == "in mode `Plan`: `never` → `propose`"), "{:?}", change.details);
     let back = permits::diff::diff(&loose, &strict);
-    assert_eq!(back.iter().find(|c| c.tool == "EditFile").map(|c| c.direction), Some(permits::diff::Direction::Narrowing));
+    assert_eq!(
+        back.iter().find(|c| c.tool == "EditFile").map(|c| c.direction),
+        Some(permits::diff::Direction::Narrowing)
+    );
     Ok(())
 }
