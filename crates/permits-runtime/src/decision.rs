@@ -170,7 +170,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
     // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
     // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
     if of.level == Level::Propose && !of.floored {
-        if let Some(rule) = rules.iter().find(|r| rule_applies(r, call, of.tool, of.entry, now)) {
+        if let Some(rule) = rules.iter().find(|r| rule_applies(table, r, call, of.tool, of.entry, now)) {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
             if of.spend.is_some_and(|s| s.over_allowance()) {
@@ -211,8 +211,9 @@ pub(crate) fn entry_level(entry: &Entry, tool: &ToolInfo) -> Level {
 
 /// Whether a standing rule makes this call alone: in force (not revoked, not expired), for this agent,
 /// tool and skill, for the person the work is for (or everybody), covering these arguments (its scope),
-/// and bound to the tool's and the entry's current digests.
-fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry, now: u64) -> bool {
+/// bound to the tool's and the entry's current digests, and only while its maker may still make it on the
+/// current table (spec §5a "Authority is rechecked").
+fn rule_applies(table: &Table, rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry, now: u64) -> bool {
     rule.revoked.is_none()
         && rule.expires_at.is_none_or(|at| now < at)
         && rule.scope.covers(&call.arguments)
@@ -226,6 +227,11 @@ fn rule_applies(rule: &StandingRule, call: &Call, tool: &ToolInfo, entry: &Entry
         }
         && rule.definition_digest == tool.definition_digest
         && rule.covered.get(&call.skill) == Some(&entry.entry_digest)
+        && {
+            let routed = [(call.skill.as_str(), &entry.route)];
+            let routed = if entry.route == Route::Requester { &routed[..0] } else { &routed[..] };
+            crate::rules::may_make_rule(table, &rule.agent, &rule.tool, &rule.work_for, &rule.by, routed).is_ok()
+        }
 }
 
 /// The persons who decide a route now (spec §3 "Routes", §5 "Who decides"): `requester` is the person the

@@ -71,7 +71,17 @@ impl Runtime {
                 Err(message) => return not_now(tx, events, &mut p, Refusal::Budget, message).map(|()| None),
             };
             let runs_as = match (grant.basis, &grant.approver) {
-                (Basis::Operator, Some(approver)) => approver.clone(),
+                // Spec §5a: the approver must still be a decider of the proposal on the current table.
+                (Basis::Operator, Some(approver)) => match may_decide(&table, &p, approver) {
+                    Ok(()) => approver.clone(),
+                    Err(why) => {
+                        let message = format!(
+                            "the grant of proposal `{}` no longer authorizes it: {why}; it waits for a decider's approval",
+                            p.id
+                        );
+                        return not_now(tx, events, &mut p, Refusal::NotDecider, message).map(|()| None);
+                    }
+                },
                 // Spec §6: at execution an automatic grant must still fit the current allowance.
                 (Basis::Automatic, _) if spend.is_some_and(|s| !s.over_allowance()) => {
                     let sponsor = table.agents.get(&p.agent).map(|a| a.sponsor.clone()).unwrap_or_default();

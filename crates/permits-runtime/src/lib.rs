@@ -90,7 +90,7 @@ pub use store::{MemoryStore, Store, Transaction};
 
 use decision::{decide_with, entry_level, holds, resolve_decider};
 use events::About;
-use lifecycle::route_source;
+use lifecycle::{may_decide, route_source};
 
 use ledger::Reserve;
 use words::{outcome_words, reasons_for, refusal_message, route_words, words_of};

@@ -330,3 +330,51 @@ fn rule_for_sam() -> NewRule {
         expires_at: None,
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 6: authority is rechecked at execution.
+
+/// The shop where `person` holds no role any more.
+fn without_roles(person: &str) -> Table {
+    edited(|t| {
+        if let Some(p) = t.persons.get_mut(person) {
+            p.roles.clear();
+        }
+    })
+}
+
+#[test]
+fn hole_6_a_grant_does_not_outlive_its_approvers_authority() -> R {
+    let w = world();
+    let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
+    w.rt.approve(&p.id, "Ida", &p.fingerprint, ApproveMode::Once)?;
+    // Ida is no longer a buyer: her yes no longer authorizes anything.
+    w.rt.replace_table(without_roles("Ida"));
+    let mut ran = false;
+    let (refusal, message) = refusal_of(w.rt.execute(&p.id, None, |_| {
+        ran = true;
+        RunOutcome::Done(json!("sent"))
+    }))?;
+    assert_eq!(refusal, Refusal::NotDecider, "{message}");
+    assert!(message.contains("`Ida`"), "{message}");
+    assert!(!ran);
+    let after = w.rt.proposal(&p.id)?;
+    assert_eq!((after.status, after.reason.is_some()), (Status::Granted, true));
+    // A current decider approves again, and it runs as theirs.
+    w.rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once)?;
+    let ex = w.rt.execute(&p.id, None, done(accepted("order-1:P-1", 900)))?;
+    assert_eq!((ex.proposal.status, ex.proposal.ran_as.as_deref()), (Status::Done, Some("Max")));
+    Ok(())
+}
+
+#[test]
+fn hole_6_a_standing_rule_applies_only_while_its_maker_may_make_it() -> R {
+    let w = world();
+    let rule = w.rt.allow_alone(&rule_for_sam())?;
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.standing_rule.as_deref(), Some(rule.id.as_str()));
+    // Lucy no longer supervises: the rule she made for Sam stops applying.
+    w.rt.replace_table(without_roles("Lucy"));
+    let d = w.rt.decide(&markdown("mint", 20, "Sam"))?;
+    assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
+    Ok(())
+}
