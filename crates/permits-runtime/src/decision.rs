@@ -104,6 +104,12 @@ impl Decision {
         serde_json::to_string_pretty(&value).unwrap_or_default()
     }
 
+    /// The message a call refused with this decision gets (what [`crate::Runtime::call`] says of a `never`
+    /// call): the triple, and the refusal or the rules behind the level with their places.
+    pub fn refusal_message(&self) -> String {
+        crate::words::refusal_message(self)
+    }
+
     /// One line a person reads: "`Estimator` / `EstimateRepair` / `SetPrice`: propose (waits on a decision
     /// from Mia)".
     pub fn summary(&self) -> String {

@@ -55,6 +55,10 @@ pub enum Refusal {
     /// `settle` or `resolve` of an operation whose execution was never admitted (spec §5a "Settlement
     /// follows a send"): nothing changes.
     NotSent,
+    /// The claim token does not hold the execution (spec §5a "Idempotent execution"): another token claimed
+    /// it, it is not claimed (or not confirmed) yet, the token was used for another call, or the table
+    /// changed since the claim. Nothing runs.
+    Claim,
 }
 
 /// An error of a [`crate::Runtime`] operation.
@@ -74,6 +78,9 @@ pub enum RuntimeError {
     /// No standing rule has this id.
     #[error("there is no standing rule `{0}`")]
     UnknownRule(String),
+    /// No proposal or alone run has this id.
+    #[error("there is no execution `{0}`")]
+    UnknownExecution(String),
     /// The table declares no budget of this name.
     #[error("there is no budget `{0}`")]
     UnknownBudget(String),

@@ -58,6 +58,7 @@ mod store;
 // The `Runtime`'s operations, one family per file, each an `impl Runtime` block (spec §5, §6).
 mod budget; // budgets, raising a ceiling, settlement
 mod call; // decide, call, run alone
+mod claim; // the execution protocol: claim, confirm or refuse, the outcome
 mod events; // audit events and the one refusal helper
 mod execute; // the single authorization point
 mod lifecycle; // approve, reject, withdraw, revoke, the recheck, expiry
@@ -75,14 +76,15 @@ use std::sync::{Arc, PoisonError, RwLock};
 use serde_json::Value;
 
 pub use audit::{AuditEvent, AuditSink, EventKind, JsonLinesSink, MemorySink, NullSink};
+pub use claim::{Claimed, Refused};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, decide_table, fingerprint};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};
 pub use records::{
-    Basis, BudgetRecord, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, Scope, ShownArgument,
-    StandingRule, Status, WorkFor,
+    Basis, BudgetRecord, Claim, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, Run, Scope,
+    ShownArgument, StandingRule, Status, WorkFor,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -360,12 +362,13 @@ impl Runtime {
     }
 
     pub(crate) fn admit(&self, agent: &str, runs_as: &str, tool: &str, arguments: &Value) -> Result<(), String> {
+        use claim::{Refused, authority_message};
         self.authority
             .admits(Principal::Agent(agent), tool, arguments)
-            .map_err(|why| format!("the agent's account `{agent}` may not run `{tool}`: {why}"))?;
+            .map_err(|why| authority_message(agent, runs_as, tool, Refused::Agent, &why))?;
         self.authority
             .admits(Principal::Person(runs_as), tool, arguments)
-            .map_err(|why| format!("`{agent}` runs `{tool}` on behalf of `{runs_as}`, who may not: {why}"))
+            .map_err(|why| authority_message(agent, runs_as, tool, Refused::Person, &why))
     }
 
     pub(crate) fn covered_version(&self, table: &Table, call: &Call) -> Result<Option<String>, String> {

@@ -100,6 +100,7 @@ impl Runtime {
                 receipt: None,
                 reason: None,
                 decided_by: None,
+                claim: None,
             };
             let mut proposal = proposal;
             tx.put_proposal(&proposal)?;

@@ -207,6 +207,10 @@ pub struct Proposal {
     pub reason: Option<String>,
     /// Who last decided it (approved, rejected, revoked, withdrew), if anyone.
     pub decided_by: Option<String>,
+    /// The claim on its execution, once a host claimed it ([`crate::Runtime::claim`]): the grant is then
+    /// bound to that claim token, and no other token runs it. Absent in records from before claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claim: Option<Claim>,
 }
 
 impl Proposal {
@@ -245,6 +249,59 @@ impl Proposal {
             (status, None) => status.to_string(),
         }
     }
+}
+
+/// A host's claim on an execution (spec §5a "Idempotent execution"): the execution is bound to the claim
+/// token; a retry with the same token gets the same answer, another token is refused.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Claim {
+    /// The host's claim token (opaque; the host makes it unique, e.g. 32 random bytes in hex).
+    pub token: String,
+    /// The person the execution runs for (see [`crate::RunContext::runs_as`]).
+    pub runs_as: String,
+    /// When it was claimed, in seconds since the Unix epoch.
+    pub claimed_at: u64,
+    /// When the host confirmed it (its own permissions admitted the agent's account and the person): the
+    /// execution is then `sending`. `None` while the host has not answered.
+    pub confirmed_at: Option<u64>,
+    /// The `table_digest` of the table the claim was checked on: a confirmation on another table is refused.
+    pub table_digest: String,
+}
+
+/// An `alone` call admitted for a host that runs it itself (spec §5 "Execution admission"; the approval
+/// service's execution protocol): claimed, then confirmed or refused by the host, then its outcome. Its id
+/// (`A-n`) is also the operation id sent to the other side, and the holder of its reservation when it spends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// The runtime's id (`A-1`).
+    pub id: String,
+    /// The host's operation key (the task the call belongs to).
+    pub operation_key: String,
+    /// The agent.
+    pub agent: String,
+    /// The skill.
+    pub skill: String,
+    /// The tool.
+    pub tool: String,
+    /// The checked arguments (a JSON object).
+    pub arguments: Value,
+    /// The person the work is for; `None` when it is for nobody.
+    pub requester: Option<String>,
+    /// The standing rule that made the call `alone`, if one did.
+    pub standing_rule: Option<String>,
+    /// The amount reserved under the run's id, when the tool spends from a budget.
+    pub amount: Option<u64>,
+    /// `granted` (claimed, the host has not confirmed), `sending` (confirmed), then `done`, `failed` or
+    /// `unknown`.
+    pub status: Status,
+    /// The claim: its token and the person it runs for.
+    pub claim: Claim,
+    /// The receipt the host returned.
+    pub receipt: Option<Value>,
+    /// Why it failed or is unknown, when it did or is.
+    pub reason: Option<String>,
+    /// When it was admitted, in seconds since the Unix epoch.
+    pub created_at: u64,
 }
 
 /// For whose work a standing rule applies (spec §5 "Standing rules").

@@ -8,7 +8,7 @@
 //! committing rolls it back. The file is in WAL mode with `synchronous=NORMAL`: a commit survives the
 //! process ending; the last commits may be lost only if the machine itself loses power.
 //!
-//! # The schema (version 2, [`SqliteStore::SCHEMA_VERSION`])
+//! # The schema (version 3, [`SqliteStore::SCHEMA_VERSION`])
 //!
 //! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
 //! lookups need. The version is SQLite's `PRAGMA user_version`.
@@ -32,6 +32,12 @@
 //!     holder TEXT PRIMARY KEY, budget TEXT NOT NULL, amount INTEGER NOT NULL, created_at INTEGER NOT NULL
 //! );
 //! CREATE INDEX reservations_by_budget ON reservations (budget);
+//! CREATE TABLE runs (                          -- alone runs a host claimed (version 3)
+//!     slot INTEGER PRIMARY KEY AUTOINCREMENT,
+//!     id TEXT NOT NULL UNIQUE,                 -- A-n
+//!     token TEXT NOT NULL UNIQUE,              -- the claim token
+//!     record TEXT NOT NULL                     -- the Run, as JSON
+//! );
 //! ```
 //!
 //! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
@@ -43,11 +49,13 @@
 //! - **0**: an empty (new) file. Opening it creates the schema above at version 2.
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
-//! - **2**: the current schema: every grant has a `basis` (`operator`, `automatic` or `unknown`).
+//! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
+//! - **3**: the current schema: version 2 and the `runs` table (alone runs claimed by a host, with their
+//!   claim token). A proposal's record may carry a `claim`; a record without one decodes as unclaimed.
 //!
 //! Migration 1 → 2 runs in one transaction when the file is opened: every proposal record whose `grant` is
 //! an object without `basis` gets `"basis": "unknown"` (spec §6: a record from before bases existed never
-//! authorizes an execution), then `user_version` becomes 2. A corrupt record stops the migration, which is
+//! authorizes an execution), then `user_version` becomes 2. Migration 2 → 3 creates the `runs` table. A corrupt record stops the migration, which is
 //! rolled back, and the file stays at version 1. A file at a newer version than this runtime knows is
 //! refused, and left untouched.
 //!
@@ -68,13 +76,18 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, StandingRule};
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule};
 use super::store::{Store, Transaction};
 
-/// The current schema, for a new file. Version 2 changed the proposal records (grants gained `basis`), not
-/// the tables, so its DDL is version 1's; a later version that changes tables gets its own text here, and
-/// [`SqliteStore::SCHEMA_V1`] stays as it was.
-const SCHEMA_V2: &str = SqliteStore::SCHEMA_V1;
+/// The table version 3 adds: alone runs claimed by a host ([`crate::Run`]), found by id or claim token.
+const RUNS_TABLE: &str = "
+CREATE TABLE runs (
+    slot INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    token TEXT NOT NULL UNIQUE,
+    record TEXT NOT NULL
+);
+";
 
 /// How long a `begin` (or an open that must migrate) waits for another connection's write transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -83,10 +96,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// Each transaction is a `BEGIN IMMEDIATE … COMMIT`; several stores on one file (several processes)
 /// serialize, a `begin` waiting up to ten seconds for another's transaction. Records are kept as JSON
-/// beside the key columns their lookups need, in tables `sequences`, `proposals`, `rules`, `budgets` and
-/// `reservations`; the schema version is `PRAGMA user_version` ([`SqliteStore::SCHEMA_VERSION`]). A file
+/// beside the key columns their lookups need, in tables `sequences`, `proposals`, `rules`, `budgets`,
+/// `reservations` and `runs`; the schema version is `PRAGMA user_version` ([`SqliteStore::SCHEMA_VERSION`]). A file
 /// at version 1 ([`SqliteStore::SCHEMA_V1`], from before grants had a basis) is migrated when opened: its
-/// grants get basis `unknown`, which never authorizes an execution. A newer file is refused. The DDL and
+/// grants get basis `unknown`, which never authorizes an execution; a file at version 2 gains the `runs`
+/// table. A newer file is refused. The DDL and
 /// every migration are described at the top of `src/runtime/sqlite.rs`.
 ///
 /// Transactions hold the store's connection for their whole life, like [`super::MemoryStore`]'s: never begin
@@ -98,7 +112,7 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
-    pub const SCHEMA_VERSION: u32 = 2;
+    pub const SCHEMA_VERSION: u32 = 3;
 
     /// The version-1 schema, kept so migrations can be tested and old files understood.
     ///
@@ -214,12 +228,20 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
     let mut version = user_version(conn)?;
     check_known(version)?;
     if version == 0 {
-        conn.execute_batch(SCHEMA_V2).map_err(sql("create the schema (is this a database of another program?)"))?;
+        // Version 2 changed the proposal records (grants gained `basis`), not the tables, so a new file is
+        // version 1's DDL and the tables of every later version.
+        conn.execute_batch(SqliteStore::SCHEMA_V1)
+            .and_then(|()| conn.execute_batch(RUNS_TABLE))
+            .map_err(sql("create the schema (is this a database of another program?)"))?;
         version = SqliteStore::SCHEMA_VERSION;
     }
     if version == 1 {
         migrate_1_to_2(conn)?;
         version = 2;
+    }
+    if version == 2 {
+        conn.execute_batch(RUNS_TABLE).map_err(sql("create the table of runs"))?;
+        version = 3;
     }
     conn.pragma_update(None, "user_version", version).map_err(sql("record the schema version"))
 }
@@ -322,6 +344,12 @@ trait HasId {
 }
 
 impl HasId for Proposal {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl HasId for Run {
     fn id(&self) -> &str {
         &self.id
     }
@@ -528,6 +556,26 @@ impl Transaction for SqliteTransaction<'_> {
         from_sql(total, || format!("the sum of the reservations of the budget `{budget}`"))
     }
 
+    fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {
+        self.record("run", "SELECT id, record FROM runs WHERE id = ?1", [id])
+    }
+
+    fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError> {
+        self.record("run", "SELECT id, record FROM runs WHERE token = ?1", [token])
+    }
+
+    fn put_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        let record = encode("run", &run.id, run)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO runs (id, token, record) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET token = excluded.token, record = excluded.record",
+            )
+            .and_then(|mut stmt| stmt.execute(params![run.id, run.claim.token, record]))
+            .map_err(|e| StoreError(format!("cannot store the run `{}`: {e}", run.id)))?;
+        Ok(())
+    }
+
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         // On failure the transaction is still open, and dropping `self` rolls it back.
         self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
@@ -602,6 +650,7 @@ mod tests {
             receipt: None,
             reason: None,
             decided_by: None,
+            claim: None,
         }
     }
 
@@ -819,7 +868,7 @@ mod tests {
         drop(conn);
 
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 2);
+        assert_eq!(store.schema_version().expect("version"), 3);
         let mut tx = store.begin().expect("begin");
         let p1 = tx.proposal("P-1").expect("read").expect("P-1 is kept");
         assert_eq!(p1.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown));
@@ -830,7 +879,7 @@ mod tests {
         drop(store);
         // Opening again does not migrate again.
         let store = SqliteStore::open(&dir.db()).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 2);
+        assert_eq!(store.schema_version().expect("version"), 3);
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.proposal("P-1").expect("read").and_then(|p| p.grant).map(|g| g.basis), Some(Basis::Unknown));
     }
@@ -861,13 +910,13 @@ mod tests {
         let dir = TempDir::new("too-new");
         let conn = Connection::open(dir.db()).expect("open");
         conn.execute_batch(SqliteStore::SCHEMA_V1).expect("schema");
-        conn.pragma_update(None, "user_version", 3).expect("version 3");
+        conn.pragma_update(None, "user_version", 4).expect("version 4");
         drop(conn);
         let err = SqliteStore::open(&dir.db()).expect_err("refused");
-        assert_eq!(err, StoreError("the database is at schema version 3; this runtime knows up to 2".into()));
+        assert_eq!(err, StoreError("the database is at schema version 4; this runtime knows up to 3".into()));
         let conn = Connection::open(dir.db()).expect("open");
         let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
-        assert_eq!(version, 3, "the file is left untouched");
+        assert_eq!(version, 4, "the file is left untouched");
     }
 
     #[test]
@@ -950,6 +999,84 @@ mod tests {
         });
         let mut tx = first.begin().expect("begin");
         assert_eq!(tx.next_number("proposal").expect("next"), 3, "the first sees the second's write");
+    }
+
+    fn run(n: u64, token: &str) -> Run {
+        Run {
+            id: format!("A-{n}"),
+            operation_key: "order-1".into(),
+            agent: "Buyer".into(),
+            skill: "Restock".into(),
+            tool: "PlaceOrder".into(),
+            arguments: json!({"supplier": "acme", "amount": 300}),
+            requester: Some("Mia".into()),
+            standing_rule: None,
+            amount: Some(300),
+            status: Status::Granted,
+            claim: crate::records::Claim {
+                token: token.into(),
+                runs_as: "Mia".into(),
+                claimed_at: 1_700_000_000,
+                confirmed_at: None,
+                table_digest: "t".repeat(64),
+            },
+            receipt: None,
+            reason: None,
+            created_at: 1_700_000_000,
+        }
+    }
+
+    #[test]
+    fn runs_are_found_by_id_and_token_and_survive_reopening() {
+        let dir = TempDir::new("runs");
+        {
+            let store = SqliteStore::open(&dir.db()).expect("open");
+            let mut tx = store.begin().expect("begin");
+            tx.put_run(&run(1, "tok-1")).expect("put");
+            tx.put_run(&run(2, "tok-2")).expect("put");
+            let mut done = run(1, "tok-1");
+            done.status = Status::Done;
+            done.receipt = Some(json!("ok"));
+            tx.put_run(&done).expect("replace");
+            tx.commit().expect("commit");
+        }
+        let store = SqliteStore::open(&dir.db()).expect("reopen");
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.run("A-1").expect("read").map(|r| r.status), Some(Status::Done));
+        assert_eq!(tx.run_by_token("tok-2").expect("read"), Some(run(2, "tok-2")));
+        assert_eq!(tx.run_by_token("tok-3").expect("read"), None);
+        assert_eq!(tx.run("A-3").expect("read"), None);
+        // A token is bound to one run.
+        let err = tx.put_run(&run(3, "tok-1")).expect_err("a token used twice");
+        assert!(err.0.starts_with("cannot store the run `A-3`"), "{err}");
+    }
+
+    #[test]
+    fn version_2_gains_the_runs_table() {
+        let dir = TempDir::new("migrate-2-3");
+        write_v1(&dir.db(), &[proposal(1, None, Some(grant(Basis::Operator)))]);
+        {
+            // A version-2 file: version 1's tables, grants with a basis.
+            let store = {
+                let conn = Connection::open(dir.db()).expect("open");
+                conn.execute(
+                    "UPDATE proposals SET record = ?1",
+                    [serde_json::to_string(&proposal(1, None, Some(grant(Basis::Operator)))).expect("encode")],
+                )
+                .expect("update");
+                conn.pragma_update(None, "user_version", 2).expect("version 2");
+                drop(conn);
+                SqliteStore::open(&dir.db()).expect("open and migrate")
+            };
+            assert_eq!(store.schema_version().expect("version"), 3);
+            let mut tx = store.begin().expect("begin");
+            assert_eq!(tx.proposal("P-1").expect("read"), Some(proposal(1, None, Some(grant(Basis::Operator)))));
+            tx.put_run(&run(1, "tok-1")).expect("the new table");
+            tx.commit().expect("commit");
+        }
+        let store = SqliteStore::open(&dir.db()).expect("reopen");
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.run("A-1").expect("read"), Some(run(1, "tok-1")));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, StandingRule};
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule};
 
 /// A store of proposals and standing rules.
 pub trait Store {
@@ -62,6 +62,12 @@ pub trait Transaction {
     fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError>;
     /// The sum of a budget's reservations, in its minor unit.
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError>;
+    /// The alone run with this id (`A-n`).
+    fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError>;
+    /// The alone run claimed with this claim token (at most one exists).
+    fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError>;
+    /// Inserts or replaces an alone run (by id).
+    fn put_run(&mut self, run: &Run) -> Result<(), StoreError>;
     /// Makes every write of the transaction visible and durable, at once.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
@@ -91,6 +97,7 @@ struct MemoryState {
     next_slot: u64,
     budgets: BTreeMap<String, BudgetRecord>,
     reservations: BTreeMap<String, Reservation>,
+    runs: BTreeMap<String, Run>,
 }
 
 impl Store for MemoryStore {
@@ -231,6 +238,19 @@ impl Transaction for MemoryTransaction<'_> {
             .values()
             .filter(|r| r.budget == budget)
             .fold(0u64, |sum, r| sum.saturating_add(r.amount)))
+    }
+
+    fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {
+        Ok(self.guard.runs.get(id).cloned())
+    }
+
+    fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError> {
+        Ok(self.guard.runs.values().find(|r| r.claim.token == token).cloned())
+    }
+
+    fn put_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.write().runs.insert(run.id.clone(), run.clone());
+        Ok(())
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {

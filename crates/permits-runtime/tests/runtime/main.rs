@@ -2,6 +2,7 @@
 //! are fixtures (`tests/fixtures/*.json`, listed in `tests/fixtures/registry.rs`), compiled from
 //! `policies/`; permitc's tests keep them current.
 
+mod claims;
 mod failures;
 mod fuzz_regressions;
 mod holes;
