@@ -1,0 +1,2 @@
+//! The load generator (written in a later step).
+fn main() {}

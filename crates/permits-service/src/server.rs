@@ -1,0 +1,130 @@
+//! Startup and the end: the table, the runtime on its SQLite store, the listener, `SIGHUP` reloading the
+//! table, and a graceful end on `SIGTERM` or Ctrl-C.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use permits_runtime::table::Table;
+use permits_runtime::{Authority, Principal, Runtime, SqliteStore};
+use serde_json::Value;
+
+use crate::api::{self, App};
+use crate::audit::{AuditLog, Sink};
+use crate::cli::ServeArgs;
+use crate::keys::KeyStore;
+
+/// The time now, in seconds since the Unix epoch.
+pub fn now() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+}
+
+/// The runtime's [`Authority`] in the service: it admits nobody, because a host's permissions are asked
+/// through the execution protocol (the host confirms or refuses each claim) and never through a callback.
+/// No route calls the runtime's closure-based `execute`, `run_alone` or `call`; if one ever did, it would
+/// fail closed.
+#[derive(Clone, Copy, Debug)]
+struct HostConfirms;
+
+impl Authority for HostConfirms {
+    fn admits(&self, _: Principal<'_>, _: &str, _: &Value) -> Result<(), String> {
+        Err("the host confirms each execution itself: claim it, then confirm or refuse".into())
+    }
+}
+
+/// `permitd serve`: runs until `SIGTERM` or Ctrl-C.
+///
+/// Errors: `--trust` (signed tables are not verified by this runtime yet), a table that does not load,
+/// a store or an audit log that cannot be opened, an address that cannot be bound.
+pub fn serve(args: &ServeArgs) -> Result<(), String> {
+    if !args.trust.is_empty() {
+        return Err(
+            "`--trust`: this runtime does not verify signed tables yet (issue #14); refusing to start rather than ignore the keys"
+                .into(),
+        );
+    }
+    let table = Table::load_path(&args.table).map_err(|e| e.to_string())?;
+    let store = SqliteStore::open(&args.store).map_err(|e| e.to_string())?;
+    let keys = KeyStore::open(&args.store)?;
+    let audit_path = args.audit.clone().unwrap_or_else(|| {
+        let mut path = args.store.clone().into_os_string();
+        path.push(".audit.jsonl");
+        PathBuf::from(path)
+    });
+    let audit = Arc::new(AuditLog::open(&audit_path)?);
+    let rt = Runtime::new(table, HostConfirms)
+        .with_store(store)
+        .with_versions(crate::stated::Stated)
+        .with_naming(crate::stated::Stated)
+        .with_audit(Sink(audit.clone()));
+    let app = Arc::new(App::new(rt, keys, audit, args.table.clone()));
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    tokio.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .map_err(|e| format!("cannot listen on `{}`: {e}", args.listen))?;
+        let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+        // A supervisor (and the tests) read this one line to find the port: it is flushed before serving.
+        let mut stdout = std::io::stdout().lock();
+        writeln!(stdout, "listening on http://{addr}").and_then(|()| stdout.flush()).map_err(|e| e.to_string())?;
+        drop(stdout);
+        tokio::spawn(reload_on_hangup(app.clone()));
+        axum::serve(listener, api::router(app)).with_graceful_shutdown(ended()).await.map_err(|e| e.to_string())
+    })
+}
+
+/// Reloads the table from its file on every `SIGHUP` (through [`App::install`]: the old table stays when
+/// the new one is refused).
+async fn reload_on_hangup(app: Arc<App>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut hangups) = signal(SignalKind::hangup()) else {
+            eprintln!("permitd: cannot listen for SIGHUP: reload with POST /v1/admin/table");
+            return;
+        };
+        while hangups.recv().await.is_some() {
+            let app = app.clone();
+            let path = app.table_path.clone();
+            let outcome = tokio::task::spawn_blocking(move || match std::fs::read(&path) {
+                Ok(bytes) => app.install(&bytes).map_err(|e| e.message),
+                Err(e) => {
+                    app.metrics.reload("refused");
+                    Err(format!("cannot read `{}`: {e}", path.display()))
+                }
+            })
+            .await;
+            match outcome {
+                Ok(Ok(digest)) => eprintln!("permitd: SIGHUP: installed the table {digest}"),
+                Ok(Err(e)) => eprintln!("permitd: SIGHUP: {e}"),
+                Err(e) => eprintln!("permitd: SIGHUP: the reload failed, the old table stays: {e}"),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    drop(app);
+}
+
+/// Resolves on `SIGTERM` or Ctrl-C.
+async fn ended() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let Ok(mut term) = signal(SignalKind::terminate()) else {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        };
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = tokio::signal::ctrl_c() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
