@@ -198,3 +198,24 @@ fn a_restart_keeps_waiting_proposals_grants_reservations_rules_and_runs() -> R {
     drop(dir);
     Ok(())
 }
+
+#[test]
+fn no_answer_shows_a_claim_token_to_anyone_but_its_holder() -> R {
+    let server = Server::start("support-triage");
+    let (host, other, riley) = (server.host("Triage"), server.host("Triage"), server.person("Riley"));
+    let id = granted(&host, &riley, "secret-1");
+    claim(&host, &id, "tok-secret").ok();
+    // Claimed, not yet confirmed: whoever reads it does not learn the token that would confirm it.
+    assert_eq!(host.get(&format!("/v1/executions/{id}")).ok()["claim_token"], json!(null));
+    let p = other.get(&format!("/v1/proposals/{id}")).ok();
+    assert_eq!(p["claim"]["runs_as"], "Riley");
+    assert!(!p.to_string().contains("tok-secret"), "{p}");
+    host.post(&format!("/v1/executions/{id}/confirm"), &json!({"token": "tok-secret"})).ok();
+    let receipt = json!({"token": "tok-secret", "outcome": "done", "receipt": {"message": 1}});
+    host.post(&format!("/v1/executions/{id}/receipt"), &receipt).ok();
+    // Done: another host's claim gets the stored receipt, and not the token that ran it.
+    let done = claim(&other, &id, "tok-other").ok();
+    assert_eq!((&done["status"], &done["receipt"]), (&json!("done"), &json!({"message": 1})));
+    assert_eq!(done["claim_token"], json!(null));
+    Ok(())
+}
