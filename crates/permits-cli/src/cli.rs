@@ -1,4 +1,5 @@
-//! `permitc`, the command line (spec §7): `check`, `compile`, `explain`, `decide`.
+//! `permitc`, the command line (spec §7): `check`, `compile` (optionally signed), `keygen`, `explain`, `decide`
+//! (optionally trusting signing keys), `audit verify`.
 //!
 //! Exit codes: 0 clean, 1 errors (or warnings with `--deny-warnings`), 2 usage or I/O. Human output goes
 //! to stderr as miette diagnostics (graphical with colour on a terminal; without colour when stderr is
@@ -56,14 +57,26 @@ pub fn main() -> ExitCode {
     };
     let code = match cli.command {
         Command::Check { paths, format, deny_warnings } => check(&paths, format, deny_warnings),
-        Command::Compile { path, output, format, deny_warnings } => compile_cmd(&path, &output, format, deny_warnings),
+        Command::Compile { path, output, format, deny_warnings, sign, serial } => {
+            let signing = sign.as_deref().zip(serial);
+            compile_cmd(&path, &output, format, deny_warnings, signing)
+        }
+        Command::Keygen { output } => keygen(&output),
         Command::Explain { agent, skill, tool, path, format } => explain(&path, &agent, &skill, &tool, format),
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
-        Command::Decide { table, agent, skill, tool, args, requester, format } => {
-            decide(&table, &agent, &skill, &tool, args.as_deref(), requester.as_deref(), format)
+        Command::Decide { table, agent, skill, tool, args, requester, trust, format } => {
+            let call = TripleCall {
+                agent: &agent,
+                skill: &skill,
+                tool: &tool,
+                args: args.as_deref(),
+                requester: requester.as_deref(),
+            };
+            decide(&table, &call, &trust, format)
         }
         Command::Fmt { paths, check } => fmt(&paths, check),
+        Command::Audit { command: AuditCommand::Verify { file, head } } => audit_verify(&file, head.as_deref()),
         Command::Diff { old, new, format, fail_on_widen } => diff_cmd(&old, &new, format, fail_on_widen),
     };
     ExitCode::from(code)

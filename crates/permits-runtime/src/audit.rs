@@ -1,13 +1,16 @@
-//! Audit events (spec §5 "Audit"): every decision, proposal, grant, execution, rejection, revocation, rule
-//! change and refusal goes to a host [`AuditSink`]. A JSON-lines sink ships.
+//! Audit events (spec §5 "Audit", §5a "Audit is complete, atomic and tamper-evident"): every decision,
+//! proposal, grant, execution, rejection, revocation, rule change, ceiling, settlement, table install and
+//! refusal is an event, written into the store's **one hash chain** in the same transaction as the change
+//! it records ([`ChainedEvent`]: each carries the hash of the one before), and handed to a host
+//! [`AuditSink`] after the commit. [`verify_chain`] checks a chain (a store's, or a JSON-lines export).
 
 use std::io::Write;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// What happened.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EventKind {
     /// A call was decided (its level is the outcome).
@@ -34,10 +37,34 @@ pub enum EventKind {
     RuleRevoked,
     /// Something was refused: the reason says why.
     Refusal,
+    /// A task was bound to its root, person and mode, or ended (spec §5a "Tasks").
+    Task,
+    /// A supervisor installed a budget's ceiling (`raise_ceiling`).
+    Ceiling,
+    /// A spend was settled: its reservation moved to spent, or was released.
+    Settlement,
+    /// A table was installed in the store (spec §5a "One current table per store").
+    TableInstalled,
+}
+
+/// How an execution was authorized (spec §5a): every execution event says which.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Authorization {
+    /// The policy makes the call `alone`.
+    PolicyAlone,
+    /// A standing rule (its id) makes it `alone`.
+    StandingRule(String),
+    /// A task rule (its id) makes it `alone`.
+    TaskRule(String),
+    /// A grant the runtime recorded within a budget's automatic allowance.
+    AutomaticGrant,
+    /// The person who approved it.
+    Person(String),
 }
 
 /// One audit event: who, the triple, the proposal and its fingerprint, the outcome and the reason.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditEvent {
     /// When, in seconds since the Unix epoch (from the runtime's clock).
     pub at: u64,
@@ -61,6 +88,155 @@ pub struct AuditEvent {
     pub outcome: String,
     /// Why, when there is a reason (the refusal's message, the rejection's reason).
     pub reason: Option<String>,
+    /// For an execution: how it was authorized.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorized_by: Option<Authorization>,
+}
+
+/// An event in the store's hash chain (spec §5a): its place, the hash of the event before it, and its own
+/// hash = SHA-256 (hex) of the canonical JSON of {`seq`, `prev`, `event`}. The first event's `prev` is 64
+/// zeros. One line of the JSON-lines export.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainedEvent {
+    /// Its place in the chain, from 1.
+    pub seq: u64,
+    /// The hash of the event before (64 zeros for the first).
+    pub prev: String,
+    /// Its own hash.
+    pub hash: String,
+    /// The event.
+    pub event: AuditEvent,
+}
+
+/// The end of a chain: the last event's place and hash. A host that keeps the head it last saw can tell
+/// a truncated chain from a whole one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditHead {
+    /// The last event's place (the number of events).
+    pub seq: u64,
+    /// The last event's hash.
+    pub hash: String,
+}
+
+/// The `prev` of the first event of a chain.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+impl ChainedEvent {
+    /// Chains `event` after `head` (`None` for the first event).
+    pub fn after(head: Option<&AuditHead>, event: AuditEvent) -> ChainedEvent {
+        let (seq, prev) = match head {
+            Some(h) => (h.seq.saturating_add(1), h.hash.clone()),
+            None => (1, GENESIS.to_string()),
+        };
+        let hash = chain_hash(seq, &prev, &event);
+        ChainedEvent { seq, prev, hash, event }
+    }
+
+    /// This event as the head of its chain.
+    pub fn head(&self) -> AuditHead {
+        AuditHead { seq: self.seq, hash: self.hash.clone() }
+    }
+}
+
+/// SHA-256 (hex) of the canonical JSON of {`seq`, `prev`, `event`}.
+fn chain_hash(seq: u64, prev: &str, event: &AuditEvent) -> String {
+    let value = serde_json::json!({"seq": seq, "prev": prev, "event": event});
+    crate::table::sha256_hex(crate::table::canonical_value(&value).as_bytes())
+}
+
+/// Why a chain does not verify.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ChainError {
+    /// An event is not where the chain says (a gap, a repeat, an insertion).
+    #[error("event {found} is where event {expected} should be: the chain has a gap or an insertion")]
+    Order {
+        /// The place the chain expected.
+        expected: u64,
+        /// The place the event states.
+        found: u64,
+    },
+    /// An event's `prev` is not the hash of the event before.
+    #[error("event {seq} does not follow the event before it: its `prev` is not that event's hash")]
+    Link {
+        /// The event's place.
+        seq: u64,
+    },
+    /// An event's content does not hash to its `hash`: it was edited.
+    #[error("event {seq} was changed after it was written: its content does not match its hash")]
+    Tampered {
+        /// The event's place.
+        seq: u64,
+    },
+    /// The chain ends before the head it should reach (truncated), or at another.
+    #[error("the chain ends at event {found} with hash {found_hash}, not at the expected head (event {expected})")]
+    Head {
+        /// The expected head's place.
+        expected: u64,
+        /// The last event's place.
+        found: u64,
+        /// The last event's hash.
+        found_hash: String,
+    },
+    /// A line of an export that is not a chained event.
+    #[error("line {line} is not an audit event: {why}")]
+    Malformed {
+        /// The line, from 1.
+        line: usize,
+        /// Why.
+        why: String,
+    },
+}
+
+/// Verifies a chain from its first event (spec §5a): places from 1 without gaps, each `prev` the hash of
+/// the event before, each hash the hash of its content; and, when `expected` is given, that it ends at
+/// that head (so a truncated chain shows). Returns the head (`None` for an empty chain).
+///
+/// Errors: the first [`ChainError`] found.
+pub fn verify_chain<'e>(
+    events: impl IntoIterator<Item = &'e ChainedEvent>,
+    expected: Option<&AuditHead>,
+) -> Result<Option<AuditHead>, ChainError> {
+    let mut head: Option<AuditHead> = None;
+    for e in events {
+        let (seq, prev) = match &head {
+            Some(h) => (h.seq.saturating_add(1), h.hash.as_str()),
+            None => (1, GENESIS),
+        };
+        if e.seq != seq {
+            return Err(ChainError::Order { expected: seq, found: e.seq });
+        }
+        if e.prev != prev {
+            return Err(ChainError::Link { seq });
+        }
+        if chain_hash(e.seq, &e.prev, &e.event) != e.hash {
+            return Err(ChainError::Tampered { seq });
+        }
+        head = Some(e.head());
+    }
+    if let Some(want) = expected {
+        if head.as_ref() != Some(want) {
+            let (found, found_hash) = head.as_ref().map_or((0, String::new()), |h| (h.seq, h.hash.clone()));
+            return Err(ChainError::Head { expected: want.seq, found, found_hash });
+        }
+    }
+    Ok(head)
+}
+
+/// Reads a JSON-lines export (one [`ChainedEvent`] per line; blank lines ignored).
+///
+/// Errors: [`ChainError::Malformed`] with the line.
+pub fn read_export(text: &str) -> Result<Vec<ChainedEvent>, ChainError> {
+    let mut out = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let e: ChainedEvent =
+            serde_json::from_str(line).map_err(|e| ChainError::Malformed { line: n + 1, why: e.to_string() })?;
+        out.push(e);
+    }
+    Ok(out)
 }
 
 /// Where audit events go. Recording must not fail the action: a sink that cannot write keeps the error to

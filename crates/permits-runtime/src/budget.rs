@@ -35,15 +35,27 @@ impl Runtime {
     /// [`RuntimeError::Store`].
     pub fn raise_ceiling(&self, budget: &str, by: &str) -> Result<BudgetStatus, RuntimeError> {
         let table = self.table();
-        let Some(info) = table.budgets.get(budget) else { return Err(RuntimeError::UnknownBudget(budget.to_string())) };
-        if !holds(&table, by, &table.authority.supervises) {
-            return Err(RuntimeError::refused(
-                Refusal::NotDecider,
-                format!("only a supervisor installs a new ceiling for budget `{budget}`, not `{by}`"),
-            ));
-        }
-        self.transact(|tx, _| {
+        self.transact(|tx, events| {
+            let Some(info) = table.budgets.get(budget) else {
+                let message = format!("there is no budget `{budget}`");
+                self.refuse(events, by, About::Operation(budget), Refusal::NotConclusive, message);
+                return Err(RuntimeError::UnknownBudget(budget.to_string()));
+            };
+            if !holds(&table, by, &table.authority.supervises) {
+                let message = format!("only a supervisor installs a new ceiling for budget `{budget}`, not `{by}`");
+                return Err(self.refuse(events, by, About::Operation(budget), Refusal::NotDecider, message));
+            }
+            let before = tx.budget(budget)?.map(|r| r.installed_ceiling);
             ledger::install_ceiling(tx, budget, info)?;
+            let mut e = self.operation_event(EventKind::Ceiling, by, budget);
+            e.outcome = "installed".into();
+            e.reason = Some(format!(
+                "budget `{budget}`: the installed ceiling is {} {unit} (it was {})",
+                info.ceiling,
+                before.map_or("none".to_string(), |b| format!("{b} {}", info.unit)),
+                unit = info.unit
+            ));
+            events.push(e);
             Ok(ledger::status(tx, budget, info)?)
         })
     }
@@ -66,8 +78,11 @@ impl Runtime {
             let mut run = if proposal.is_none() { tx.run(holder)? } else { None };
             let who = proposal.as_ref().map(|p| p.agent.clone()).or_else(|| run.as_ref().map(|r| r.agent.clone()));
             let who = who.unwrap_or_default();
+            if let Err(message) = limits::check_value("the receipt", receipt, limits::MAX_RECEIPT_BYTES) {
+                return Err(self.refuse(events, &who, About::Operation(holder), Refusal::TooLarge, message));
+            }
             if let Some(r) = &run {
-                if r.claim.confirmed_at.is_none() {
+                if r.host_claim.confirmed_at.is_none() {
                     let message = format!(
                         "run `{}` is `{}` and was never sent: only what was sent is settled; nothing changes",
                         r.id, r.status
@@ -111,6 +126,14 @@ impl Runtime {
             } else {
                 ledger::release(tx, holder)?;
             }
+            let word = if accepted { "spent" } else { "released" };
+            let mut e = match &proposal {
+                Some(p) => self.proposal_event(EventKind::Settlement, Some(&who), p),
+                None => self.operation_event(EventKind::Settlement, &who, holder),
+            };
+            e.outcome = word.into();
+            e.reason = Some(format!("`{holder}`: {} {word} from budget `{}`", reservation.amount, reservation.budget));
+            events.push(e);
             if let Some(p) = &mut proposal {
                 if matches!(p.status, Status::Unknown | Status::Sending) {
                     p.status = if accepted { Status::Done } else { Status::Failed };
@@ -150,7 +173,10 @@ impl Runtime {
     pub fn resolve(&self, id: &str, by: &str, receipt: &Value) -> Result<Proposal, RuntimeError> {
         let table = self.table();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, by, id)?;
+            if let Err(message) = limits::check_value("the receipt", receipt, limits::MAX_RECEIPT_BYTES) {
+                return Err(self.refuse(events, by, About::Proposal(&p), Refusal::TooLarge, message));
+            }
             if !holds(&table, by, &table.authority.supervises) {
                 let message = format!("only a supervisor resolves proposal `{}`, not `{by}`", p.id);
                 return Err(self.refuse(events, by, About::Proposal(&p), Refusal::NotDecider, message));

@@ -11,7 +11,12 @@ impl Runtime {
     pub fn decide(&self, call: &Call) -> Result<Decision, RuntimeError> {
         let table = self.table();
         self.transact(|tx, events| {
-            let decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
+            let mut decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
+            if let Some(key) = &call.operation_key {
+                if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
+                    not_this_task(&mut decision, why);
+                }
+            }
             events.push(self.call_event(EventKind::Decision, Some(&call.agent), call, &decision));
             Ok(decision)
         })
@@ -27,9 +32,10 @@ impl Runtime {
         request: &ProposalRequest,
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Handled, RuntimeError> {
-        let decision = self.decide(&request.call)?;
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        let decision = self.decide(&call)?;
         match decision.level {
-            Level::Alone => self.run_alone(&request.call, run).map(|r| Handled::Ran(Box::new(r))),
+            Level::Alone => self.run_alone(&call, run).map(|r| Handled::Ran(Box::new(r))),
             Level::Never => Err(RuntimeError::refused(Refusal::Never, refusal_message(&decision))),
             Level::Propose | Level::ProposeEveryTime => self.propose(request).map(|p| Handled::Proposed(Box::new(p))),
         }
@@ -48,6 +54,7 @@ impl Runtime {
             let admitted = self.admit_alone_in(tx, events, &table, call, now, Runner::Closure)?;
             let mut e = self.call_event(EventKind::Execution, Some(&admitted.runs_as), call, &admitted.decision);
             e.outcome = "admitted".into();
+            e.authorized_by = Some(alone_authorization(&admitted.decision));
             events.push(e);
             let holder = admitted.holder.and_then(|(id, amount)| amount.map(|a| (id, a)));
             Ok((admitted.decision, admitted.runs_as, holder))
@@ -64,27 +71,44 @@ impl Runtime {
             destination: None,
             operation,
         });
-        if let Some((id, amount)) = &holder {
-            // Settle the alone spend: a conclusive accepted receipt spends, a failure releases, anything
-            // else keeps the reservation until [`Runtime::settle`].
-            self.transact(|tx, _| {
-                match &outcome {
+        // The outcome, and the settlement of an alone spend, are recorded in one transaction: a conclusive
+        // accepted receipt spends, a failure releases, anything else keeps the reservation until
+        // [`Runtime::settle`].
+        self.transact(|tx, events| {
+            if let Some((id, amount)) = &holder {
+                let settled = match &outcome {
                     RunOutcome::Done(receipt) => match conclusive(receipt, id, *amount) {
-                        Some(true) => ledger::settle_spent(tx, id)?,
-                        Some(false) => ledger::release(tx, id)?,
-                        None => {}
+                        Some(true) => Some(ledger::settle_spent(tx, id).map(|()| "spent")?),
+                        Some(false) => Some(ledger::release(tx, id).map(|()| "released")?),
+                        None => None,
                     },
-                    RunOutcome::Failed(_) => ledger::release(tx, id)?,
-                    RunOutcome::Unknown(_) => {}
+                    RunOutcome::Failed(_) => Some(ledger::release(tx, id).map(|()| "released")?),
+                    RunOutcome::Unknown(_) => None,
+                };
+                if let Some(word) = settled {
+                    let mut e = self.call_event(EventKind::Settlement, Some(&runs_as), call, &decision);
+                    e.outcome = word.into();
+                    e.proposal = Some(id.clone());
+                    e.reason = Some(format!("alone spend `{id}` of {amount}: {word}"));
+                    events.push(e);
                 }
-                Ok(())
-            })?;
-        }
-        let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
-        let (word, reason) = outcome_words(&outcome);
-        e.outcome = word.into();
-        e.reason = reason;
-        self.audit.record(&e);
+            }
+            let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
+            let (word, reason) = outcome_words(&outcome);
+            e.outcome = word.into();
+            e.reason = reason.map(|r| limits::cut(r, limits::MAX_REASON_BYTES));
+            e.authorized_by = Some(alone_authorization(&decision));
+            events.push(e);
+            Ok(())
+        })?;
         Ok(Ran { decision, runs_as, outcome })
+    }
+}
+
+/// How an alone call was authorized: by a standing rule, or by the policy.
+pub(crate) fn alone_authorization(decision: &Decision) -> Authorization {
+    match &decision.standing_rule {
+        Some(rule) => Authorization::StandingRule(rule.clone()),
+        None => Authorization::PolicyAlone,
     }
 }

@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use crate::execute::grant_authorization;
 use crate::*;
 
 /// Who runs an admitted tool, and so who answers for the host's permissions.
@@ -75,12 +76,13 @@ impl Claimed {
             arguments: p.arguments.clone(),
             requester: p.requester.clone(),
             accounts: vec![p.agent.clone()],
-            runs_as: p.claim.as_ref().map(|c| c.runs_as.clone()).or_else(|| p.ran_as.clone()).unwrap_or_default(),
+            runs_as: p.host_claim.as_ref().map(|c| c.runs_as.clone()).or_else(|| p.ran_as.clone()).unwrap_or_default(),
             destination: p.destination.clone(),
             operation: operation_id(p),
             status: p.status,
-            claim_token: p.claim.as_ref().map(|c| c.token.clone()),
-            confirmed: p.claim.as_ref().is_some_and(|c| c.confirmed_at.is_some()),
+            claim_token: p.claim.clone(),
+            // An execution of the runtime's own (`Runtime::execute`) is confirmed when it is admitted.
+            confirmed: p.host_claim.as_ref().map_or(p.ran_as.is_some(), |c| c.confirmed_at.is_some()),
             receipt: p.receipt.clone(),
             reason: p.reason.clone(),
         }
@@ -97,12 +99,12 @@ impl Claimed {
             arguments: r.arguments.clone(),
             requester: r.requester.clone(),
             accounts: vec![r.agent.clone()],
-            runs_as: r.claim.runs_as.clone(),
+            runs_as: r.host_claim.runs_as.clone(),
             destination: None,
             operation: r.id.clone(),
             status: r.status,
-            claim_token: Some(r.claim.token.clone()),
-            confirmed: r.claim.confirmed_at.is_some(),
+            claim_token: Some(r.token.clone()),
+            confirmed: r.host_claim.confirmed_at.is_some(),
             receipt: r.receipt.clone(),
             reason: r.reason.clone(),
         }
@@ -127,18 +129,10 @@ pub(crate) fn authority_message(agent: &str, runs_as: &str, tool: &str, refused:
     }
 }
 
-/// A claim token an embedded [`Runtime::execute`] or [`Runtime::run_alone`] makes for itself: unique in this
-/// process and across restarts (the clock's seconds and a counter).
-pub(crate) fn in_process_token(now: u64) -> String {
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    format!("in-process:{}:{now}:{n}", std::process::id())
-}
-
 /// What the claim step of a proposal found.
 pub(crate) enum ClaimStep {
-    /// Claimed now, by this token.
-    Claimed(Proposal),
+    /// Claimed now (by this token, if there is one), running as the person given.
+    Claimed(Proposal, String),
     /// Already claimed by this token: the same answer, nothing rechecked or changed.
     Again(Proposal),
     /// `done`: the stored receipt is the answer; nothing runs.
@@ -155,14 +149,14 @@ impl Runtime {
     /// whom it runs as; the host checks its own permissions and calls [`Runtime::confirm`] or
     /// [`Runtime::refuse_claim`]. Nothing is `sending` before the confirmation.
     ///
-    /// Errors: those of [`Runtime::execute`] but [`Refusal::Authority`], and [`Refusal::Claim`] (another token
-    /// holds it).
+    /// Errors: those of [`Runtime::execute`] but [`Refusal::Authority`], and [`Refusal::Claimed`] (another
+    /// token holds it).
     pub fn claim(&self, id: &str, token: &str, destination: Option<&str>) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            match self.claim_proposal_in(tx, events, &table, id, token, destination, now, Runner::Host)? {
-                ClaimStep::Claimed(p) | ClaimStep::Again(p) | ClaimStep::Done(p) => Ok(Claimed::of_proposal(&p)),
+            match self.claim_proposal_in(tx, events, &table, id, Some(token), destination, now, Runner::Host)? {
+                ClaimStep::Claimed(p, _) | ClaimStep::Again(p) | ClaimStep::Done(p) => Ok(Claimed::of_proposal(&p)),
             }
         })
     }
@@ -173,13 +167,16 @@ impl Runtime {
     /// same call answers as the first did; the same token for another call is refused. The host checks its
     /// own permissions and calls [`Runtime::confirm`] or [`Runtime::refuse_claim`].
     ///
-    /// Errors: [`Refusal::Never`], [`Refusal::MustPropose`], [`Refusal::Budget`], [`Refusal::Claim`],
+    /// Errors: [`Refusal::Never`], [`Refusal::MustPropose`], [`Refusal::Budget`], [`Refusal::Claimed`],
     /// [`RuntimeError::Store`].
     pub fn claim_alone(&self, request: &ProposalRequest, token: &str) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
         let call = &request.call;
         self.transact(|tx, events| {
+            if let Err(message) = limits::check_text("the claim token", token, limits::MAX_KEY_BYTES) {
+                return Err(self.refuse(events, &call.agent, About::Operation(token), Refusal::TooLarge, message));
+            }
             if let Some(run) = tx.run_by_token(token)? {
                 let same = run.agent == call.agent
                     && run.skill == call.skill
@@ -194,8 +191,10 @@ impl Runtime {
                     "the claim token was used for another call (run `{}`): a new call needs a new claim token",
                     run.id
                 );
-                return Err(self.refuse(events, &call.agent, About::Operation(&run.id), Refusal::Claim, message));
+                return Err(self.refuse(events, &call.agent, About::Operation(&run.id), Refusal::Claimed, message));
             }
+            let call = call.clone().in_task(request.operation_key.clone());
+            let call = &call;
             let admitted = self.admit_alone_in(tx, events, &table, call, now, Runner::Host)?;
             let Some((id, amount)) = admitted.holder else {
                 return Err(RuntimeError::Store(StoreError("an alone run recorded for a host has no id".into())));
@@ -211,8 +210,8 @@ impl Runtime {
                 standing_rule: admitted.decision.standing_rule.clone(),
                 amount,
                 status: Status::Granted,
-                claim: Claim {
-                    token: token.to_string(),
+                token: token.to_string(),
+                host_claim: HostClaim {
                     runs_as: admitted.runs_as.clone(),
                     claimed_at: now,
                     confirmed_at: None,
@@ -226,6 +225,7 @@ impl Runtime {
             let mut e = self.call_event(EventKind::Execution, Some(&admitted.runs_as), call, &admitted.decision);
             e.proposal = Some(run.id.clone());
             e.outcome = "claimed".into();
+            e.authorized_by = Some(crate::call::alone_authorization(&admitted.decision));
             events.push(e);
             Ok(Claimed::of_run(&run))
         })
@@ -236,7 +236,8 @@ impl Runtime {
     /// on another table than the one in force is dropped (a proposal is claimed again; an alone run fails,
     /// and the host calls again).
     ///
-    /// Errors: [`Refusal::Claim`] (no claim by this token, or the table changed), [`Refusal::Status`] (the
+    /// Errors: [`Refusal::Claimed`] (another token holds it), [`Refusal::NotClaimed`] (no claim by this
+    /// token, or the table changed), [`Refusal::Status`] (the
     /// proposal was revoked meanwhile), [`RuntimeError::UnknownExecution`], [`RuntimeError::Store`].
     pub fn confirm(&self, id: &str, token: &str) -> Result<Claimed, RuntimeError> {
         let table = self.table();
@@ -259,32 +260,32 @@ impl Runtime {
     /// runs `SetPrice` on behalf of `Mia`, who may not: only a manager may set a price"); a reservation is
     /// released. A retry with the same token answers the same.
     ///
-    /// Errors: [`Refusal::Claim`] (no claim by this token, or it was confirmed already), [`Refusal::Status`],
+    /// Errors: [`Refusal::Claimed`], [`Refusal::NotClaimed`] (no claim by this token, or it was confirmed
+    /// already), [`Refusal::Status`],
     /// [`RuntimeError::UnknownExecution`], [`RuntimeError::Store`].
     pub fn refuse_claim(&self, id: &str, token: &str, refused: Refused, why: &str) -> Result<Claimed, RuntimeError> {
         self.transact(|tx, events| match tx.proposal(id)? {
             Some(mut p) => {
-                let message = self.claim_token_holds(events, &p.agent, id, p.claim.as_ref(), token)?;
-                if let Some(done) = message {
-                    return Err(done);
+                if let Some(refused) = self.host_claim_holds(events, &p, token)? {
+                    return Err(refused);
                 }
                 if p.status == Status::Failed {
                     return Ok(Claimed::of_proposal(&p));
                 }
-                let runs_as = p.claim.as_ref().map(|c| c.runs_as.clone()).unwrap_or_default();
+                let runs_as = p.host_claim.as_ref().map(|c| c.runs_as.clone()).unwrap_or_default();
                 let message = authority_message(&p.agent, &runs_as, &p.tool, refused, why);
                 self.fail_claimed_in(tx, events, &mut p, message)?;
                 Ok(Claimed::of_proposal(&p))
             }
             None => {
                 let mut run = self.load_run(tx, id)?;
-                if let Some(refused) = self.claim_token_holds(events, &run.agent, id, Some(&run.claim), token)? {
+                if let Some(refused) = self.claim_token_holds(events, &run.agent, id, Some(&run.token), token)? {
                     return Err(refused);
                 }
                 if run.status == Status::Failed {
                     return Ok(Claimed::of_run(&run));
                 }
-                let message = authority_message(&run.agent, &run.claim.runs_as, &run.tool, refused, why);
+                let message = authority_message(&run.agent, &run.host_claim.runs_as, &run.tool, refused, why);
                 self.fail_run_in(tx, events, &mut run, message)?;
                 Ok(Claimed::of_run(&run))
             }
@@ -295,28 +296,28 @@ impl Runtime {
     /// is settled when the receipt is conclusive, spec §6), `failed` (a reservation is released) or
     /// `unknown`. A retry with the same token answers as the first report did and changes nothing.
     ///
-    /// Errors: [`Refusal::Claim`] (no claim by this token, or not confirmed yet),
+    /// Errors: [`Refusal::Claimed`], [`Refusal::NotClaimed`] (no claim by this token, or not confirmed yet),
     /// [`RuntimeError::UnknownExecution`], [`RuntimeError::Store`].
     pub fn record_outcome(&self, id: &str, token: &str, outcome: RunOutcome) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         self.transact(|tx, events| match tx.proposal(id)? {
             Some(mut p) => {
-                if let Some(refused) = self.claim_token_holds(events, &p.agent, id, p.claim.as_ref(), token)? {
+                if let Some(refused) = self.host_claim_holds(events, &p, token)? {
                     return Err(refused);
                 }
-                if p.claim.as_ref().is_none_or(|c| c.confirmed_at.is_none()) {
+                if p.host_claim.as_ref().is_none_or(|c| c.confirmed_at.is_none()) {
                     return Err(self.not_confirmed(events, &p.agent, id));
                 }
-                let runs_as = p.claim.as_ref().map(|c| c.runs_as.clone()).unwrap_or_default();
+                let runs_as = p.host_claim.as_ref().map(|c| c.runs_as.clone()).unwrap_or_default();
                 self.record_proposal_outcome_in(tx, events, &table, &mut p, &runs_as, outcome)?;
                 Ok(Claimed::of_proposal(&p))
             }
             None => {
                 let mut run = self.load_run(tx, id)?;
-                if let Some(refused) = self.claim_token_holds(events, &run.agent, id, Some(&run.claim), token)? {
+                if let Some(refused) = self.claim_token_holds(events, &run.agent, id, Some(&run.token), token)? {
                     return Err(refused);
                 }
-                if run.claim.confirmed_at.is_none() {
+                if run.host_claim.confirmed_at.is_none() {
                     return Err(self.not_confirmed(events, &run.agent, id));
                 }
                 self.record_run_outcome_in(tx, events, &mut run, outcome)?;
@@ -349,24 +350,43 @@ impl Runtime {
         events: &mut Vec<AuditEvent>,
         agent: &str,
         id: &str,
-        claim: Option<&Claim>,
+        held: Option<&str>,
         token: &str,
     ) -> Result<Option<RuntimeError>, RuntimeError> {
-        if claim.is_some_and(|c| c.token == token) {
-            return Ok(None);
-        }
-        let message = match claim {
-            Some(_) => format!("execution `{id}` is claimed with another claim token: nothing runs twice"),
-            None => format!("execution `{id}` is not claimed: claim it first"),
+        let (refusal, message) = match held {
+            Some(held) if held == token => return Ok(None),
+            Some(_) => {
+                (Refusal::Claimed, format!("execution `{id}` is claimed with another claim token: nothing runs twice"))
+            }
+            None => (Refusal::NotClaimed, format!("execution `{id}` is not claimed: claim it first")),
         };
-        Ok(Some(self.refuse(events, agent, About::Operation(id), Refusal::Claim, message)))
+        Ok(Some(self.refuse(events, agent, About::Operation(id), refusal, message)))
+    }
+
+    /// [`Runtime::claim_token_holds`] for a proposal claimed by a host that runs the tool itself: the token
+    /// must hold it, and the claim must be such a host's (an execution of the runtime's own is not
+    /// confirmed, refused or reported through the protocol).
+    fn host_claim_holds(
+        &self,
+        events: &mut Vec<AuditEvent>,
+        p: &Proposal,
+        token: &str,
+    ) -> Result<Option<RuntimeError>, RuntimeError> {
+        if let Some(refused) = self.claim_token_holds(events, &p.agent, &p.id, p.claim.as_deref(), token)? {
+            return Ok(Some(refused));
+        }
+        if p.host_claim.is_none() {
+            let message = format!("execution `{}` was executed by the runtime's host itself: nothing to confirm", p.id);
+            return Ok(Some(self.refuse(events, &p.agent, About::Operation(&p.id), Refusal::NotClaimed, message)));
+        }
+        Ok(None)
     }
 
     fn not_confirmed(&self, events: &mut Vec<AuditEvent>, agent: &str, id: &str) -> RuntimeError {
         let message = format!(
             "execution `{id}` is claimed but not confirmed: confirm it (or refuse it) before it runs and reports"
         );
-        self.refuse(events, agent, About::Operation(id), Refusal::Claim, message)
+        self.refuse(events, agent, About::Operation(id), Refusal::NotClaimed, message)
     }
 
     /// The claim step of [`Runtime::execute`] and [`Runtime::claim`]: every check of spec §5 "Execute"; with
@@ -378,13 +398,16 @@ impl Runtime {
         events: &mut Vec<AuditEvent>,
         table: &Table,
         id: &str,
-        token: &str,
+        token: Option<&str>,
         destination: Option<&str>,
         now: u64,
         runner: Runner,
     ) -> Result<ClaimStep, RuntimeError> {
-        let mut p = load(tx, id)?;
+        let mut p = self.load_for(tx, events, "", id)?;
         let agent = p.agent.clone();
+        if let Some(Err(message)) = token.map(|c| limits::check_text("the claim token", c, limits::MAX_KEY_BYTES)) {
+            return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::TooLarge, message));
+        }
         if destination != p.destination.as_deref() {
             let message = format!(
                 "the destination {} is not the approved one ({}): nothing runs",
@@ -393,8 +416,17 @@ impl Runtime {
             );
             return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::Destination, message));
         }
-        if p.claim.as_ref().is_some_and(|c| c.token == token) {
-            return Ok(ClaimStep::Again(p));
+        if let (Some(token), Some(held)) = (token, p.claim.as_deref()) {
+            if token == held {
+                // A retry of the same claim: the claim or the receipt again, nothing runs.
+                let mut e = self.proposal_event(EventKind::Execution, Some(&agent), &p);
+                e.reason = Some(format!("a retry of claim `{token}`: nothing runs again"));
+                events.push(e);
+                return Ok(ClaimStep::Again(p));
+            }
+            let message =
+                format!("proposal `{}` was executed under another claim: its grant is consumed; nothing runs", p.id);
+            return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::Claimed, message));
         }
         if p.status == Status::Done {
             events.push(self.proposal_event(EventKind::Execution, Some(&agent), &p));
@@ -411,11 +443,12 @@ impl Runtime {
         }
         self.check_status(events, &agent, &p, "executed", &[Status::Granted])?;
         if p.claim.is_some() {
+            // Claimed by a host that runs the tool itself, and not yet confirmed: the grant is bound to it.
             let message = format!(
                 "proposal `{}` is claimed with another claim token: its grant is consumed, and it runs at most once",
                 p.id
             );
-            return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::Claim, message));
+            return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::Claimed, message));
         }
         let Some(grant) = p.grant.clone() else {
             let message = format!("proposal `{}` has no grant: nothing runs", p.id);
@@ -484,28 +517,50 @@ impl Runtime {
                 return not_now(tx, events, &mut p, Refusal::Budget, message);
             }
         }
-        p.claim = Some(Claim {
-            token: token.to_string(),
+        p.claim = token.map(str::to_string);
+        if runner == Runner::Closure {
+            if let Err(message) = self.admit(&p.agent, &runs_as, &p.tool, &p.arguments) {
+                p.status = Status::Failed;
+                p.reason = Some(message.clone());
+                p.claim = None;
+                ledger::release(tx, &p.id)?;
+                tx.put_proposal(&p)?;
+                return Err(self.refuse(events, &runs_as, About::Proposal(&p), Refusal::Authority, message));
+            }
+            return Ok(ClaimStep::Claimed(p, runs_as));
+        }
+        p.host_claim = Some(HostClaim {
             runs_as: runs_as.clone(),
             claimed_at: now,
             confirmed_at: None,
             table_digest: table.header.table_digest.clone(),
         });
-        if runner == Runner::Closure {
-            if let Err(message) = self.admit(&p.agent, &runs_as, &p.tool, &p.arguments) {
-                self.fail_claimed_in(tx, events, &mut p, message.clone())?;
-                return Err(RuntimeError::refused(Refusal::Authority, message));
-            }
-            return Ok(ClaimStep::Claimed(p));
-        }
         tx.put_proposal(&p)?;
         let mut e = self.proposal_event(EventKind::Execution, Some(&runs_as), &p);
         e.outcome = "claimed".into();
+        e.authorized_by = grant_authorization(&p);
         events.push(e);
-        Ok(ClaimStep::Claimed(p))
+        Ok(ClaimStep::Claimed(p, runs_as))
     }
 
-    /// The confirmation of a proposal's claim: `sending`, the grant consumed.
+    /// The admission: the grant is consumed (`sending`), running as `runs_as`.
+    pub(crate) fn send_in(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        p: &mut Proposal,
+        runs_as: &str,
+    ) -> Result<(), RuntimeError> {
+        p.status = Status::Sending;
+        p.ran_as = Some(runs_as.to_string());
+        tx.put_proposal(p)?;
+        let mut e = self.proposal_event(EventKind::Execution, Some(runs_as), p);
+        e.authorized_by = grant_authorization(p);
+        events.push(e);
+        Ok(())
+    }
+
+    /// The confirmation of a proposal's claim by its host: `sending`, the grant consumed.
     pub(crate) fn confirm_proposal_in(
         &self,
         tx: &mut dyn Transaction,
@@ -516,31 +571,28 @@ impl Runtime {
         now: u64,
     ) -> Result<(), RuntimeError> {
         let agent = p.agent.clone();
-        if let Some(refused) = self.claim_token_holds(events, &agent, &p.id, p.claim.as_ref(), token)? {
+        if let Some(refused) = self.host_claim_holds(events, p, token)? {
             return Err(refused);
         }
-        if p.claim.as_ref().is_some_and(|c| c.confirmed_at.is_some()) {
+        if p.host_claim.as_ref().is_some_and(|c| c.confirmed_at.is_some()) {
             return Ok(());
         }
         self.check_status(events, &agent, p, "confirmed", &[Status::Granted])?;
-        let Some(claim) = p.claim.as_mut() else { return Ok(()) };
+        let Some(claim) = p.host_claim.as_mut() else { return Ok(()) };
         if claim.table_digest != table.header.table_digest {
             // The recheck was on another table: it must be done again on this one.
+            p.host_claim = None;
             p.claim = None;
             tx.put_proposal(p)?;
             let message = format!(
                 "the table changed since proposal `{}` was claimed: claim it again, and it is rechecked on the table in force",
                 p.id
             );
-            return Err(self.refuse(events, &agent, About::Proposal(p), Refusal::Claim, message));
+            return Err(self.refuse(events, &agent, About::Proposal(p), Refusal::NotClaimed, message));
         }
         claim.confirmed_at = Some(now);
         let runs_as = claim.runs_as.clone();
-        p.status = Status::Sending;
-        p.ran_as = Some(runs_as.clone());
-        tx.put_proposal(p)?;
-        events.push(self.proposal_event(EventKind::Execution, Some(&runs_as), p));
-        Ok(())
+        self.send_in(tx, events, p, &runs_as)
     }
 
     /// A claimed proposal the host's permissions refused: `failed`, final, its reservation released.
@@ -551,13 +603,13 @@ impl Runtime {
         p: &mut Proposal,
         message: String,
     ) -> Result<(), RuntimeError> {
-        if p.claim.as_ref().is_some_and(|c| c.confirmed_at.is_some()) {
+        if p.host_claim.as_ref().is_some_and(|c| c.confirmed_at.is_some()) {
             let message = format!("execution `{}` was confirmed: it ran or runs; report its outcome instead", p.id);
-            return Err(self.refuse(events, &p.agent.clone(), About::Proposal(p), Refusal::Claim, message));
+            return Err(self.refuse(events, &p.agent.clone(), About::Proposal(p), Refusal::NotClaimed, message));
         }
         let agent = p.agent.clone();
         self.check_status(events, &agent, p, "refused", &[Status::Granted])?;
-        let runs_as = p.claim.as_ref().map(|c| c.runs_as.clone()).unwrap_or_default();
+        let runs_as = p.host_claim.as_ref().map(|c| c.runs_as.clone()).unwrap_or_default();
         p.status = Status::Failed;
         p.reason = Some(message.clone());
         ledger::release(tx, &p.id)?;
@@ -615,13 +667,17 @@ impl Runtime {
         };
         // A proposal revoked while sending stays revoked (the other side may have acted); its receipt is
         // still kept.
+        // Spec §5a "Bounded input, durable output": what the host reported is stored within the limits (the
+        // settlement above was judged on the receipt itself), so the record always reads back.
         if p.status == Status::Sending {
             p.status = status;
-            p.reason = reason;
+            p.reason = reason.map(|r| limits::cut(r, limits::MAX_REASON_BYTES));
         }
-        p.receipt = receipt;
+        p.receipt = receipt.map(limits::storable_receipt);
         tx.put_proposal(p)?;
-        events.push(self.proposal_event(EventKind::Execution, Some(runs_as), p));
+        let mut e = self.proposal_event(EventKind::Execution, Some(runs_as), p);
+        e.authorized_by = grant_authorization(p);
+        events.push(e);
         Ok(())
     }
 
@@ -638,7 +694,12 @@ impl Runtime {
         now: u64,
         runner: Runner,
     ) -> Result<AloneAdmission, RuntimeError> {
-        let decision = decide_with(table, call, &tx.rules()?, now);
+        let mut decision = decide_with(table, call, &tx.rules()?, now);
+        if let Some(key) = &call.operation_key {
+            if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
+                not_this_task(&mut decision, why);
+            }
+        }
         match decision.level {
             Level::Alone => {}
             Level::Never => {
@@ -690,6 +751,10 @@ impl Runtime {
                 tx.put_rule(&rule)?;
             }
         }
+        // Spec §5a: the first call under a key binds the task (the check above found no other).
+        if let Some(key) = &call.operation_key {
+            self.check_task(tx, events, key, call, Binding::Bind)?;
+        }
         Ok(AloneAdmission { decision, runs_as, holder })
     }
 
@@ -702,25 +767,25 @@ impl Runtime {
         token: &str,
         now: u64,
     ) -> Result<(), RuntimeError> {
-        if let Some(refused) = self.claim_token_holds(events, &run.agent, &run.id, Some(&run.claim), token)? {
+        if let Some(refused) = self.claim_token_holds(events, &run.agent, &run.id, Some(&run.token), token)? {
             return Err(refused);
         }
-        if run.claim.confirmed_at.is_some() {
+        if run.host_claim.confirmed_at.is_some() {
             return Ok(());
         }
         if run.status != Status::Granted {
             let message = format!("run `{}` is `{}`: it cannot be confirmed", run.id, run.status);
             return Err(self.refuse(events, &run.agent, About::Operation(&run.id), Refusal::Status, message));
         }
-        if run.claim.table_digest != table.header.table_digest {
+        if run.host_claim.table_digest != table.header.table_digest {
             let message = format!(
                 "the table changed since run `{}` was admitted: it does not run; call again, and the call is decided on the table in force",
                 run.id
             );
             self.fail_run_in(tx, events, run, message.clone())?;
-            return Err(RuntimeError::refused(Refusal::Claim, message));
+            return Err(RuntimeError::refused(Refusal::NotClaimed, message));
         }
-        run.claim.confirmed_at = Some(now);
+        run.host_claim.confirmed_at = Some(now);
         run.status = Status::Sending;
         tx.put_run(run)?;
         events.push(self.run_event(run));
@@ -734,9 +799,9 @@ impl Runtime {
         run: &mut Run,
         message: String,
     ) -> Result<(), RuntimeError> {
-        if run.claim.confirmed_at.is_some() {
+        if run.host_claim.confirmed_at.is_some() {
             let message = format!("run `{}` was confirmed: it ran or runs; report its outcome instead", run.id);
-            return Err(self.refuse(events, &run.agent, About::Operation(&run.id), Refusal::Claim, message));
+            return Err(self.refuse(events, &run.agent, About::Operation(&run.id), Refusal::NotClaimed, message));
         }
         run.status = Status::Failed;
         run.reason = Some(message.clone());
@@ -800,7 +865,7 @@ impl Runtime {
         AuditEvent {
             at: self.clock.now(),
             kind: EventKind::Execution,
-            who: Some(run.claim.runs_as.clone()),
+            who: Some(run.host_claim.runs_as.clone()),
             agent: run.agent.clone(),
             skill: run.skill.clone(),
             tool: run.tool.clone(),
@@ -809,6 +874,10 @@ impl Runtime {
             rule: run.standing_rule.clone(),
             outcome: run.status.to_string(),
             reason: run.reason.clone(),
+            authorized_by: Some(match &run.standing_rule {
+                Some(rule) => Authorization::StandingRule(rule.clone()),
+                None => Authorization::PolicyAlone,
+            }),
         }
     }
 }

@@ -22,6 +22,10 @@ pub struct Call {
     /// The person the work is for (a person of the table); `None` when it is for nobody, and then the
     /// agent's sponsor stands in.
     pub requester: Option<String>,
+    /// The host's operation key: the task the call belongs to (spec §5a "Tasks"). [`crate::Runtime::call`]
+    /// and [`crate::Runtime::propose`] take it from the request; a call that names one is checked against
+    /// the task's binding (and binds it, when it runs alone).
+    pub operation_key: Option<String>,
 }
 
 impl Call {
@@ -33,6 +37,7 @@ impl Call {
             tool: tool.into(),
             arguments: Value::Object(Map::new()),
             requester: None,
+            operation_key: None,
         }
     }
 
@@ -45,6 +50,12 @@ impl Call {
     /// The same call, in work done for `person`.
     pub fn for_person(mut self, person: impl Into<String>) -> Call {
         self.requester = Some(person.into());
+        self
+    }
+
+    /// The same call, under this operation key (its task).
+    pub fn in_task(mut self, operation_key: impl Into<String>) -> Call {
+        self.operation_key = Some(operation_key.into());
         self
     }
 
@@ -284,15 +295,34 @@ pub(crate) fn holds(table: &Table, person: &str, holders: &[Holder]) -> bool {
     })
 }
 
-/// The fingerprint of a proposal (spec §5): SHA-256 (hex) of the canonical JSON of {agent, skill, tool,
-/// entry_digest, arguments, covered_version, destination}; an absent version or destination is `null`.
+/// The fingerprint format this runtime writes (spec §5): 2 adds the person the work is for, the delegation
+/// chain (empty for now), the mode (none for now) and the instruction version. A proposal of another
+/// format is `stale` when it is decided or executed (never silently re-bound).
+pub const FINGERPRINT_FORMAT: u32 = 2;
+
+/// The fingerprint of a proposal with no instruction version: [`fingerprint_with`] with `None`.
 pub fn fingerprint(
     call: &Call,
     entry_digest: &str,
     covered_version: Option<&str>,
     destination: Option<&str>,
 ) -> String {
+    fingerprint_with(call, entry_digest, covered_version, destination, None)
+}
+
+/// The fingerprint of a proposal (spec §5), format [`FINGERPRINT_FORMAT`]: SHA-256 (hex) of the canonical
+/// JSON of {`v`: 2, agent, skill, tool, entry_digest, arguments, covered_version, destination, `person`
+/// (the person the work is for), `chain` (`[]`: no delegation yet), `mode` (`null`: no modes yet),
+/// `instruction_version`}; an absent version, destination, person or instruction version is `null`.
+pub fn fingerprint_with(
+    call: &Call,
+    entry_digest: &str,
+    covered_version: Option<&str>,
+    destination: Option<&str>,
+    instruction_version: Option<&str>,
+) -> String {
     let value = serde_json::json!({
+        "v": FINGERPRINT_FORMAT,
         "agent": call.agent,
         "skill": call.skill,
         "tool": call.tool,
@@ -300,6 +330,10 @@ pub fn fingerprint(
         "arguments": call.arguments,
         "covered_version": covered_version,
         "destination": destination,
+        "person": call.requester,
+        "chain": [],
+        "mode": null,
+        "instruction_version": instruction_version,
     });
     sha256_hex(canonical_value(&value).as_bytes())
 }

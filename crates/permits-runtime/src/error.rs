@@ -52,13 +52,19 @@ pub enum Refusal {
     /// A receipt that does not name the operation and amount, or a settlement of something not awaiting
     /// one (spec §6 "Settlement"): nothing changes.
     NotConclusive,
+    /// An input over one of the runtime's documented limits (spec §5a "Bounded input", [`crate::limits`]):
+    /// nothing is stored.
+    TooLarge,
+    /// An execution under a claim token other than the one that consumed the grant (spec §5a "Idempotent
+    /// execution"): nothing runs.
+    Claimed,
     /// `settle` or `resolve` of an operation whose execution was never admitted (spec §5a "Settlement
     /// follows a send"): nothing changes.
     NotSent,
-    /// The claim token does not hold the execution (spec §5a "Idempotent execution"): another token claimed
-    /// it, it is not claimed (or not confirmed) yet, the token was used for another call, or the table
-    /// changed since the claim. Nothing runs.
-    Claim,
+    /// The execution protocol's order was not kept (a host that runs the tool itself): the execution is not
+    /// claimed with this token, not confirmed yet (or confirmed already), or the table changed since the
+    /// claim (claim it again). Nothing runs.
+    NotClaimed,
 }
 
 /// An error of a [`crate::Runtime`] operation.
@@ -81,9 +87,15 @@ pub enum RuntimeError {
     /// No proposal or alone run has this id.
     #[error("there is no execution `{0}`")]
     UnknownExecution(String),
+    /// No call ever bound this operation key (spec §5a "Tasks").
+    #[error("there is no task `{0}`")]
+    UnknownTask(String),
     /// The table declares no budget of this name.
     #[error("there is no budget `{0}`")]
     UnknownBudget(String),
+    /// A table was not installed, or this runtime's table is not the store's current one (spec §5a).
+    #[error("{0}")]
+    Table(#[from] crate::signing::TableRefusal),
     /// The store failed; nothing of the operation was recorded.
     #[error("the store failed: {0}")]
     Store(#[from] StoreError),

@@ -17,22 +17,51 @@ impl Runtime {
     /// `granted`, the reason recorded), [`Refusal::Authority`], [`Refusal::ProposalExpired`],
     /// [`Refusal::Status`], [`Refusal::UnknownVersion`], [`RuntimeError::UnknownProposal`],
     /// [`RuntimeError::Store`].
+    ///
+    /// Without a claim token a retry after a lost answer is refused while the proposal is `sending` or
+    /// `unknown`; a host that can lose an answer uses [`Runtime::execute_claimed`].
     pub fn execute(
         &self,
         id: &str,
         destination: Option<&str>,
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Execution, RuntimeError> {
+        self.execute_with(id, destination, None, run)
+    }
+
+    /// [`Runtime::execute`] with the host's claim token (spec §5a "Idempotent execution"): the admission
+    /// records `claim` on the proposal; a retry with the same token (an acknowledgement that was lost)
+    /// returns the same claim or receipt, and runs nothing, whatever the proposal's status since (`sending`,
+    /// `unknown`, `done`, `failed`, `revoked`); another token on a consumed grant is refused.
+    ///
+    /// Errors: those of [`Runtime::execute`], and [`Refusal::Claimed`] (the grant was consumed under another
+    /// token).
+    pub fn execute_claimed(
+        &self,
+        id: &str,
+        destination: Option<&str>,
+        claim: &str,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Execution, RuntimeError> {
+        self.execute_with(id, destination, Some(claim), run)
+    }
+
+    fn execute_with(
+        &self,
+        id: &str,
+        destination: Option<&str>,
+        claim: Option<&str>,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Execution, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
-        // The execution protocol of a host that runs tools elsewhere (claim, confirm, outcome), with the
-        // runtime's own authority in the host's place: claim and confirmation are one transaction here.
-        let token = claim::in_process_token(now);
+        // The execution protocol of a host that runs tools elsewhere (claim, confirm, outcome; `claim.rs`),
+        // with the runtime's own authority in the host's place: claim and admission are one transaction.
         let admitted = self.transact(|tx, events| {
-            match self.claim_proposal_in(tx, events, &table, id, &token, destination, now, Runner::Closure)? {
-                ClaimStep::Done(_) => Ok(None),
-                ClaimStep::Claimed(mut p) | ClaimStep::Again(mut p) => {
-                    self.confirm_proposal_in(tx, events, &table, &mut p, &token, now)?;
+            match self.claim_proposal_in(tx, events, &table, id, claim, destination, now, Runner::Closure)? {
+                ClaimStep::Done(_) | ClaimStep::Again(_) => Ok(None),
+                ClaimStep::Claimed(mut p, runs_as) => {
+                    self.send_in(tx, events, &mut p, &runs_as)?;
                     Ok(Some(p))
                 }
             }
@@ -58,5 +87,15 @@ impl Runtime {
             Ok(p)
         })?;
         Ok(Execution { proposal, ran: true })
+    }
+}
+
+/// How a proposal's execution was authorized: the person who approved it, or an automatic grant.
+pub(crate) fn grant_authorization(p: &Proposal) -> Option<Authorization> {
+    let grant = p.grant.as_ref()?;
+    match (grant.basis, &grant.approver) {
+        (Basis::Operator, Some(person)) => Some(Authorization::Person(person.clone())),
+        (Basis::Automatic, _) => Some(Authorization::AutomaticGrant),
+        _ => None,
     }
 }

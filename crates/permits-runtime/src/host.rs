@@ -85,6 +85,14 @@ pub trait Versions {
     /// The covered version now, as an opaque string (`r1`); `None` when the host cannot say, which refuses
     /// the call (an unknown version is never a match).
     fn covered_version(&self, query: VersionQuery<'_>) -> Option<String>;
+
+    /// The version of the instructions `agent` works under now (its prompt set), as an opaque string, or
+    /// `None` when the host gives none (the default). It is in every proposal's fingerprint (spec §5): a
+    /// proposal made under other instructions is `stale` when it is approved or executed.
+    fn instruction_version(&self, agent: &str) -> Option<String> {
+        let _ = agent;
+        None
+    }
 }
 
 /// A [`Versions`] that knows nothing: every tool with a `version` is refused. The default, so a host that

@@ -10,7 +10,11 @@
 //! [`Runtime::execute`]s a granted proposal (the single authorization point: everything is rechecked).
 //!
 //! Every state change is one store transaction; every decision, proposal, grant, execution, rejection,
-//! revocation, rule change and refusal is an [`AuditEvent`].
+//! revocation, rule change, settlement, table install and refusal is an [`AuditEvent`], appended to the
+//! store's one hash chain ([`ChainedEvent`]) in that same transaction (spec §5a). An operation key is one
+//! task ([`Task`]); the store has one current table ([`Runtime::install_table`], signed tables in
+//! [`signing`]); every accepted size and depth is in [`limits`]; what a person reads has its invisible
+//! characters made visible ([`display`]).
 //!
 //! Host callbacks ([`Authority`], [`Naming`], [`Versions`]) are called while the runtime holds a store
 //! transaction: they must not call back into the runtime. The closure that runs a tool is called outside
@@ -50,7 +54,9 @@ pub mod display;
 mod error;
 mod host;
 mod ledger;
+pub mod limits;
 mod records;
+pub mod signing;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
@@ -61,10 +67,12 @@ mod call; // decide, call, run alone
 mod claim; // the execution protocol: claim, confirm or refuse, the outcome
 mod events; // audit events and the one refusal helper
 mod execute; // the single authorization point
+mod install; // one current table per store: installs, rollbacks, signatures
 mod lifecycle; // approve, reject, withdraw, revoke, the recheck, expiry
 mod offer; // levels and the tools to offer the model
 mod propose; // proposals, automatic grants, supersession
 mod rules; // standing rules
+mod tasks; // tasks: the operation key's binding, `end_task`
 mod words; // what a person reads: refusal messages, reasons, routes
 
 #[cfg(test)]
@@ -75,16 +83,19 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use serde_json::Value;
 
-pub use audit::{AuditEvent, AuditSink, EventKind, JsonLinesSink, MemorySink, NullSink};
+pub use audit::{
+    AuditEvent, AuditHead, AuditSink, Authorization, ChainError, ChainedEvent, EventKind, GENESIS, JsonLinesSink,
+    MemorySink, NullSink, read_export, verify_chain,
+};
 pub use claim::{Claimed, Refused};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use decision::{Call, Decision, decide_table, fingerprint};
+pub use decision::{Call, Decision, FINGERPRINT_FORMAT, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};
 pub use records::{
-    Basis, BudgetRecord, Claim, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, Run, Scope,
-    ShownArgument, StandingRule, Status, WorkFor,
+    Basis, BudgetRecord, Decider, Evidence, Grant, HostClaim, Proposal, Reservation, RuleRevocation, Run, Scope,
+    ShownArgument, StandingRule, Status, TableInstall, Task, WorkFor,
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::SqliteStore;
@@ -94,7 +105,10 @@ use decision::{decide_with, entry_level, holds, resolve_decider};
 use events::About;
 use lifecycle::{may_decide, route_source};
 
+use install::Current;
 use ledger::Reserve;
+pub use signing::{TableRefusal, TableSignature, TrustedKeys};
+use tasks::{Binding, not_this_task};
 use words::{outcome_words, reasons_for, refusal_message, route_words, words_of};
 
 use crate::table::{Level, ParamInfo, Reason, Route, Table};
@@ -268,7 +282,8 @@ pub struct OfferedTool {
 /// The embedded runtime (spec §5). Cheap to share between threads (`&Runtime` is enough for every
 /// operation).
 pub struct Runtime {
-    table: RwLock<Arc<Table>>,
+    current: RwLock<Current>,
+    trusted: TrustedKeys,
     store: Box<dyn Store + Send + Sync>,
     clock: Box<dyn Clock + Send + Sync>,
     authority: Box<dyn Authority + Send + Sync>,
@@ -289,7 +304,8 @@ impl Runtime {
     /// no audit sink.
     pub fn new(table: Table, authority: impl Authority + Send + Sync + 'static) -> Runtime {
         Runtime {
-            table: RwLock::new(Arc::new(table)),
+            current: RwLock::new(Current { table: Arc::new(table), signature: None }),
+            trusted: TrustedKeys::default(),
             store: Box::new(MemoryStore::new()),
             clock: Box::new(SystemClock),
             authority: Box::new(authority),
@@ -329,30 +345,50 @@ impl Runtime {
         self
     }
 
-    /// The table in force.
-    pub fn table(&self) -> Arc<Table> {
-        self.table.read().unwrap_or_else(PoisonError::into_inner).clone()
+    /// The same runtime trusting these keys to sign its tables (spec §5a): from then on it installs only
+    /// tables signed by one of them (see [`Runtime::with_signature`], [`Runtime::replace_table_signed`]).
+    pub fn with_trusted_keys(mut self, keys: TrustedKeys) -> Runtime {
+        self.trusted = keys;
+        self
     }
 
-    /// Swaps in another table (a recompiled policy, already verified by [`Table::load`]). Waiting and
-    /// granted proposals are re-decided on it when they are approved or executed: a changed entry makes
-    /// them `stale`, a `never` makes them final.
-    pub fn replace_table(&self, table: Table) {
-        *self.table.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(table);
+    /// The same runtime with the signature of the table it was built with (`permitc compile --sign`),
+    /// checked when the table is installed in the store.
+    pub fn with_signature(self, signature: TableSignature) -> Runtime {
+        self.current.write().unwrap_or_else(PoisonError::into_inner).signature = Some(signature);
+        self
+    }
+
+    /// The table in force.
+    pub fn table(&self) -> Arc<Table> {
+        self.current.read().unwrap_or_else(PoisonError::into_inner).table.clone()
     }
 
     /// Runs `f` in one store transaction and commits it, also when `f` returns a refusal (a refusal may
     /// record a final status, and writes nothing it should not); a store error rolls everything back.
-    /// Audit events are delivered after the commit.
+    /// The events `f` pushes are appended to the store's audit chain in the same transaction, and handed
+    /// to the sink after the commit.
     pub(crate) fn transact<R>(
         &self,
         f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<R, RuntimeError>,
     ) -> Result<R, RuntimeError> {
         let mut tx = self.store.begin()?;
         let mut events = Vec::new();
-        let result = f(tx.as_mut(), &mut events);
+        // Spec §5a: a runtime whose table is not the store's current one changes nothing (the refusal
+        // itself is audited); the first transaction on an empty store installs the runtime's table.
+        let result = match self.ensure_current(tx.as_mut(), &mut events) {
+            Ok(()) => f(tx.as_mut(), &mut events),
+            Err(e) => Err(e),
+        };
         if let Err(RuntimeError::Store(_)) = &result {
             return result;
+        }
+        // Spec §5a: every event joins the store's one chain in the transaction of the change it records.
+        let mut head = tx.audit_head()?;
+        for event in &events {
+            let chained = ChainedEvent::after(head.as_ref(), event.clone());
+            tx.append_audit(&chained)?;
+            head = Some(chained.head());
         }
         tx.commit()?;
         for event in &events {
@@ -404,6 +440,38 @@ pub fn operation_id(p: &Proposal) -> String {
     format!("{}:{}", p.operation_key, p.id)
 }
 
+/// Checks a proposal request against the documented limits ([`limits`]).
+pub(crate) fn check_request(request: &ProposalRequest) -> Result<(), String> {
+    limits::check_text("the operation key", &request.operation_key, limits::MAX_KEY_BYTES)?;
+    if let Some(d) = &request.destination {
+        limits::check_text("the destination", d, limits::MAX_KEY_BYTES)?;
+    }
+    limits::check_value("the arguments", &request.call.arguments, limits::MAX_ARGUMENTS_BYTES)?;
+    limits::check_text("why", &request.why, limits::MAX_WHY_BYTES)?;
+    if request.evidence.len() > limits::MAX_EVIDENCE_ITEMS {
+        return Err(format!(
+            "the evidence has {} items: at most {} are accepted",
+            request.evidence.len(),
+            limits::MAX_EVIDENCE_ITEMS
+        ));
+    }
+    let mut total = 0usize;
+    for (n, e) in request.evidence.iter().enumerate() {
+        total += limits::check_value(
+            &format!("evidence item {}'s arguments", n + 1),
+            &e.arguments,
+            limits::MAX_EVIDENCE_BYTES,
+        )?;
+        total +=
+            limits::check_value(&format!("evidence item {}'s answer", n + 1), &e.answer, limits::MAX_EVIDENCE_BYTES)?;
+        total += e.tool.len();
+    }
+    if total > limits::MAX_EVIDENCE_BYTES {
+        return Err(format!("the evidence is {total} bytes: at most {} are accepted", limits::MAX_EVIDENCE_BYTES));
+    }
+    Ok(())
+}
+
 pub(crate) fn load(tx: &mut dyn Transaction, id: &str) -> Result<Proposal, RuntimeError> {
     tx.proposal(id)?.ok_or_else(|| RuntimeError::UnknownProposal(id.to_string()))
 }
@@ -415,5 +483,6 @@ pub(crate) fn proposal_call(p: &Proposal) -> Call {
         tool: p.tool.clone(),
         arguments: p.arguments.clone(),
         requester: p.requester.clone(),
+        operation_key: Some(p.operation_key.clone()),
     }
 }

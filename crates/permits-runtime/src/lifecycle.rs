@@ -25,7 +25,7 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             self.check_status(events, person, &p, "approved", &[Status::Waiting, Status::Granted])?;
             if let Err(message) = may_decide(&table, &p, person) {
@@ -119,8 +119,11 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
+            if let Err(message) = limits::check_text("the reason", reason, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, person, About::Proposal(&p), Refusal::TooLarge, message));
+            }
             if !display::has_visible(reason) {
                 let message = "a rejection needs a reason: the agent is told it".to_string();
                 return Err(self.refuse(events, person, About::Proposal(&p), Refusal::ReasonRequired, message));
@@ -146,7 +149,7 @@ impl Runtime {
     pub fn withdraw(&self, id: &str, by: Principal<'_>) -> Result<Proposal, RuntimeError> {
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, by.name(), id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             let allowed = match by {
                 Principal::Agent(a) => a == p.agent,
@@ -182,10 +185,13 @@ impl Runtime {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            let mut p = load(tx, id)?;
+            let mut p = self.load_for(tx, events, person, id)?;
             self.expire_if_due(tx, events, &mut p, now)?;
             if p.status == Status::Revoked {
                 return Ok(p);
+            }
+            if let Err(message) = limits::check_text("the reason", why, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, person, About::Proposal(&p), Refusal::TooLarge, message));
             }
             if !holds(&table, person, &table.authority.supervises) {
                 if let Err(message) = may_decide(&table, &p, person) {
@@ -284,13 +290,27 @@ impl Runtime {
             Ok(v) => v,
             Err(message) => return Err(self.refuse(events, who, About::Proposal(p), Refusal::UnknownVersion, message)),
         };
-        let current = decision
-            .entry_digest
-            .as_deref()
-            .map(|digest| fingerprint(&call, digest, version.as_deref(), p.destination.as_deref()));
+        let instructions = self.versions.instruction_version(&p.agent);
+        let current = decision.entry_digest.as_deref().map(|digest| {
+            fingerprint_with(&call, digest, version.as_deref(), p.destination.as_deref(), instructions.as_deref())
+        });
         let same_tool = decision.definition_digest.as_deref() == Some(p.definition_digest.as_str());
-        if current.as_deref() != Some(p.fingerprint.as_str()) || !same_tool {
+        let same_format = p.fingerprint_format == FINGERPRINT_FORMAT;
+        if current.as_deref() != Some(p.fingerprint.as_str()) || !same_tool || !same_format {
             let mut changed = Vec::new();
+            if !same_format {
+                changed.push(format!(
+                    "it was made under fingerprint format {}, and this runtime writes format {FINGERPRINT_FORMAT}",
+                    p.fingerprint_format
+                ));
+            }
+            if instructions != p.instruction_version {
+                changed.push(format!(
+                    "the instructions are {} instead of {}",
+                    words_of(instructions.as_deref()),
+                    words_of(p.instruction_version.as_deref())
+                ));
+            }
             if !decision.offered {
                 changed.push("the triple is no longer offered".to_string());
             } else if decision.entry_digest.as_deref() != Some(p.entry_digest.as_str()) || !same_tool {

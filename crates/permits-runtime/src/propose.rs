@@ -17,16 +17,31 @@ impl Runtime {
         let call = &request.call;
         self.transact(|tx, events| {
             let decision = decide_with(&table, call, &[], 0);
+            if let Err(message) = check_request(request) {
+                return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::TooLarge, message));
+            }
             let (Some(tool), Some(entry_digest), Some(decider), true) =
                 (table.tools.get(&call.tool), decision.entry_digest.clone(), decision.decider.clone(), decision.level != Level::Never)
             else {
                 return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::Never, refusal_message(&decision)));
             };
+            // Spec §5a "Tasks": the key binds its root, person and mode on first use; another's is `never`.
+            if let Some(why) = self.check_task(tx, events, &request.operation_key, call, Binding::Bind)? {
+                let message = format!("`{}` may not call `{}` in `{}`: {why}", call.agent, call.tool, call.skill);
+                return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::Never, message));
+            }
             let covered_version = match self.covered_version(&table, call) {
                 Ok(v) => v,
                 Err(message) => return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::UnknownVersion, message)),
             };
-            let fp = fingerprint(call, &entry_digest, covered_version.as_deref(), request.destination.as_deref());
+            let instruction_version = self.versions.instruction_version(&call.agent);
+            let fp = fingerprint_with(
+                call,
+                &entry_digest,
+                covered_version.as_deref(),
+                request.destination.as_deref(),
+                instruction_version.as_deref(),
+            );
             if let Some(mut existing) = tx.proposal_by_fingerprint(&request.operation_key, &fp)? {
                 self.expire_if_due(tx, events, &mut existing, now)?;
                 self.grant_automatically(tx, events, &table, decision.level, &mut existing, now)?;
@@ -38,7 +53,13 @@ impl Runtime {
             let subject = tool.subject.as_ref().and_then(|p| call.arguments.get(p)).map(crate::table::canonical_value);
             let mut earlier = Vec::new();
             if let Some(subject) = &subject {
+                // Spec §6: supersession is keyed by the operation key (so the task's person and mode), the
+                // chain (none yet), the tool and the subject; the person is compared too, for records bound
+                // before tasks existed.
                 for mut old in tx.proposals_for_subject(&request.operation_key, &call.tool, subject)? {
+                    if old.requester != call.requester {
+                        continue;
+                    }
                     self.expire_if_due(tx, events, &mut old, now)?;
                     match old.status {
                         Status::Sending | Status::Unknown | Status::Done => {
@@ -92,15 +113,18 @@ impl Runtime {
                 definition_digest: tool.definition_digest.clone(),
                 subject,
                 fingerprint: fp,
+                fingerprint_format: FINGERPRINT_FORMAT,
+                instruction_version,
                 created_at: now,
                 expires_at: now.saturating_add(lifetime),
                 status: Status::Waiting,
                 grant: None,
+                claim: None,
                 ran_as: None,
                 receipt: None,
                 reason: None,
                 decided_by: None,
-                claim: None,
+                host_claim: None,
             };
             let mut proposal = proposal;
             tx.put_proposal(&proposal)?;

@@ -188,9 +188,18 @@ pub struct Proposal {
     pub definition_digest: String,
     /// The canonical JSON of the `subject` argument, for a tool with `subject P` (spec §6 supersession).
     pub subject: Option<String>,
-    /// SHA-256 (hex) of canonical {agent, skill, tool, entry_digest, arguments, covered version,
-    /// destination}: what a yes covers.
+    /// SHA-256 (hex) of canonical {`v`, agent, skill, tool, entry_digest, arguments, covered version,
+    /// destination, person, chain, mode, instruction version}: what a yes covers (see
+    /// [`crate::fingerprint_with`]).
     pub fingerprint: String,
+    /// The fingerprint's format ([`crate::FINGERPRINT_FORMAT`]); 1 for a record from before format 2, which
+    /// is `stale` when it is decided or executed.
+    #[serde(default = "format_1")]
+    pub fingerprint_format: u32,
+    /// The version of the instructions the agent worked under when it proposed (the host's
+    /// [`crate::Versions::instruction_version`]), if the host gives one.
+    #[serde(default)]
+    pub instruction_version: Option<String>,
     /// When it was made, in seconds since the Unix epoch.
     pub created_at: u64,
     /// When it expires undecided, in seconds since the Unix epoch.
@@ -199,6 +208,10 @@ pub struct Proposal {
     pub status: Status,
     /// The grant, once approved.
     pub grant: Option<Grant>,
+    /// The host's claim token of the execution that consumed the grant (spec §5a "Idempotent execution"),
+    /// when it gave one.
+    #[serde(default)]
+    pub claim: Option<String>,
     /// Who the call ran as (the approver of an operator grant, else the requester or sponsor), once it ran.
     pub ran_as: Option<String>,
     /// The receipt the host returned when it ran.
@@ -207,10 +220,15 @@ pub struct Proposal {
     pub reason: Option<String>,
     /// Who last decided it (approved, rejected, revoked, withdrew), if anyone.
     pub decided_by: Option<String>,
-    /// The claim on its execution, once a host claimed it ([`crate::Runtime::claim`]): the grant is then
-    /// bound to that claim token, and no other token runs it. Absent in records from before claims.
+    /// The state of a claim by a host that runs the tool itself ([`crate::Runtime::claim`]): whom it runs
+    /// as, and whether the host confirmed it; the token is [`Proposal::claim`]. Absent otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub claim: Option<Claim>,
+    pub host_claim: Option<HostClaim>,
+}
+
+/// The fingerprint format of a record written before the format was recorded.
+fn format_1() -> u32 {
+    1
 }
 
 impl Proposal {
@@ -251,12 +269,10 @@ impl Proposal {
     }
 }
 
-/// A host's claim on an execution (spec §5a "Idempotent execution"): the execution is bound to the claim
-/// token; a retry with the same token gets the same answer, another token is refused.
+/// A claim by a host that runs the tool itself (the execution protocol, [`crate::Runtime::claim`]): the
+/// execution is bound to the claim token, and runs only once the host confirms it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Claim {
-    /// The host's claim token (opaque; the host makes it unique, e.g. 32 random bytes in hex).
-    pub token: String,
+pub struct HostClaim {
     /// The person the execution runs for (see [`crate::RunContext::runs_as`]).
     pub runs_as: String,
     /// When it was claimed, in seconds since the Unix epoch.
@@ -294,8 +310,10 @@ pub struct Run {
     /// `granted` (claimed, the host has not confirmed), `sending` (confirmed), then `done`, `failed` or
     /// `unknown`.
     pub status: Status,
-    /// The claim: its token and the person it runs for.
-    pub claim: Claim,
+    /// The claim token that admitted it.
+    pub token: String,
+    /// The claim: the person it runs for, and whether the host confirmed it.
+    pub host_claim: HostClaim,
     /// The receipt the host returned.
     pub receipt: Option<Value>,
     /// Why it failed or is unknown, when it did or is.
@@ -425,4 +443,42 @@ pub struct Reservation {
     pub amount: u64,
     /// When it was made, in seconds since the Unix epoch.
     pub created_at: u64,
+}
+
+/// A task: one operation key, bound on its first call to its root agent and skill, the person the work is
+/// for and the mode (spec §5a "Tasks"). Every later call under the key must match, or it is `never`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Task {
+    /// The host's operation key.
+    pub key: String,
+    /// The root agent: the agent of the first call (the chain's root, once delegation exists).
+    pub root_agent: String,
+    /// The root agent's skill.
+    pub root_skill: String,
+    /// The person the work is for; `None` when it is for nobody.
+    pub person: Option<String>,
+    /// The mode the task runs in; `None` (no modes yet).
+    pub mode: Option<String>,
+    /// When the first call bound it, in seconds since the Unix epoch.
+    pub bound_at: u64,
+    /// When `end_task` ended it (its task rules end; the binding stays), in seconds since the Unix epoch.
+    pub ended_at: Option<u64>,
+}
+
+/// One table installed in a store (spec §5a "One current table per store"): the store keeps them in order,
+/// and the last is the current one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TableInstall {
+    /// Its place in the store's history, from 1.
+    pub seq: u64,
+    /// The table's `table_digest`.
+    pub table_digest: String,
+    /// The serial of its signature, when it was signed.
+    pub serial: Option<u64>,
+    /// The key that signed it (hex), when it was signed.
+    pub key: Option<String>,
+    /// When it was installed, in seconds since the Unix epoch.
+    pub installed_at: u64,
+    /// The supervisor who forced it over a refusal (a rollback), if one did.
+    pub forced_by: Option<String>,
 }

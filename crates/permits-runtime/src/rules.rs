@@ -27,10 +27,15 @@ impl Runtime {
         let now = self.clock.now();
         self.transact(|tx, events| {
             let Some(mut rule) = tx.rules()?.into_iter().find(|r| r.id == id) else {
+                let message = format!("there is no standing rule `{id}`");
+                self.refuse(events, by, About::Operation(id), Refusal::Rule, message);
                 return Err(RuntimeError::UnknownRule(id.to_string()));
             };
             if rule.revoked.is_some() {
                 return Ok(rule);
+            }
+            if let Err(message) = limits::check_text("the reason", why, limits::MAX_REASON_BYTES) {
+                return Err(self.refuse(events, by, About::Rule(&rule), Refusal::TooLarge, message));
             }
             if !display::has_visible(why) {
                 return Err(self.refuse(

@@ -8,7 +8,7 @@
 //! committing rolls it back. The file is in WAL mode with `synchronous=NORMAL`: a commit survives the
 //! process ending; the last commits may be lost only if the machine itself loses power.
 //!
-//! # The schema (version 3, [`SqliteStore::SCHEMA_VERSION`])
+//! # The schema (version 4, [`SqliteStore::SCHEMA_VERSION`])
 //!
 //! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
 //! lookups need. The version is SQLite's `PRAGMA user_version`.
@@ -32,11 +32,22 @@
 //!     holder TEXT PRIMARY KEY, budget TEXT NOT NULL, amount INTEGER NOT NULL, created_at INTEGER NOT NULL
 //! );
 //! CREATE INDEX reservations_by_budget ON reservations (budget);
-//! CREATE TABLE runs (                          -- alone runs a host claimed (version 3)
+//! -- version 3:
+//! CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);  -- the Task bound to an operation key
+//! CREATE TABLE audit (                     -- the one audit chain of the store (spec §5a)
+//!     seq INTEGER PRIMARY KEY,             -- 1, 2, …: written in the transaction of the change it records
+//!     prev TEXT NOT NULL,                  -- the hash of the event before (64 zeros for the first)
+//!     hash TEXT NOT NULL,                  -- SHA-256 of canonical {seq, prev, event}
+//!     event TEXT NOT NULL                  -- the AuditEvent, as JSON
+//! );
+//! CREATE TABLE installed_tables (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);  -- each TableInstall, in
+//!                                          -- order; the last is the store's current table (spec §5a)
+//! -- version 4:
+//! CREATE TABLE runs (                      -- alone runs a host claimed (the execution protocol)
 //!     slot INTEGER PRIMARY KEY AUTOINCREMENT,
-//!     id TEXT NOT NULL UNIQUE,                 -- A-n
-//!     token TEXT NOT NULL UNIQUE,              -- the claim token
-//!     record TEXT NOT NULL                     -- the Run, as JSON
+//!     id TEXT NOT NULL UNIQUE,             -- A-n
+//!     token TEXT NOT NULL UNIQUE,          -- the claim token
+//!     record TEXT NOT NULL                 -- the Run, as JSON
 //! );
 //! ```
 //!
@@ -46,16 +57,23 @@
 //!
 //! # Versions and migrations
 //!
-//! - **0**: an empty (new) file. Opening it creates the schema above at version 2.
+//! - **0**: an empty (new) file. Opening it creates the schema above at version 3.
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
 //! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
-//! - **3**: the current schema: version 2 and the `runs` table (alone runs claimed by a host, with their
-//!   claim token). A proposal's record may carry a `claim`; a record without one decodes as unclaimed.
+//! - **3**: the `tasks` table (spec §5a "Tasks"), the `audit` chain (§5a "Audit") and
+//!   the `installed_tables` history (§5a "One current table per store"). Proposal records gain
+//!   `fingerprint_format` and `instruction_version`; a record without them reads as format 1, which is
+//!   `stale` when it is decided or executed (fingerprint format 2), and standing rules gain `scope` and
+//!   `expires_at`, read as any arguments and no expiry when absent. Migration 2 → 3 only adds the table:
+//!   the records need no rewrite.
+//! - **4**: the current schema: version 3 and the `runs` table (alone runs claimed by a host that runs the
+//!   tool itself, with their claim token). A proposal's record may carry a `host_claim`; a record without
+//!   one reads as not claimed by such a host. Migration 3 → 4 only adds the table.
 //!
-//! Migration 1 → 2 runs in one transaction when the file is opened: every proposal record whose `grant` is
+//! Migrations run in one transaction when the file is opened, each after the one before. Migration 1 → 2: every proposal record whose `grant` is
 //! an object without `basis` gets `"basis": "unknown"` (spec §6: a record from before bases existed never
-//! authorizes an execution), then `user_version` becomes 2. Migration 2 → 3 creates the `runs` table. A corrupt record stops the migration, which is
+//! authorizes an execution), then `user_version` becomes 2 (3 after migration 2 → 3, 4 after 3 → 4). A corrupt record stops the migration, which is
 //! rolled back, and the file stays at version 1. A file at a newer version than this runtime knows is
 //! refused, and left untouched.
 //!
@@ -75,12 +93,22 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule};
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
 use super::store::{Store, Transaction};
 
-/// The table version 3 adds: alone runs claimed by a host ([`crate::Run`]), found by id or claim token.
-const RUNS_TABLE: &str = "
+/// What version 3 adds to the tables of versions 1 and 2 (a new file gets [`SqliteStore::SCHEMA_V1`] and
+/// this; migration 2 → 3 runs this alone).
+const SCHEMA_V3_ADDS: &str = "
+CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE audit (seq INTEGER PRIMARY KEY, prev TEXT NOT NULL, hash TEXT NOT NULL, event TEXT NOT NULL);
+CREATE TABLE installed_tables (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);
+";
+
+/// What version 4 adds: alone runs claimed by a host that runs the tool itself ([`crate::Run`]), found by
+/// id or claim token (a new file gets it too; migration 3 → 4 runs it alone).
+const SCHEMA_V4_ADDS: &str = "
 CREATE TABLE runs (
     slot INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT NOT NULL UNIQUE,
@@ -112,7 +140,7 @@ pub struct SqliteStore {
 
 impl SqliteStore {
     /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
-    pub const SCHEMA_VERSION: u32 = 3;
+    pub const SCHEMA_VERSION: u32 = 4;
 
     /// The version-1 schema, kept so migrations can be tested and old files understood.
     ///
@@ -174,6 +202,65 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         user_version(&conn)
     }
 
+    /// The audit chain of the database at `path`, read without changing the file (opened read-only, not
+    /// migrated): what `permitc audit verify` checks.
+    ///
+    /// Errors: the file cannot be opened read-only or is not a database; its schema version is before 3
+    /// (it has no chain); an event does not decode.
+    pub fn read_audit_chain(path: &Path) -> Result<Vec<ChainedEvent>, StoreError> {
+        let conn = Connection::open_with_flags(path, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+            .map_err(|e| StoreError(format!("cannot open the database `{}`: {e}", path.display())))?;
+        conn.busy_timeout(BUSY_TIMEOUT).map_err(sql("set the busy timeout"))?;
+        let version = user_version(&conn)?;
+        if version < 3 {
+            return Err(StoreError(format!(
+                "the database is at schema version {version}: it has no audit chain (version 3 and later do)"
+            )));
+        }
+        check_known(version)?;
+        let conn = Mutex::new(conn);
+        let guard = conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut tx = SqliteTransaction { conn: guard, committed: true };
+        tx.audit_events()
+    }
+
+    /// Every stored record that cannot be decoded, with why (spec §5a: one bad record affects only itself
+    /// and is reported): lists skip it, and a lookup of it by id is an error. Empty for a sound file.
+    ///
+    /// Errors: SQLite's, when the tables cannot be read at all.
+    pub fn unreadable_records(&self) -> Result<Vec<String>, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut out = Vec::new();
+        for (kind, table, key) in
+            [("proposal", "proposals", "id"), ("standing rule", "rules", "id"), ("task", "tasks", "key")]
+        {
+            let mut stmt = conn
+                .prepare(&format!("SELECT {key}, record FROM {table} ORDER BY rowid"))
+                .map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+            let rows = stmt
+                .query_map([], |row| {
+                    Ok((row.get::<_, rusqlite::types::Value>(0)?, row.get::<_, rusqlite::types::Value>(1)?))
+                })
+                .map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+            for row in rows {
+                let (id, text) = row.map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+                let (rusqlite::types::Value::Text(id), rusqlite::types::Value::Text(text)) = (&id, &text) else {
+                    out.push(format!("a stored {kind} is corrupt: its columns are not text ({id:?})"));
+                    continue;
+                };
+                let decoded = match kind {
+                    "proposal" => decode::<Proposal>(kind, id, text).map(|_| ()),
+                    "standing rule" => decode::<StandingRule>(kind, id, text).map(|_| ()),
+                    _ => decode::<Task>(kind, id, text).map(|_| ()),
+                };
+                if let Err(e) = decoded {
+                    out.push(e.0);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     fn setup(conn: Connection) -> Result<SqliteStore, StoreError> {
         // The busy timeout comes first: switching to WAL and migrating may wait for another connection.
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql("set the busy timeout"))?;
@@ -228,10 +315,9 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
     let mut version = user_version(conn)?;
     check_known(version)?;
     if version == 0 {
-        // Version 2 changed the proposal records (grants gained `basis`), not the tables, so a new file is
-        // version 1's DDL and the tables of every later version.
         conn.execute_batch(SqliteStore::SCHEMA_V1)
-            .and_then(|()| conn.execute_batch(RUNS_TABLE))
+            .and_then(|()| conn.execute_batch(SCHEMA_V3_ADDS))
+            .and_then(|()| conn.execute_batch(SCHEMA_V4_ADDS))
             .map_err(sql("create the schema (is this a database of another program?)"))?;
         version = SqliteStore::SCHEMA_VERSION;
     }
@@ -240,8 +326,12 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
         version = 2;
     }
     if version == 2 {
-        conn.execute_batch(RUNS_TABLE).map_err(sql("create the table of runs"))?;
+        conn.execute_batch(SCHEMA_V3_ADDS).map_err(sql("add the tables of schema version 3"))?;
         version = 3;
+    }
+    if version == 3 {
+        conn.execute_batch(SCHEMA_V4_ADDS).map_err(sql("add the table of runs (schema version 4)"))?;
+        version = 4;
     }
     conn.pragma_update(None, "user_version", version).map_err(sql("record the schema version"))
 }
@@ -327,6 +417,48 @@ impl SqliteTransaction<'_> {
         Ok(out)
     }
 
+    /// The records a list query returns that decode, in order: one record that does not decode affects
+    /// only itself (spec §5a "Bounded input, durable output"), and [`SqliteStore::unreadable_records`]
+    /// reports it.
+    fn readable_records<T: DeserializeOwned + HasId>(
+        &self,
+        kind: &str,
+        query: &str,
+        params: impl rusqlite::Params,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut stmt =
+            self.conn.prepare_cached(query).map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+        let rows = stmt
+            .query_map(params, |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+            .map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
+        let mut out = Vec::new();
+        for row in rows {
+            // A row whose columns are not text is as unreadable as a record that does not decode.
+            let Ok((id, text)) = row else { continue };
+            if let Ok(record) = decode(kind, &id, &text) {
+                out.push(record);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The table installs a query (`seq`, `record` columns) returns, in order. The history decides which
+    /// table is current, so a record that does not decode is an error, never skipped.
+    fn table_installs(&self, query: &str) -> Result<Vec<TableInstall>, StoreError> {
+        let mut stmt = self.conn.prepare_cached(query).map_err(sql("read the installed tables"))?;
+        let rows = stmt
+            .query_map([], |row| Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?)))
+            .map_err(sql("read the installed tables"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, text) = row.map_err(sql("read the installed tables"))?;
+            let install: TableInstall = serde_json::from_str(&text)
+                .map_err(|e| StoreError(format!("the stored table install {seq} is corrupt: {e}")))?;
+            out.push(install);
+        }
+        Ok(out)
+    }
+
     /// The one record a query returns, if any.
     fn record<T: DeserializeOwned + HasId>(
         &self,
@@ -358,6 +490,12 @@ impl HasId for Run {
 impl HasId for StandingRule {
     fn id(&self) -> &str {
         &self.id
+    }
+}
+
+impl HasId for Task {
+    fn id(&self) -> &str {
+        &self.key
     }
 }
 
@@ -427,7 +565,7 @@ impl Transaction for SqliteTransaction<'_> {
         tool: &str,
         subject: &str,
     ) -> Result<Vec<Proposal>, StoreError> {
-        self.records(
+        self.readable_records(
             "proposal",
             "SELECT id, record FROM proposals WHERE operation_key = ?1 AND tool = ?2 AND subject = ?3 ORDER BY slot",
             [operation_key, tool, subject],
@@ -435,7 +573,7 @@ impl Transaction for SqliteTransaction<'_> {
     }
 
     fn proposals(&mut self) -> Result<Vec<Proposal>, StoreError> {
-        self.records("proposal", "SELECT id, record FROM proposals ORDER BY slot", [])
+        self.readable_records("proposal", "SELECT id, record FROM proposals ORDER BY slot", [])
     }
 
     fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError> {
@@ -464,7 +602,7 @@ impl Transaction for SqliteTransaction<'_> {
     }
 
     fn rules(&mut self) -> Result<Vec<StandingRule>, StoreError> {
-        self.records("standing rule", "SELECT id, record FROM rules ORDER BY slot", [])
+        self.readable_records("standing rule", "SELECT id, record FROM rules ORDER BY slot", [])
     }
 
     fn put_rule(&mut self, rule: &StandingRule) -> Result<(), StoreError> {
@@ -571,8 +709,88 @@ impl Transaction for SqliteTransaction<'_> {
                 "INSERT INTO runs (id, token, record) VALUES (?1, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET token = excluded.token, record = excluded.record",
             )
-            .and_then(|mut stmt| stmt.execute(params![run.id, run.claim.token, record]))
+            .and_then(|mut stmt| stmt.execute(params![run.id, run.token, record]))
             .map_err(|e| StoreError(format!("cannot store the run `{}`: {e}", run.id)))?;
+        Ok(())
+    }
+
+    fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
+        let row: Option<(i64, String)> = self
+            .conn
+            .prepare_cached("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1")
+            .and_then(|mut stmt| stmt.query_row([], |row| Ok((row.get(0)?, row.get(1)?))).optional())
+            .map_err(sql("read the head of the audit chain"))?;
+        let Some((seq, hash)) = row else { return Ok(None) };
+        Ok(Some(AuditHead { seq: from_sql(seq, || "the head of the audit chain".to_string())?, hash }))
+    }
+
+    fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
+        let seq = to_sql(event.seq, || "the place of an audit event".to_string())?;
+        let text = serde_json::to_string(&event.event)
+            .map_err(|e| StoreError(format!("cannot encode audit event {}: {e}", event.seq)))?;
+        self.conn
+            .prepare_cached("INSERT INTO audit (seq, prev, hash, event) VALUES (?1, ?2, ?3, ?4)")
+            .and_then(|mut stmt| stmt.execute(params![seq, event.prev, event.hash, text]))
+            .map_err(|e| StoreError(format!("cannot store audit event {}: {e}", event.seq)))?;
+        Ok(())
+    }
+
+    fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT seq, prev, hash, event FROM audit ORDER BY seq")
+            .map_err(sql("read the audit chain"))?;
+        let rows = stmt
+            .query_map([], |row| {
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, String>(2)?,
+                    row.get::<_, String>(3)?,
+                ))
+            })
+            .map_err(sql("read the audit chain"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, prev, hash, text) = row.map_err(sql("read the audit chain"))?;
+            let seq = from_sql(seq, || "the place of an audit event".to_string())?;
+            let event = serde_json::from_str(&text)
+                .map_err(|e| StoreError(format!("the stored audit event {seq} is corrupt: {e}")))?;
+            out.push(ChainedEvent { seq, prev, hash, event });
+        }
+        Ok(out)
+    }
+
+    fn installed_tables(&mut self) -> Result<Vec<TableInstall>, StoreError> {
+        self.table_installs("SELECT seq, record FROM installed_tables ORDER BY seq")
+    }
+
+    fn current_table(&mut self) -> Result<Option<TableInstall>, StoreError> {
+        Ok(self.table_installs("SELECT seq, record FROM installed_tables ORDER BY seq DESC LIMIT 1")?.pop())
+    }
+
+    fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError> {
+        let seq = to_sql(install.seq, || "the place of a table install".to_string())?;
+        let record = encode("table install", &install.table_digest, install)?;
+        self.conn
+            .prepare_cached("INSERT INTO installed_tables (seq, record) VALUES (?1, ?2)")
+            .and_then(|mut stmt| stmt.execute(params![seq, record]))
+            .map_err(|e| StoreError(format!("cannot record the install of table `{}`: {e}", install.table_digest)))?;
+        Ok(())
+    }
+
+    fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {
+        self.record("task", "SELECT key, record FROM tasks WHERE key = ?1", [key])
+    }
+
+    fn put_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        let record = encode("task", &task.key, task)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO tasks (key, record) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET record = excluded.record",
+            )
+            .and_then(|mut stmt| stmt.execute(params![task.key, record]))
+            .map_err(|e| StoreError(format!("cannot store the task `{}`: {e}", task.key)))?;
         Ok(())
     }
 
@@ -642,6 +860,9 @@ mod tests {
             definition_digest: "d".repeat(64),
             subject: subject.map(str::to_string),
             fingerprint: format!("{n:064}"),
+            fingerprint_format: 2,
+            claim: None,
+            instruction_version: Some("prompts-3".into()),
             created_at: 1_700_000_000 + n,
             expires_at: 1_700_600_000,
             status: if grant.is_some() { Status::Granted } else { Status::Waiting },
@@ -650,7 +871,7 @@ mod tests {
             receipt: None,
             reason: None,
             decided_by: None,
-            claim: None,
+            host_claim: None,
         }
     }
 
@@ -868,7 +1089,7 @@ mod tests {
         drop(conn);
 
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 3);
+        assert_eq!(store.schema_version().expect("version"), 4);
         let mut tx = store.begin().expect("begin");
         let p1 = tx.proposal("P-1").expect("read").expect("P-1 is kept");
         assert_eq!(p1.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown));
@@ -879,9 +1100,11 @@ mod tests {
         drop(store);
         // Opening again does not migrate again.
         let store = SqliteStore::open(&dir.db()).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 3);
+        assert_eq!(store.schema_version().expect("version"), 4);
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.proposal("P-1").expect("read").and_then(|p| p.grant).map(|g| g.basis), Some(Basis::Unknown));
+        // Migration 2 → 3 added the tasks.
+        assert_eq!(tx.task("order-1").expect("the tasks table exists"), None);
     }
 
     #[test]
@@ -910,13 +1133,13 @@ mod tests {
         let dir = TempDir::new("too-new");
         let conn = Connection::open(dir.db()).expect("open");
         conn.execute_batch(SqliteStore::SCHEMA_V1).expect("schema");
-        conn.pragma_update(None, "user_version", 4).expect("version 4");
+        conn.pragma_update(None, "user_version", 5).expect("version 5");
         drop(conn);
         let err = SqliteStore::open(&dir.db()).expect_err("refused");
-        assert_eq!(err, StoreError("the database is at schema version 4; this runtime knows up to 3".into()));
+        assert_eq!(err, StoreError("the database is at schema version 5; this runtime knows up to 4".into()));
         let conn = Connection::open(dir.db()).expect("open");
         let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
-        assert_eq!(version, 4, "the file is left untouched");
+        assert_eq!(version, 5, "the file is left untouched");
     }
 
     #[test]
@@ -946,17 +1169,23 @@ mod tests {
         let mut tx = store.begin().expect("begin");
         let err = tx.proposal("P-2").expect_err("corrupt");
         assert!(err.0.starts_with("the stored proposal `P-2` is corrupt: "), "{err}");
-        let err = tx.proposals().expect_err("corrupt");
-        assert!(err.0.starts_with("the stored proposal `P-2` is corrupt"), "{err}");
+        // One bad record affects only itself: the list has the others, and the store reports it.
+        let ids: Vec<String> = tx.proposals().expect("the others read").into_iter().map(|p| p.id).collect();
+        assert_eq!(ids, ["P-1"]);
         let err = tx.proposal("P-3").expect_err("a record under another id");
         assert_eq!(err.0, "the stored proposal `P-3` is corrupt: its record has the id `P-9`");
         assert!(tx.proposal("P-1").expect("the others still read").is_some());
-        let err = tx.rules().expect_err("corrupt");
-        assert!(err.0.contains("standing rule"), "{err}");
+        assert!(tx.rules().expect("the others read").is_empty());
         let err = tx.budget("Purchases").expect_err("corrupt");
         assert_eq!(err.0, "the spending of the budget `Purchases` is corrupt: it is -1");
         let err = tx.reservation("A-1").expect_err("corrupt");
         assert!(err.0.starts_with("cannot read the reservation of `A-1`"), "{err}");
+        drop(tx);
+        let unreadable = store.unreadable_records().expect("scan");
+        assert_eq!(unreadable.len(), 3, "{unreadable:?}");
+        assert!(unreadable[0].starts_with("the stored proposal `P-2` is corrupt"), "{unreadable:?}");
+        assert_eq!(unreadable[1], "the stored proposal `P-3` is corrupt: its record has the id `P-9`");
+        assert!(unreadable[2].starts_with("the stored standing rule `R-1` is corrupt"), "{unreadable:?}");
     }
 
     #[test]
@@ -1013,8 +1242,8 @@ mod tests {
             standing_rule: None,
             amount: Some(300),
             status: Status::Granted,
-            claim: crate::records::Claim {
-                token: token.into(),
+            token: token.into(),
+            host_claim: crate::records::HostClaim {
                 runs_as: "Mia".into(),
                 claimed_at: 1_700_000_000,
                 confirmed_at: None,
@@ -1052,7 +1281,7 @@ mod tests {
     }
 
     #[test]
-    fn version_2_gains_the_runs_table() {
+    fn a_version_2_file_gains_the_tables_of_3_and_4() {
         let dir = TempDir::new("migrate-2-3");
         write_v1(&dir.db(), &[proposal(1, None, Some(grant(Basis::Operator)))]);
         {
@@ -1068,7 +1297,7 @@ mod tests {
                 drop(conn);
                 SqliteStore::open(&dir.db()).expect("open and migrate")
             };
-            assert_eq!(store.schema_version().expect("version"), 3);
+            assert_eq!(store.schema_version().expect("version"), 4);
             let mut tx = store.begin().expect("begin");
             assert_eq!(tx.proposal("P-1").expect("read"), Some(proposal(1, None, Some(grant(Basis::Operator)))));
             tx.put_run(&run(1, "tok-1")).expect("the new table");

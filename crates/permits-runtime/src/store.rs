@@ -9,8 +9,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule};
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
 
 /// A store of proposals and standing rules.
 pub trait Store {
@@ -68,6 +69,22 @@ pub trait Transaction {
     fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError>;
     /// Inserts or replaces an alone run (by id).
     fn put_run(&mut self, run: &Run) -> Result<(), StoreError>;
+    /// The head of the store's audit chain (its last event), if it has any (spec §5a).
+    fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError>;
+    /// Appends an event to the audit chain; its `seq` follows the head's.
+    fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError>;
+    /// Every event of the audit chain, oldest first.
+    fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError>;
+    /// Every table installed in the store, oldest first; the last is the current one (spec §5a).
+    fn installed_tables(&mut self) -> Result<Vec<TableInstall>, StoreError>;
+    /// The store's current table: the last one installed, if any.
+    fn current_table(&mut self) -> Result<Option<TableInstall>, StoreError>;
+    /// Records a table install; its `seq` follows the last one's.
+    fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError>;
+    /// The task bound to an operation key, if any (spec §5a "Tasks").
+    fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError>;
+    /// Inserts or replaces a task (by key).
+    fn put_task(&mut self, task: &Task) -> Result<(), StoreError>;
     /// Makes every write of the transaction visible and durable, at once.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
@@ -98,25 +115,34 @@ struct MemoryState {
     budgets: BTreeMap<String, BudgetRecord>,
     reservations: BTreeMap<String, Reservation>,
     runs: BTreeMap<String, Run>,
+    tasks: BTreeMap<String, Task>,
+    audit: Vec<ChainedEvent>,
+    tables: Vec<TableInstall>,
 }
 
 impl Store for MemoryStore {
     fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
         let guard = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        Ok(Box::new(MemoryTransaction { guard, before: None, committed: false }))
+        Ok(Box::new(MemoryTransaction { guard, before: None, audit_len: None, committed: false }))
     }
 }
 
 struct MemoryTransaction<'a> {
     guard: MutexGuard<'a, MemoryState>,
+    /// The state before the first write, without the audit chain (which only grows, so a rollback only
+    /// truncates it, and a transaction never copies it).
     before: Option<MemoryState>,
+    /// The chain's length before the transaction's first append.
+    audit_len: Option<usize>,
     committed: bool,
 }
 
 impl MemoryTransaction<'_> {
     fn write(&mut self) -> &mut MemoryState {
         if self.before.is_none() {
+            let audit = std::mem::take(&mut self.guard.audit);
             self.before = Some(self.guard.clone());
+            self.guard.audit = audit;
         }
         &mut self.guard
     }
@@ -126,7 +152,12 @@ impl Drop for MemoryTransaction<'_> {
     fn drop(&mut self) {
         if !self.committed {
             if let Some(before) = self.before.take() {
+                let audit = std::mem::take(&mut self.guard.audit);
                 *self.guard = before;
+                self.guard.audit = audit;
+            }
+            if let Some(len) = self.audit_len {
+                self.guard.audit.truncate(len);
             }
         }
     }
@@ -245,11 +276,49 @@ impl Transaction for MemoryTransaction<'_> {
     }
 
     fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError> {
-        Ok(self.guard.runs.values().find(|r| r.claim.token == token).cloned())
+        Ok(self.guard.runs.values().find(|r| r.token == token).cloned())
     }
 
     fn put_run(&mut self, run: &Run) -> Result<(), StoreError> {
         self.write().runs.insert(run.id.clone(), run.clone());
+        Ok(())
+    }
+
+    fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
+        Ok(self.guard.audit.last().map(ChainedEvent::head))
+    }
+
+    fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
+        if self.audit_len.is_none() {
+            self.audit_len = Some(self.guard.audit.len());
+        }
+        self.guard.audit.push(event.clone());
+        Ok(())
+    }
+
+    fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError> {
+        Ok(self.guard.audit.clone())
+    }
+
+    fn installed_tables(&mut self) -> Result<Vec<TableInstall>, StoreError> {
+        Ok(self.guard.tables.clone())
+    }
+
+    fn current_table(&mut self) -> Result<Option<TableInstall>, StoreError> {
+        Ok(self.guard.tables.last().cloned())
+    }
+
+    fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError> {
+        self.write().tables.push(install.clone());
+        Ok(())
+    }
+
+    fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {
+        Ok(self.guard.tasks.get(key).cloned())
+    }
+
+    fn put_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        self.write().tasks.insert(task.key.clone(), task.clone());
         Ok(())
     }
 

@@ -543,7 +543,7 @@ fn a_rule_stops_applying_when_the_tool_changes() -> R {
         t.definition_digest = sha256_hex(b"a new body");
     }
     table.seal();
-    w.rt.replace_table(table);
+    w.rt.replace_table(table)?;
     let d = w.rt.decide(&set_price(45, "Mia", "EstimateRepair"))?;
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
     Ok(())
@@ -623,7 +623,7 @@ fn a_changed_entry_makes_a_waiting_proposal_stale_and_a_never_fails_it() -> R {
         e.entry_digest = sha256_hex(b"the skill's lists changed");
     }
     table.seal();
-    w.rt.replace_table(table);
+    w.rt.replace_table(table)?;
     let err = w.rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     // A table in which the same entry is now reserved (never) with the same digest: refused, final.
@@ -634,7 +634,7 @@ fn a_changed_entry_makes_a_waiting_proposal_stale_and_a_never_fails_it() -> R {
         e.reserved = true;
     }
     table.seal();
-    w.rt.replace_table(table);
+    w.rt.replace_table(table)?;
     let err = w.rt.approve(&q.id, "Noor", &q.fingerprint, ApproveMode::Once).err().ok_or("approved")?;
     assert_eq!(err.refusal(), Some(Refusal::NowNever));
     assert_eq!(w.rt.proposal(&q.id)?.status, Status::Failed);
@@ -693,8 +693,13 @@ fn every_step_is_audited() -> R {
     let _ = w.rt.approve(&p.id, "Mia", "wrong", ApproveMode::Once);
     w.rt.reject(&p.id, "Noor", "no")?;
     let kinds: Vec<EventKind> = w.audit.events().iter().map(|e| e.kind).collect();
-    assert_eq!(kinds, [EventKind::Proposal, EventKind::Refusal, EventKind::Rejection]);
-    let refusal = &w.audit.events()[1];
+    // The store's first transaction installs the runtime's table, and the first call under `job-1`
+    // binds the task (spec §5a): events too.
+    assert_eq!(
+        kinds,
+        [EventKind::TableInstalled, EventKind::Task, EventKind::Proposal, EventKind::Refusal, EventKind::Rejection]
+    );
+    let refusal = &w.audit.events()[3];
     assert_eq!(refusal.fingerprint.as_deref(), Some(p.fingerprint.as_str()));
     assert_eq!(refusal.who.as_deref(), Some("Mia"));
     let sink = JsonLinesSink::new(Vec::new());
@@ -702,8 +707,8 @@ fn every_step_is_audited() -> R {
         sink.record(&e);
     }
     let text = String::from_utf8(sink.into_inner())?;
-    assert_eq!(text.lines().count(), 3);
-    let first: Value = serde_json::from_str(text.lines().next().ok_or("empty")?)?;
+    assert_eq!(text.lines().count(), 5);
+    let first: Value = serde_json::from_str(text.lines().nth(2).ok_or("empty")?)?;
     assert_eq!(first["kind"], "proposal");
     assert_eq!(first["tool"], "SetPrice");
     Ok(())
@@ -761,6 +766,36 @@ fn a_store_transaction_dropped_without_commit_changes_nothing() -> R {
     let mut tx = store.begin()?;
     assert!(tx.rules()?.is_empty());
     assert_eq!(tx.next_number("proposal")?, 1);
+    drop(tx);
+    // The audit chain rolls back with the rest.
+    let event = AuditEvent {
+        at: 0,
+        kind: EventKind::Decision,
+        who: None,
+        agent: String::new(),
+        skill: String::new(),
+        tool: String::new(),
+        proposal: None,
+        fingerprint: None,
+        rule: None,
+        outcome: String::new(),
+        reason: None,
+        authorized_by: None,
+    };
+    let first = ChainedEvent::after(None, event.clone());
+    {
+        let mut tx = store.begin()?;
+        tx.append_audit(&first)?;
+        tx.commit()?;
+    }
+    {
+        let mut tx = store.begin()?;
+        tx.next_number("rule")?;
+        tx.append_audit(&ChainedEvent::after(Some(&first.head()), event))?;
+    }
+    let mut tx = store.begin()?;
+    assert_eq!(tx.audit_events()?, vec![first]);
+    assert_eq!(tx.next_number("rule")?, 1);
     Ok(())
 }
 
@@ -821,7 +856,7 @@ fn with_subject(mut table: Table) -> Table {
 #[test]
 fn a_new_proposal_for_the_same_subject_supersedes_the_waiting_one() -> R {
     let w = world();
-    w.rt.replace_table(with_subject(workshop()));
+    w.rt.replace_table(with_subject(workshop()))?;
     let first = propose(&w, 45, "Noor", "job-1")?;
     w.rt.approve(&first.id, "Noor", &first.fingerprint, ApproveMode::Once)?;
     let second = propose(&w, 50, "Noor", "job-1")?;
@@ -901,6 +936,7 @@ fn a_failing_sink_counts_its_failures() {
         rule: None,
         outcome: String::new(),
         reason: None,
+        authorized_by: None,
     });
     assert_eq!(direct.failures(), 1);
 }
@@ -933,7 +969,7 @@ fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
     }
     table.seal();
     let w = world();
-    w.rt.replace_table(table);
+    w.rt.replace_table(table)?;
     let p = w.rt.propose(&ProposalRequest::new(set_price(38, "Mia", "PriceFleetRepair"), "fleet-1", "fleet rate"))?;
     // Spec §5: a queue's members decide, minus the person the work is for.
     assert_eq!(p.decider.persons, ["Ola"]);

@@ -44,7 +44,8 @@ pub struct ServeArgs {
     /// The address to listen on; port 0 takes any free port. The bound address is printed on stdout.
     #[arg(long, default_value = "127.0.0.1:7878")]
     pub listen: String,
-    /// A trusted public key for signed tables (refused until the runtime verifies signatures, issue #14).
+    /// Trust this public key (64 hex digits, or a `.pub` file from `permitc keygen`); repeatable. Tables
+    /// (at startup, on SIGHUP, posted) must then be signed by one of them (`TABLE.sig` beside the file).
     #[arg(long)]
     pub trust: Vec<String>,
     /// The audit log, JSON lines (default: the store's path with `.audit.jsonl` appended).

@@ -52,6 +52,8 @@ impl From<RuntimeError> for ApiError {
             RuntimeError::UnknownRule(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_rule", message),
             RuntimeError::UnknownBudget(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_budget", message),
             RuntimeError::UnknownExecution(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_execution", message),
+            RuntimeError::UnknownTask(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_task", message),
+            RuntimeError::Table(_) => ApiError::new(StatusCode::CONFLICT, "table", message),
             RuntimeError::Store(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store", message),
         }
     }
@@ -66,6 +68,7 @@ fn refusal_status(refusal: Refusal) -> StatusCode {
             StatusCode::FORBIDDEN
         }
         Refusal::ReasonRequired | Refusal::UnknownVersion => StatusCode::UNPROCESSABLE_ENTITY,
+        Refusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         _ => StatusCode::CONFLICT,
     }
 }

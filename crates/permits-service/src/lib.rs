@@ -23,7 +23,7 @@
 //! | `api` | the routes under `/v1/`, one file per family (offer, calls, proposals, executions, rules, …) |
 //! | `stated` | what a request states for the host's callbacks: the covered version, how arguments read |
 //! | `metrics` | `/metrics` in Prometheus text |
-//! | `audit` | the audit events, as JSON lines beside the store, readable over the API |
+//! | `audit` | the host sink: the audit events as JSON lines beside the store (the store's chain is the record) |
 //! | `error` | every error as `{"error": {"code", "message"}}` with its HTTP status |
 
 pub mod cli;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use permits_runtime::table::Table;
-use permits_runtime::{Authority, Principal, Runtime, SqliteStore};
+use permits_runtime::{Authority, Principal, Runtime, SqliteStore, TableSignature, TrustedKeys};
 use serde_json::Value;
 
 use crate::api::{self, App};
@@ -38,13 +38,9 @@ impl Authority for HostConfirms {
 /// Errors: `--trust` (signed tables are not verified by this runtime yet), a table that does not load,
 /// a store or an audit log that cannot be opened, an address that cannot be bound.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
-    if !args.trust.is_empty() {
-        return Err(
-            "`--trust`: this runtime does not verify signed tables yet (issue #14); refusing to start rather than ignore the keys"
-                .into(),
-        );
-    }
+    let trusted = trusted_keys(&args.trust)?;
     let table = Table::load_path(&args.table).map_err(|e| e.to_string())?;
+    let signature = read_signature(&args.table)?;
     let store = SqliteStore::open(&args.store).map_err(|e| e.to_string())?;
     let keys = KeyStore::open(&args.store)?;
     let audit_path = args.audit.clone().unwrap_or_else(|| {
@@ -53,11 +49,19 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         PathBuf::from(path)
     });
     let audit = Arc::new(AuditLog::open(&audit_path)?);
-    let rt = Runtime::new(table, HostConfirms)
+    let mut rt = Runtime::new(table, HostConfirms)
         .with_store(store)
         .with_versions(crate::stated::Stated)
         .with_naming(crate::stated::Stated)
-        .with_audit(Sink(audit.clone()));
+        .with_audit(Sink(audit.clone()))
+        .with_trusted_keys(trusted);
+    if let Some(signature) = signature {
+        rt = rt.with_signature(signature);
+    }
+    // Spec §5a "One current table per store": the table given is installed as the store's current one (a
+    // restart with the same table changes nothing); an older or unsigned one is refused, and the service
+    // does not start.
+    rt.install_table().map_err(|e| format!("the table `{}` is not installed: {e}", args.table.display()))?;
     let app = Arc::new(App::new(rt, keys, audit, args.table.clone()));
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -77,6 +81,34 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     })
 }
 
+/// The keys `--trust` names: 64 hex digits each, or a `.pub` file from `permitc keygen`.
+fn trusted_keys(trust: &[String]) -> Result<TrustedKeys, String> {
+    let mut keys = Vec::new();
+    for t in trust {
+        let path = std::path::Path::new(t);
+        if path.is_file() {
+            keys.push(std::fs::read_to_string(path).map_err(|e| format!("cannot read the key `{t}`: {e}"))?);
+        } else {
+            keys.push(t.clone());
+        }
+    }
+    TrustedKeys::from_hex(keys.iter().map(String::as_str)).map_err(|e| format!("`--trust`: {e}"))
+}
+
+/// The signature beside a table file (`TABLE.sig`, written by `permitc compile --sign`), if there is one.
+pub(crate) fn read_signature(table: &std::path::Path) -> Result<Option<TableSignature>, String> {
+    let mut name = table.as_os_str().to_owned();
+    name.push(permits_runtime::signing::SIGNATURE_SUFFIX);
+    let path = PathBuf::from(name);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| format!("`{}` is not a table signature: {e}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(format!("cannot read `{}`: {e}", path.display())),
+    }
+}
+
 /// Reloads the table from its file on every `SIGHUP` (through [`App::install`]: the old table stays when
 /// the new one is refused).
 async fn reload_on_hangup(app: Arc<App>) {
@@ -90,11 +122,16 @@ async fn reload_on_hangup(app: Arc<App>) {
         while hangups.recv().await.is_some() {
             let app = app.clone();
             let path = app.table_path.clone();
-            let outcome = tokio::task::spawn_blocking(move || match std::fs::read(&path) {
-                Ok(bytes) => app.install(&bytes).map_err(|e| e.message),
-                Err(e) => {
-                    app.metrics.reload("refused");
-                    Err(format!("cannot read `{}`: {e}", path.display()))
+            let outcome = tokio::task::spawn_blocking(move || {
+                let read = std::fs::read(&path)
+                    .map_err(|e| format!("cannot read `{}`: {e}", path.display()))
+                    .and_then(|bytes| Ok((bytes, read_signature(&path)?)));
+                match read {
+                    Ok((bytes, signature)) => app.install(&bytes, signature).map_err(|e| e.message),
+                    Err(e) => {
+                        app.metrics.reload("refused");
+                        Err(e)
+                    }
                 }
             })
             .await;

@@ -10,8 +10,8 @@
 //! answers `None`, and the runtime refuses a versioned tool (`unknown_version`), as an embedded host with
 //! [`permits_runtime::NoVersions`] would.
 //!
-//! An approval comes from a person, who cannot know the subject's version: the service states the version
-//! the proposal was made with, so the approval rechecks the table and the destination, and a changed
+//! An approval comes from a person, who cannot know the subject's version: the service states the versions
+//! the proposal was made with (covered and instruction versions), so the approval rechecks the table and the destination, and a changed
 //! subject is caught at the claim (`stale`), before anything runs.
 
 use std::cell::RefCell;
@@ -28,12 +28,14 @@ pub(crate) struct Statement {
     pub(crate) version: Option<String>,
     /// How arguments read to a person, by parameter name.
     pub(crate) shown: BTreeMap<String, String>,
+    /// The version of the instructions the agent works under now (its prompt set), if the host gives one.
+    pub(crate) instruction_version: Option<String>,
 }
 
 impl Statement {
     /// A statement of the covered version alone.
-    pub(crate) fn version(version: Option<String>) -> Statement {
-        Statement { version, shown: BTreeMap::new() }
+    pub(crate) fn version(version: Option<String>, instruction_version: Option<String>) -> Statement {
+        Statement { version, shown: BTreeMap::new(), instruction_version }
     }
 }
 
@@ -48,6 +50,10 @@ pub(crate) struct Stated;
 impl Versions for Stated {
     fn covered_version(&self, _: VersionQuery<'_>) -> Option<String> {
         STATED.with(|s| s.borrow().version.clone())
+    }
+
+    fn instruction_version(&self, _: &str) -> Option<String> {
+        STATED.with(|s| s.borrow().instruction_version.clone())
     }
 }
 

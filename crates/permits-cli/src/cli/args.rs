@@ -37,6 +37,19 @@ pub(super) enum Command {
         /// Fail (exit 1, no table written) on warnings too.
         #[arg(long)]
         deny_warnings: bool,
+        /// Sign the table with this secret key file (`permitc keygen`): writes `OUTPUT.sig` beside it; the
+        /// table's bytes are unchanged. Needs `--serial`.
+        #[arg(long, requires = "serial")]
+        sign: Option<PathBuf>,
+        /// The signature's serial: a positive integer that grows with each release (a CI build number).
+        #[arg(long, requires = "sign")]
+        serial: Option<u64>,
+    },
+    /// Make an Ed25519 key pair for signing tables: the secret key in FILE, the public key in FILE.pub.
+    Keygen {
+        /// Where to write the secret key (it must not exist); the public key goes to `FILE.pub`.
+        #[arg(short, long)]
+        output: PathBuf,
     },
     /// Explain the decision for one (agent, skill, tool): level, route, every reason, witness paths.
     Explain {
@@ -98,6 +111,10 @@ pub(super) enum Command {
         /// The person the work is for (default: nobody, so the agent's sponsor).
         #[arg(long)]
         requester: Option<String>,
+        /// Trust this public key (64 hex digits, or a `.pub` file from `permitc keygen`); repeatable. The
+        /// table must then be signed by one of them (`TABLE.sig`), or nothing is decided (exit 2).
+        #[arg(long)]
+        trust: Vec<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Json)]
         format: Format,
@@ -111,6 +128,11 @@ pub(super) enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// The audit chain (spec §5a): `permitc audit verify FILE` checks a store or a JSON-lines export.
+    Audit {
+        #[command(subcommand)]
+        command: AuditCommand,
+    },
     /// Print the call graph, each node with its effect set, as Graphviz DOT (one `digraph` per package).
     Graph {
         /// The packages.
@@ -119,6 +141,20 @@ pub(super) enum Command {
         /// Only what this agent is offered, and what it calls, with the level in each skill.
         #[arg(long)]
         agent: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum AuditCommand {
+    /// Verify an audit chain: every event in place, linked to the one before, unchanged since written.
+    /// Exit 0 when it verifies, 1 when it does not, 2 when the file cannot be read.
+    Verify {
+        /// An SQLite store (the runtime's ledger) or a JSON-lines export (`Runtime::export_audit`).
+        file: PathBuf,
+        /// The head the chain must end at, as `SEQ:HASH` (from `Runtime::audit_head`): a truncated chain
+        /// fails.
+        #[arg(long)]
+        head: Option<String>,
     },
 }
 

@@ -99,3 +99,115 @@ mod coding_agent {
         Ok(())
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 5: `permitc audit verify` checks a store and an export.
+
+#[test]
+fn hole_5_permitc_audit_verify_checks_a_store_and_its_export() -> R {
+    use permits::runtime::{AdmitAll, ApproveMode, Call, ProposalRequest, RunOutcome, Runtime, SqliteStore};
+    use permits::table::Table;
+    use serde_json::json;
+    let dir = std::env::temp_dir().join(format!("permits-audit-verify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("ledger.db");
+    let table = Table::load_path(&fixtures().join("holes.table.json"))?;
+    let rt = Runtime::new(table, AdmitAll).with_store(SqliteStore::open(&db)?);
+    let call = Call::new("Clerkbot", "ClearStock", "MarkDown").with_arguments(json!({"sku": "mint", "percent": 20}));
+    let p = rt.propose(&ProposalRequest::new(call.for_person("Sam"), "clear-1", "slow seller"))?;
+    rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Done(json!("ok")))?;
+    let head = rt.audit_head()?.ok_or("no head")?;
+    let export = dir.join("audit.jsonl");
+    let mut out = Vec::new();
+    rt.export_audit(&mut out)?;
+    std::fs::write(&export, &out)?;
+    let head_arg = format!("{}:{}", head.seq, head.hash);
+    for file in [&db, &export] {
+        let (code, stdout, stderr) = permitc(&["audit", "verify", &file.to_string_lossy(), "--head", &head_arg])?;
+        assert_eq!(code, 0, "{stderr}");
+        assert!(stdout.starts_with("ok: "), "{stdout}");
+        assert!(stdout.contains(&format!("{} events, head {head_arg}", head.seq)), "{stdout}");
+    }
+    // An edited export, and a truncated one checked against the head, fail.
+    let text = String::from_utf8(out)?;
+    std::fs::write(&export, text.replacen("\"Sam\"", "\"Max\"", 1))?;
+    let (code, _, stderr) = permitc(&["audit", "verify", &export.to_string_lossy()])?;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("was changed after it was written"), "{stderr}");
+    let first_lines: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&export, first_lines)?;
+    let (code, _, stderr) = permitc(&["audit", "verify", &export.to_string_lossy(), "--head", &head_arg])?;
+    assert_eq!(code, 1);
+    assert!(stderr.contains("not at the expected head"), "{stderr}");
+    drop(rt);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 7: signed tables through `permitc`.
+
+#[test]
+fn hole_7_permitc_signs_tables_and_decide_trusts_only_its_keys() -> R {
+    let dir = std::env::temp_dir().join(format!("permits-signing-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let path = |name: &str| dir.join(name).to_string_lossy().into_owned();
+    let package = fixtures().join("holes").to_string_lossy().into_owned();
+    // Two key pairs: the release key, and one the runtime does not trust.
+    let (code, public, stderr) = permitc(&["keygen", "-o", &path("release.key")])?;
+    assert_eq!(code, 0, "{stderr}");
+    let public = public.trim().to_string();
+    assert_eq!(std::fs::read_to_string(dir.join("release.key.pub"))?.trim(), public);
+    assert_eq!(permitc(&["keygen", "-o", &path("release.key")])?.0, 2, "a key is never overwritten");
+    assert_eq!(permitc(&["keygen", "-o", &path("other.key")])?.0, 0);
+    // A signed compile writes the same table bytes, and a signature beside them.
+    let (code, _, stderr) =
+        permitc(&["compile", &package, "-o", &path("table.json"), "--sign", &path("release.key"), "--serial", "7"])?;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stderr.contains("(serial 7, key "), "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("table.json"))?,
+        std::fs::read_to_string(fixtures().join("holes.table.json"))?
+    );
+    let sig: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("table.json.sig"))?)?;
+    assert_eq!((sig["serial"].as_u64(), sig["key"].as_str()), (Some(7), Some(public.as_str())));
+    let decide = |trust: &str, table: &str| {
+        permitc(&[
+            "decide",
+            "--table",
+            table,
+            "--agent",
+            "Clerkbot",
+            "--skill",
+            "Reorder",
+            "--tool",
+            "StockLevel",
+            "--args",
+            r#"{"sku": "mint"}"#,
+            "--trust",
+            trust,
+        ])
+    };
+    let (code, out, stderr) = decide(&public, &path("table.json"))?;
+    assert_eq!(code, 0, "{stderr}");
+    assert!(out.contains("\"level\": \"alone\""), "{out}");
+    assert_eq!(decide(&path("release.key.pub"), &path("table.json"))?.0, 0, "a .pub file is a key too");
+    // Signed by a key it does not trust, unsigned, or a signature for another table: nothing is decided.
+    let (code, _, stderr) = decide(&path("other.key.pub"), &path("table.json"))?;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("which this runtime does not trust"), "{stderr}");
+    std::fs::copy(dir.join("table.json"), dir.join("unsigned.json"))?;
+    let (code, _, stderr) = decide(&public, &path("unsigned.json"))?;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("is not signed"), "{stderr}");
+    let mut forged = sig.clone();
+    forged["serial"] = serde_json::json!(8);
+    std::fs::write(dir.join("table.json.sig"), forged.to_string())?;
+    let (code, _, stderr) = decide(&public, &path("table.json"))?;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("does not verify"), "{stderr}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

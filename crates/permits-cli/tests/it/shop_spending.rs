@@ -169,7 +169,7 @@ fn shop_spending_steps_1_to_9() -> R {
     assert_eq!(figures(&rt)?, (0, 0));
 
     // 4. Recompiled with alone_up_to 2000: the retry of × 7 is granted automatically.
-    rt.replace_table(shop_table(&tmp.0, 2000, 2500)?);
+    rt.replace_table(shop_table(&tmp.0, 2000, 2500)?)?;
     let retry = rt.propose(&request(order("vanilla", 7, VANILLA), &url))?;
     assert_eq!(retry.id, seven.id, "a retry: the same proposal");
     assert_eq!((retry.status, retry.grant.as_ref().map(|g| g.basis)), (Status::Granted, Some(Basis::Automatic)));
@@ -191,6 +191,8 @@ fn shop_spending_steps_1_to_9() -> R {
     //    fits the current allowance, so executing is refused and the proposal stays granted.
     drop(rt);
     rt = open(shop_table(&tmp.0, 0, 2500)?)?;
+    // Spec §5a: the store has one current table; the restarted host installs its recompiled one first.
+    rt.install_table()?;
     assert_eq!(figures(&rt)?, (1750, 0), "the reservation survives the restart");
     assert_eq!(refusal(rt.execute(&seven.id, Some(&url), |ctx| send(&supplier.supplier, ctx))), Some(Refusal::Basis));
     assert_eq!(rt.proposal(&seven.id)?.status, Status::Granted);
@@ -307,7 +309,7 @@ fn lowering_the_ceiling_below_what_is_held_refuses_new_sends_and_keeps_what_was_
     let second = granted(&rt, order("strawberry", 3, 250), url)?;
     assert_eq!(figures(&rt)?, (750, 1000));
     // A new policy lowers the ceiling to 1500: 1000 spent + 750 held is over it.
-    rt.replace_table(shop_table(&tmp.0, 0, 1500)?);
+    rt.replace_table(shop_table(&tmp.0, 0, 1500)?)?;
     let b = rt.budget("Supplies")?;
     assert_eq!((b.installed_ceiling, b.effective_ceiling, b.room), (Some(2500), 1500, 0));
     let mut ran = false;
@@ -322,7 +324,7 @@ fn lowering_the_ceiling_below_what_is_held_refuses_new_sends_and_keeps_what_was_
     assert_eq!(rt.proposal(&second.id)?.status, Status::Granted);
     assert_eq!(figures(&rt)?, (750, 1000), "what was spent is not rewritten");
     // Raising it back in the policy does not raise the installed ceiling silently…
-    rt.replace_table(shop_table(&tmp.0, 0, 5000)?);
+    rt.replace_table(shop_table(&tmp.0, 0, 5000)?)?;
     assert_eq!(rt.budget("Supplies")?.effective_ceiling, 2500);
     // …a supervisor does it on purpose.
     assert_eq!(refusal(rt.raise_ceiling("Supplies", "Restocker")), Some(Refusal::NotDecider));
@@ -386,6 +388,39 @@ impl Transaction for FailingTx<'_> {
     }
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
         self.0.reserved_total(budget)
+    }
+    fn audit_head(&mut self) -> Result<Option<permits::runtime::AuditHead>, StoreError> {
+        self.0.audit_head()
+    }
+    fn append_audit(&mut self, event: &permits::runtime::ChainedEvent) -> Result<(), StoreError> {
+        self.0.append_audit(event)
+    }
+    fn audit_events(&mut self) -> Result<Vec<permits::runtime::ChainedEvent>, StoreError> {
+        self.0.audit_events()
+    }
+    fn installed_tables(&mut self) -> Result<Vec<permits::runtime::TableInstall>, StoreError> {
+        self.0.installed_tables()
+    }
+    fn current_table(&mut self) -> Result<Option<permits::runtime::TableInstall>, StoreError> {
+        self.0.current_table()
+    }
+    fn put_installed_table(&mut self, install: &permits::runtime::TableInstall) -> Result<(), StoreError> {
+        self.0.put_installed_table(install)
+    }
+    fn task(&mut self, key: &str) -> Result<Option<permits::runtime::Task>, StoreError> {
+        self.0.task(key)
+    }
+    fn put_task(&mut self, task: &permits::runtime::Task) -> Result<(), StoreError> {
+        self.0.put_task(task)
+    }
+    fn run(&mut self, id: &str) -> Result<Option<permits::runtime::Run>, StoreError> {
+        self.0.run(id)
+    }
+    fn run_by_token(&mut self, token: &str) -> Result<Option<permits::runtime::Run>, StoreError> {
+        self.0.run_by_token(token)
+    }
+    fn put_run(&mut self, run: &permits::runtime::Run) -> Result<(), StoreError> {
+        self.0.put_run(run)
     }
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
         self.0.commit()

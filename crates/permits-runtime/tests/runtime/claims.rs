@@ -64,15 +64,12 @@ fn claim_confirm_receipt_runs_once_as_the_approver() -> R {
     // A retry with the same token is the same answer; another token is refused.
     assert_eq!(rt.claim(&id, "tok-a", None)?, claimed);
     let (r, message) = refusal(rt.claim(&id, "tok-b", None))?;
-    assert_eq!(r, Refusal::Claim);
-    assert_eq!(
-        message,
-        "proposal `P-1` is claimed with another claim token: its grant is consumed, and it runs at most once"
-    );
-    assert_eq!(refusal(rt.confirm(&id, "tok-b"))?.0, Refusal::Claim);
+    assert_eq!(r, Refusal::Claimed);
+    assert_eq!(message, "proposal `P-1` was executed under another claim: its grant is consumed; nothing runs");
+    assert_eq!(refusal(rt.confirm(&id, "tok-b"))?.0, Refusal::Claimed);
     // A receipt before the confirmation is refused.
     let (r, message) = refusal(rt.record_outcome(&id, "tok-a", RunOutcome::Done(accepted("order-1:P-1", 900))))?;
-    assert_eq!(r, Refusal::Claim);
+    assert_eq!(r, Refusal::NotClaimed);
     assert!(message.contains("not confirmed"), "{message}");
     let sending = rt.confirm(&id, "tok-a")?;
     assert_eq!((sending.status, sending.confirmed), (Status::Sending, true));
@@ -106,13 +103,13 @@ fn a_refused_claim_fails_final_and_releases_the_reservation() -> R {
     assert_eq!(supplies(&rt)?, (0, 0));
     assert_eq!(rt.refuse_claim(&id, "tok-a", Refused::Person, "again")?, failed, "the same answer");
     assert_eq!(refusal(rt.confirm(&id, "tok-a"))?.0, Refusal::Status);
-    assert_eq!(refusal(rt.claim(&id, "tok-b", None))?.0, Refusal::Status);
+    assert_eq!(refusal(rt.claim(&id, "tok-b", None))?.0, Refusal::Claimed);
     assert_eq!(refusal(rt.approve(&id, "Max", &rt.proposal(&id)?.fingerprint, ApproveMode::Once))?.0, Refusal::Status);
     // A confirmed claim cannot be refused afterwards: it ran or runs.
     let id = granted(&rt, "order-2")?;
     rt.claim(&id, "tok-c", None)?;
     rt.confirm(&id, "tok-c")?;
-    assert_eq!(refusal(rt.refuse_claim(&id, "tok-c", Refused::Agent, "no"))?.0, Refusal::Claim);
+    assert_eq!(refusal(rt.refuse_claim(&id, "tok-c", Refused::Agent, "no"))?.0, Refusal::NotClaimed);
     assert_eq!(rt.proposal(&id)?.status, Status::Sending);
     Ok(())
 }
@@ -136,9 +133,9 @@ fn claims_are_rechecked_like_execute() -> R {
     let mut t = shop();
     t.package.grant_lifetime_seconds += 1;
     t.seal();
-    rt.replace_table(t);
+    rt.replace_table(t)?;
     let (r, message) = refusal(rt.confirm(&id, "tok-b"))?;
-    assert_eq!(r, Refusal::Claim);
+    assert_eq!(r, Refusal::NotClaimed);
     assert!(message.starts_with("the table changed since proposal `P-2` was claimed"), "{message}");
     assert_eq!(rt.claim(&id, "tok-c", None)?.claim_token.as_deref(), Some("tok-c"));
     assert_eq!(rt.confirm(&id, "tok-c")?.status, Status::Sending);
@@ -199,7 +196,7 @@ fn an_alone_run_is_claimed_confirmed_and_settled() -> R {
     assert_eq!(rt.claim_alone(&request, "tok-a")?, claimed);
     assert_eq!(supplies(&rt)?, (300, 0));
     let other = ProposalRequest::new(order("mint", 400), "order-1", "two tubs");
-    assert_eq!(refusal(rt.claim_alone(&other, "tok-a"))?.0, Refusal::Claim);
+    assert_eq!(refusal(rt.claim_alone(&other, "tok-a"))?.0, Refusal::Claimed);
     // Settlement follows a send: not before the confirmation.
     assert_eq!(refusal(rt.settle("A-1", &accepted("A-1", 300)))?.0, Refusal::NotSent);
     assert_eq!(rt.confirm("A-1", "tok-a")?.status, Status::Sending);
@@ -257,8 +254,8 @@ fn claims_and_runs_survive_a_restart_and_never_run_twice() -> R {
     };
     let rt = open()?;
     assert_eq!(rt.execution(&id)?.status, Status::Sending);
-    assert_eq!(refusal(rt.claim(&id, "tok-b", None))?.0, Refusal::Status);
-    assert_eq!(refusal(rt.confirm(&id, "tok-b"))?.0, Refusal::Claim);
+    assert_eq!(refusal(rt.claim(&id, "tok-b", None))?.0, Refusal::Claimed);
+    assert_eq!(refusal(rt.confirm(&id, "tok-b"))?.0, Refusal::Claimed);
     assert_eq!(rt.claim_alone(&ProposalRequest::new(order("mint", 300), "order-2", "mint"), "tok-r")?, run);
     assert_eq!(supplies(&rt)?, (1200, 0));
     let _ = std::fs::remove_dir_all(&dir);

@@ -103,7 +103,7 @@ fn kind_3_nothing_makes_a_never_tool_run() -> R {
     // A decider's yes with a valid fingerprint, then the policy says never: nothing runs.
     let p = propose(&rt, 45, "Noor", "k")?;
     rt.approve(&p.id, "Noor", &p.fingerprint, ApproveMode::Once)?;
-    rt.replace_table(crate::fixture("workshop-never-setprice")?);
+    rt.replace_table(crate::fixture("workshop-never-setprice")?)?;
     let err = rt.execute(&p.id, None, |c| host.run(c)).err().ok_or("it ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Never);
@@ -160,7 +160,7 @@ fn kind_6_any_edit_gives_a_new_fingerprint() -> R {
     // A change of the triple's entry (the skill's lists) makes a waiting proposal stale.
     let (rt, host, _) = runtime(t);
     let p = propose(&rt, 45, "Noor", "k")?;
-    rt.replace_table(crate::fixture("workshop-entry-change")?);
+    rt.replace_table(crate::fixture("workshop-entry-change")?)?;
     let err =
         rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| host.run(c)).err().ok_or("ran")?;
     assert_eq!(err.refusal(), Some(Refusal::Stale));
@@ -207,7 +207,7 @@ fn kind_9_everything_is_rechecked_at_execution() -> R {
     assert_eq!(rt.execute(&p.id, None, |c| host.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::Stale));
     let q = propose(&rt, 45, "Noor", "k2")?;
     rt.approve(&q.id, "Noor", &q.fingerprint, ApproveMode::Once)?;
-    rt.replace_table(crate::fixture("workshop-never-setprice")?);
+    rt.replace_table(crate::fixture("workshop-never-setprice")?)?;
     assert_eq!(rt.execute(&q.id, None, |c| host.run(c)).err().and_then(|e| e.refusal()), Some(Refusal::Stale));
     assert_eq!(host.runs(), 0);
     Ok(())
@@ -227,7 +227,7 @@ fn kind_10_a_standing_rule_follows_the_tools_content_not_its_name() -> R {
     })?;
     assert_eq!(rule.covered.len(), 2);
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Alone);
-    rt.replace_table(crate::fixture("workshop-new-body")?);
+    rt.replace_table(crate::fixture("workshop-new-body")?)?;
     let d = rt.decide(&set_price(45, "Noor"))?;
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
     let handled = rt.call(&ProposalRequest::new(set_price(45, "Noor"), "k", "price"), |c| host.run(c))?;

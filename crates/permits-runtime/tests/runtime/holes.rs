@@ -123,7 +123,7 @@ fn hole_2_a_granted_spend_that_turns_stale_or_failed_releases_its_reservation() 
         {
             e.entry_digest = "0".repeat(64);
         }
-    }));
+    }))?;
     let (refusal, _) = refusal_of(w.rt.execute(&p.id, None, done(json!("sent"))))?;
     assert_eq!(refusal, Refusal::Stale);
     assert_eq!(w.rt.proposal(&p.id)?.status, Status::Stale);
@@ -138,7 +138,7 @@ fn hole_2_a_granted_spend_that_turns_stale_or_failed_releases_its_reservation() 
         {
             e.reserved = true;
         }
-    }));
+    }))?;
     let (refusal, _) = refusal_of(w.rt.execute(&p.id, None, done(json!("sent"))))?;
     assert_eq!(refusal, Refusal::NowNever);
     assert_eq!((w.rt.proposal(&p.id)?.status, supplies(&w)?), (Status::Failed, (0, 0)));
@@ -349,7 +349,7 @@ fn hole_6_a_grant_does_not_outlive_its_approvers_authority() -> R {
     let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
     w.rt.approve(&p.id, "Ida", &p.fingerprint, ApproveMode::Once)?;
     // Ida is no longer a buyer: her yes no longer authorizes anything.
-    w.rt.replace_table(without_roles("Ida"));
+    w.rt.replace_table(without_roles("Ida"))?;
     let mut ran = false;
     let (refusal, message) = refusal_of(w.rt.execute(&p.id, None, |_| {
         ran = true;
@@ -373,8 +373,404 @@ fn hole_6_a_standing_rule_applies_only_while_its_maker_may_make_it() -> R {
     let rule = w.rt.allow_alone(&rule_for_sam())?;
     assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.standing_rule.as_deref(), Some(rule.id.as_str()));
     // Lucy no longer supervises: the rule she made for Sam stops applying.
-    w.rt.replace_table(without_roles("Lucy"));
+    w.rt.replace_table(without_roles("Lucy"))?;
     let d = w.rt.decide(&markdown("mint", 20, "Sam"))?;
     assert_eq!((d.level, d.standing_rule), (Level::Propose, None));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 8: the fingerprint says who the work is for; tasks.
+
+#[test]
+fn hole_8_an_operation_key_is_one_persons_task_and_never_returns_anothers_proposal() -> R {
+    let w = world();
+    let sams = propose(&w, order("mint", 900, "Sam"), "order-1")?;
+    w.rt.approve(&sams.id, "Ida", &sams.fingerprint, ApproveMode::Once)?;
+    assert_eq!(supplies(&w)?, (900, 0));
+    // The same call for Max under Sam's key: not Sam's proposal back, but `never` (not this task's person).
+    let (refusal, message) = refusal_of(propose(&w, order("mint", 900, "Max"), "order-1"))?;
+    assert_eq!(refusal, Refusal::Never);
+    assert!(message.contains("not this task's person"), "{message}");
+    // Nor may Max's order for the same subject supersede Sam's and release Sam's money.
+    let (refusal, _) = refusal_of(propose(&w, order("mint", 300, "Max"), "order-1"))?;
+    assert_eq!(refusal, Refusal::Never);
+    assert_eq!((w.rt.proposal(&sams.id)?.status, supplies(&w)?), (Status::Granted, (900, 0)));
+    // The task is bound to its root too: another skill under the key is not this task's.
+    let count =
+        Call::new("Clerkbot", "ClearStock", "StockLevel").with_arguments(json!({"sku": "mint"})).for_person("Sam");
+    let (refusal, message) = refusal_of(w.rt.run_alone(&count.clone().in_task("order-1"), done(json!(3))))?;
+    assert_eq!(refusal, Refusal::Never);
+    assert!(message.contains("not this task's root"), "{message}");
+    let task = w.rt.task("order-1")?.ok_or("no binding")?;
+    assert_eq!(
+        (task.root_agent.as_str(), task.root_skill.as_str(), task.person.as_deref()),
+        ("Clerkbot", "Reorder", Some("Sam"))
+    );
+    assert_eq!(task.mode, None);
+    // Ending the task keeps its binding.
+    w.rt.end_task("order-1")?;
+    assert!(w.rt.task("order-1")?.and_then(|t| t.ended_at).is_some());
+    assert_eq!(refusal_of(propose(&w, order("mint", 900, "Max"), "order-1"))?.0, Refusal::Never);
+    // The fingerprint (format 2) covers the person the work is for.
+    let other = propose(&w, order("mint", 900, "Max"), "order-2")?;
+    assert_ne!(other.fingerprint, sams.fingerprint);
+    assert_eq!(other.fingerprint_format, permits_runtime::FINGERPRINT_FORMAT);
+    Ok(())
+}
+
+/// Instructions whose version a test moves.
+#[derive(Clone, Default)]
+struct Prompts(std::sync::Arc<std::sync::Mutex<String>>);
+
+impl permits_runtime::Versions for Prompts {
+    fn covered_version(&self, _: permits_runtime::VersionQuery<'_>) -> Option<String> {
+        None
+    }
+    fn instruction_version(&self, _: &str) -> Option<String> {
+        self.0.lock().ok().map(|v| v.clone())
+    }
+}
+
+#[test]
+fn hole_8_changed_instructions_or_an_old_fingerprint_format_make_a_proposal_stale() -> R {
+    let prompts = Prompts::default();
+    *prompts.0.lock().map_err(|e| e.to_string())? = "prompts-1".into();
+    let w = world();
+    let rt = Runtime::new(shop(), AdmitAll).with_clock(w.clock.clone()).with_versions(prompts.clone());
+    let p = rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "clear-1", "slow seller"))?;
+    assert_eq!(p.instruction_version.as_deref(), Some("prompts-1"));
+    *prompts.0.lock().map_err(|e| e.to_string())? = "prompts-2".into();
+    let (refusal, message) = refusal_of(rt.approve(&p.id, "Sam", &p.fingerprint, ApproveMode::Once))?;
+    assert_eq!(refusal, Refusal::Stale);
+    assert!(message.contains("the instructions are `prompts-2` instead of `prompts-1`"), "{message}");
+    assert_eq!(rt.proposal(&p.id)?.status, Status::Stale);
+    Ok(())
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn hole_8_a_waiting_proposal_of_the_old_fingerprint_format_becomes_stale() -> R {
+    use permits_runtime::{SqliteStore, Store};
+    let dir = std::env::temp_dir().join(format!("permits-holes-v1-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("ledger.db");
+    let rt = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    let p = rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "clear-1", "slow seller"))?;
+    {
+        // The record as a release before fingerprint format 2 wrote it.
+        let store = SqliteStore::open(&db)?;
+        let mut tx = store.begin()?;
+        let mut old = tx.proposal(&p.id)?.ok_or("gone")?;
+        old.fingerprint_format = 1;
+        tx.put_proposal(&old)?;
+        tx.commit()?;
+    }
+    let (refusal, message) = refusal_of(rt.approve(&p.id, "Sam", &p.fingerprint, ApproveMode::Once))?;
+    assert_eq!(refusal, Refusal::Stale);
+    assert!(message.contains("fingerprint format 1"), "{message}");
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 10: idempotent execution.
+
+#[test]
+fn hole_10_a_retry_with_the_same_claim_token_gets_the_claim_and_another_token_is_refused() -> R {
+    let w = world();
+    let p = propose(&w, markdown("mint", 20, "Sam"), "clear-1")?;
+    w.rt.approve(&p.id, "Sam", &p.fingerprint, ApproveMode::Once)?;
+    let mut runs = 0;
+    // The run's outcome could not be confirmed, and the host lost the answer: it retries with its token.
+    let first = w.rt.execute_claimed(&p.id, None, "claim-1", |_| {
+        runs += 1;
+        RunOutcome::Unknown("the connection dropped".into())
+    })?;
+    assert_eq!((first.ran, first.proposal.status), (true, Status::Unknown));
+    let again = w.rt.execute_claimed(&p.id, None, "claim-1", |_| {
+        runs += 1;
+        RunOutcome::Done(json!("twice"))
+    })?;
+    assert_eq!(
+        (again.ran, again.proposal.status, again.proposal.claim.as_deref()),
+        (false, Status::Unknown, Some("claim-1"))
+    );
+    // Another token on the consumed grant is refused, and nothing runs.
+    let (refusal, _) = refusal_of(w.rt.execute_claimed(&p.id, None, "claim-2", |_| {
+        runs += 1;
+        RunOutcome::Done(json!("again"))
+    }))?;
+    assert_eq!(refusal, Refusal::Claimed);
+    assert_eq!(runs, 1);
+    // Once done, the same token returns the stored receipt.
+    let q = propose(&w, markdown("mint", 25, "Sam"), "clear-2")?;
+    w.rt.approve(&q.id, "Sam", &q.fingerprint, ApproveMode::Once)?;
+    w.rt.execute_claimed(&q.id, None, "claim-3", done(json!({"price": 80})))?;
+    let replay = w.rt.execute_claimed(&q.id, None, "claim-3", done(json!("not this")))?;
+    assert_eq!((replay.ran, replay.proposal.receipt), (false, Some(json!({"price": 80}))));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 4: bounded input, durable output.
+
+/// A JSON value `depth` levels deep: `[[…[1]…]]`.
+fn nested(depth: usize) -> Value {
+    let mut v = json!(1);
+    for _ in 1..depth {
+        v = json!([v]);
+    }
+    v
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn hole_4_one_deep_value_never_makes_the_store_unreadable() -> R {
+    use permits_runtime::{Evidence, SqliteStore, limits};
+    let dir = std::env::temp_dir().join(format!("permits-holes-deep-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let rt = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&dir.join("ledger.db"))?);
+    let fine = rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "clear-1", "slow seller"))?;
+    // Evidence 126 levels deep is refused at the API, with the limit in the message; nothing is stored.
+    let deep =
+        ProposalRequest::new(markdown("vanilla", 20, "Sam"), "clear-2", "slow seller").with_evidence(vec![Evidence {
+            tool: "StockLevel".into(),
+            arguments: json!({"sku": "vanilla"}),
+            answer: nested(126),
+        }]);
+    let (refusal, message) = refusal_of(rt.propose(&deep))?;
+    assert_eq!(refusal, Refusal::TooLarge);
+    assert_eq!(
+        message,
+        format!("evidence item 1's answer is more than {0} levels deep: at most {0} are accepted", limits::MAX_DEPTH)
+    );
+    let long = ProposalRequest::new(markdown("vanilla", 20, "Sam"), "clear-3", "x".repeat(limits::MAX_WHY_BYTES + 1));
+    assert_eq!(refusal_of(rt.propose(&long))?.0, Refusal::TooLarge);
+    // Everyone's records still read.
+    assert_eq!(rt.proposals()?.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), [fine.id.as_str()]);
+    // A receipt 127 levels deep cannot be refused (the tool ran): it is stored as a note, and the stored
+    // receipt replays.
+    rt.approve(&fine.id, "Sam", &fine.fingerprint, ApproveMode::Once)?;
+    let ran = rt.execute(&fine.id, None, done(nested(127)))?;
+    assert_eq!(ran.proposal.status, Status::Done);
+    let note = ran.proposal.receipt.clone().ok_or("no receipt")?;
+    assert!(note["receipt_not_stored"]["why"].as_str().unwrap_or_default().contains("levels deep"), "{note}");
+    let replay = rt.execute(&fine.id, None, done(json!("not again")))?;
+    assert_eq!((replay.ran, replay.proposal.receipt), (false, Some(note)));
+    assert_eq!(rt.proposals()?.len(), 1);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 5: the audit is complete, atomic and tamper-evident.
+
+#[test]
+fn hole_5_every_operation_is_one_event_in_the_stores_chain_saying_how_it_was_authorized() -> R {
+    use permits_runtime::{Authorization, ChainError, read_export, verify_chain};
+    let w = world();
+    // Operations the audit used to miss: a refused and a successful `raise_ceiling`, an inconclusive
+    // `settle`, `approve` and `revoke_rule` of unknown ids, an alone spend's settlement, `replace_table`.
+    assert_eq!(refusal_of(w.rt.raise_ceiling("Supplies", "Max"))?.0, Refusal::NotDecider);
+    w.rt.raise_ceiling("Supplies", "Lucy")?;
+    assert!(w.rt.approve("P-404", "Lucy", "f", ApproveMode::Once).is_err());
+    assert!(w.rt.revoke_rule("R-404", "Lucy", "gone").is_err());
+    let rule = w.rt.allow_alone(&NewRule {
+        agent: "Clerkbot".into(),
+        tool: "PlaceOrder".into(),
+        skill: Some("Reorder".into()),
+        work_for: WorkFor::Person("Sam".into()),
+        by: "Lucy".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
+    })?;
+    let ran = w.rt.run_alone(&order("mint", 300, "Sam"), |ctx| RunOutcome::Done(accepted(ctx.operation, 300)))?;
+    assert_eq!(ran.decision.standing_rule.as_deref(), Some(rule.id.as_str()));
+    assert_eq!(supplies(&w)?, (0, 300));
+    let p = propose(&w, order("vanilla", 900, "Sam"), "order-1")?;
+    w.rt.approve(&p.id, "Ida", &p.fingerprint, ApproveMode::Once)?;
+    w.rt.execute(&p.id, None, |_| RunOutcome::Unknown("timeout".into()))?;
+    assert_eq!(refusal_of(w.rt.settle(&p.id, &json!({"ok": true})))?.0, Refusal::NotConclusive);
+    w.rt.replace_table(edited(|t| t.package.grant_lifetime_seconds = 3600))?;
+
+    let chain = w.rt.audit_chain()?;
+    let kinds: Vec<EventKind> = chain.iter().map(|c| c.event.kind).collect();
+    use EventKind as K;
+    assert_eq!(
+        kinds,
+        [
+            K::TableInstalled,
+            K::Refusal,
+            K::Ceiling,
+            K::Refusal,
+            K::Refusal,
+            K::RuleCreated,
+            K::Execution,
+            K::Settlement,
+            K::Execution,
+            K::Task,
+            K::Proposal,
+            K::Grant,
+            K::Execution,
+            K::Execution,
+            K::Refusal,
+            K::TableInstalled
+        ]
+    );
+    // The store's chain is what the sink saw, in order.
+    assert_eq!(chain.iter().map(|c| c.event.clone()).collect::<Vec<_>>(), w.audit.events());
+    // Each execution says how it was authorized.
+    let how: Vec<Option<Authorization>> =
+        chain.iter().filter(|c| c.event.kind == K::Execution).map(|c| c.event.authorized_by.clone()).collect();
+    assert_eq!(
+        how,
+        [
+            Some(Authorization::StandingRule(rule.id.clone())),
+            Some(Authorization::StandingRule(rule.id.clone())),
+            Some(Authorization::Person("Ida".into())),
+            Some(Authorization::Person("Ida".into())),
+        ]
+    );
+    // The chain verifies, up to its readable head; an export is the same chain.
+    let head = w.rt.audit_head()?.ok_or("no head")?;
+    assert_eq!(verify_chain(&chain, Some(&head))?, Some(head.clone()));
+    let mut export = Vec::new();
+    assert_eq!(w.rt.export_audit(&mut export)?, chain.len() as u64);
+    let text = String::from_utf8(export)?;
+    assert_eq!(read_export(&text)?, chain);
+    // Editing one event, dropping one, or cutting the end shows.
+    let edited_text = text.replacen("\"Ida\"", "\"Max\"", 1);
+    assert!(matches!(verify_chain(&read_export(&edited_text)?, None), Err(ChainError::Tampered { .. })));
+    let mut dropped = chain.clone();
+    dropped.remove(3);
+    assert!(matches!(verify_chain(&dropped, None), Err(ChainError::Order { expected: 4, found: 5 })));
+    assert_eq!(w.rt.installed_tables()?.len(), 2);
+    assert!(matches!(verify_chain(&chain[..10], Some(&head)), Err(ChainError::Head { .. })));
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Hole 7: one current table per store, no silent rollback, signed tables.
+
+/// The shop where `MarkDown` is `never` in `ClearStock`.
+fn markdown_never() -> Table {
+    edited(|t| {
+        if let Some(e) =
+            t.entries.get_mut("Clerkbot").and_then(|s| s.get_mut("ClearStock")).and_then(|e| e.get_mut("MarkDown"))
+        {
+            e.reserved = true;
+        }
+    })
+}
+
+fn table_refusal(r: Result<(), RuntimeError>) -> Result<permits_runtime::TableRefusal, String> {
+    match r {
+        Err(RuntimeError::Table(refusal)) => Ok(refusal),
+        other => Err(format!("not a table refusal: {other:?}")),
+    }
+}
+
+#[test]
+fn hole_7_an_older_table_is_refused_and_a_tool_made_never_stays_never() -> R {
+    use permits_runtime::TableRefusal;
+    use permits_runtime::signing::sign;
+    let secret = "42".repeat(32);
+    let (old, new) = (shop(), markdown_never());
+    let clock = ManualClock::at(1_767_225_600);
+    let audit = MemorySink::new();
+    let rt = Runtime::new(shop(), AdmitAll).with_clock(clock.clone()).with_audit(audit.clone()).with_signature(sign(
+        &old.header.table_digest,
+        1,
+        &secret,
+    )?);
+    let w = World { rt, clock, audit };
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Propose);
+    w.rt.replace_table_signed(new.clone(), sign(&new.header.table_digest, 2, &secret)?)?;
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Never);
+    // Putting the older release back is a rollback: refused, audited with both digests, nothing changes.
+    let refusal = table_refusal(w.rt.replace_table_signed(old.clone(), sign(&old.header.table_digest, 1, &secret)?))?;
+    assert_eq!(refusal, TableRefusal::Rollback { digest: old.header.table_digest.clone(), serial: 1, highest: 2 });
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Never, "never stays never");
+    let last = w.audit.events().into_iter().rfind(|e| e.kind == EventKind::Refusal).ok_or("no refusal event")?;
+    let reason = last.reason.unwrap_or_default();
+    assert!(reason.contains(&old.header.table_digest) && reason.contains(&new.header.table_digest), "{reason}");
+    // A supervisor may force it, on purpose; that is audited as forced.
+    let again = sign(&old.header.table_digest, 1, &secret)?;
+    assert!(matches!(
+        table_refusal(w.rt.force_table(old.clone(), Some(again.clone()), "Max"))?,
+        TableRefusal::NotSupervisor { .. }
+    ));
+    w.rt.force_table(old, Some(again), "Lucy")?;
+    assert_eq!(w.rt.installed_tables()?.last().and_then(|t| t.forced_by.clone()).as_deref(), Some("Lucy"));
+    assert_eq!(
+        w.audit.events().last().map(|e| (e.kind, e.outcome.clone())),
+        Some((EventKind::TableInstalled, "forced".into()))
+    );
+    assert_eq!(w.rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Propose);
+    Ok(())
+}
+
+#[cfg(feature = "sqlite")]
+#[test]
+fn hole_7_a_runtime_whose_table_is_not_the_stores_current_one_changes_nothing() -> R {
+    use permits_runtime::{SqliteStore, TableRefusal};
+    let dir = std::env::temp_dir().join(format!("permits-holes-current-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("ledger.db");
+    let first = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    let second = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    first.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "k-1", "slow"))?;
+    // Another host installs the newer table in the shared store: the second runtime is behind.
+    let third = Runtime::new(shop(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    third.replace_table(markdown_never())?;
+    let behind = second.propose(&ProposalRequest::new(markdown("mint", 30, "Sam"), "k-2", "slow"));
+    assert!(matches!(behind, Err(RuntimeError::Table(TableRefusal::NotCurrent { .. }))), "{behind:?}");
+    // Once it loads the current table it works, on that table.
+    second.replace_table(markdown_never())?;
+    assert_eq!(second.decide(&markdown("mint", 30, "Sam"))?.level, Level::Never);
+    assert_eq!(second.installed_tables()?.len(), 2);
+    drop((first, second, third));
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+#[test]
+fn hole_7_signed_tables_unsigned_mis_signed_and_rolled_back_are_refused() -> R {
+    use permits_runtime::signing::sign;
+    use permits_runtime::{TableRefusal, TrustedKeys};
+    let secret = "42".repeat(32);
+    let other = "17".repeat(32);
+    let key = permits_runtime::signing::public_key_of(&secret)?;
+    let trusted = || TrustedKeys::from_hex([key.as_str()]);
+    let old = shop();
+    let new = markdown_never();
+    let signed = |t: &Table, serial: u64, secret: &str| sign(&t.header.table_digest, serial, secret);
+    // Unsigned: refused at the first change.
+    let rt = Runtime::new(shop(), AdmitAll).with_trusted_keys(trusted()?);
+    let r = rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "k", "why"));
+    assert!(matches!(r, Err(RuntimeError::Table(TableRefusal::Unsigned { .. }))), "{r:?}");
+    // Signed at serial 5 by the trusted key: installed.
+    let rt = Runtime::new(shop(), AdmitAll).with_trusted_keys(trusted()?).with_signature(signed(&old, 5, &secret)?);
+    rt.propose(&ProposalRequest::new(markdown("mint", 20, "Sam"), "k", "why"))?;
+    // Mis-signed: by an untrusted key, for another table, or a signature that does not verify.
+    let untrusted = table_refusal(rt.replace_table_signed(new.clone(), signed(&new, 6, &other)?))?;
+    assert!(matches!(untrusted, TableRefusal::UntrustedKey { .. }), "{untrusted}");
+    let elsewhere = table_refusal(rt.replace_table_signed(new.clone(), signed(&old, 6, &secret)?))?;
+    assert!(matches!(elsewhere, TableRefusal::OtherTable { .. }), "{elsewhere}");
+    let mut forged = signed(&new, 6, &secret)?;
+    forged.serial = 7;
+    assert!(matches!(table_refusal(rt.replace_table_signed(new.clone(), forged))?, TableRefusal::BadSignature { .. }));
+    assert!(matches!(table_refusal(rt.replace_table(new.clone()))?, TableRefusal::Unsigned { .. }));
+    // The newer serial installs; the older table, even re-signed at its own serial, is a rollback.
+    rt.replace_table_signed(new.clone(), signed(&new, 6, &secret)?)?;
+    let back = table_refusal(rt.replace_table_signed(old.clone(), signed(&old, 5, &secret)?))?;
+    assert_eq!(back, TableRefusal::Rollback { digest: old.header.table_digest.clone(), serial: 5, highest: 6 });
+    assert_eq!(rt.decide(&markdown("mint", 20, "Sam"))?.level, Level::Never);
+    let installs = rt.installed_tables()?;
+    assert_eq!(installs.iter().map(|i| i.serial).collect::<Vec<_>>(), [Some(5), Some(6)]);
     Ok(())
 }

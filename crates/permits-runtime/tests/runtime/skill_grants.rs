@@ -79,7 +79,7 @@ fn outcome_3_an_edit_of_the_skills_lists_makes_its_waiting_proposals_stale_only(
         "ref-1",
         "rename a function",
     ))?;
-    rt.replace_table(after);
+    rt.replace_table(after)?;
     let mut runs = 0;
     let err = rt
         .approve_and_run(&tests.id, "Priya", &tests.fingerprint, ApproveMode::Once, |_| {

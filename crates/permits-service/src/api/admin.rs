@@ -7,6 +7,7 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use permits_runtime::table::Table;
+use permits_runtime::{ChainedEvent, TableSignature, verify_chain};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -48,7 +49,7 @@ pub(crate) async fn openapi() -> Response {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AuditQuery {
-    /// Events numbered after this one (0: from the first kept).
+    /// Events after this place in the chain (0: from the first).
     #[serde(default)]
     after: u64,
     /// At most this many (at most 1000; 100 by default).
@@ -56,31 +57,58 @@ pub(crate) struct AuditQuery {
     limit: Option<usize>,
 }
 
-/// `GET /v1/audit?after=N&limit=M` (a person or admin key): the audit events, numbered, oldest first.
+/// `GET /v1/audit?after=SEQ&limit=N` (a person or admin key): the store's audit chain (spec §5a), oldest
+/// first: each event with its place, the hash of the one before and its own; and the chain's head.
 pub(crate) async fn audit(
     State(app): State<Arc<App>>,
     caller: Caller,
     Query(query): Query<AuditQuery>,
 ) -> Result<axum::Json<Value>, ApiError> {
+    reader_of_the_audit(&caller)?;
+    let limit = query.limit.unwrap_or(100).min(MAX_EVENTS);
+    let (events, head) = app
+        .run(move |app| {
+            let chain = app.rt.audit_chain()?;
+            let head = chain.last().map(|e| json!({"seq": e.seq, "hash": e.hash}));
+            let events: Vec<ChainedEvent> = chain.into_iter().filter(|e| e.seq > query.after).take(limit).collect();
+            Ok((events, head))
+        })
+        .await?;
+    Ok(axum::Json(json!({"events": events, "head": head})))
+}
+
+fn reader_of_the_audit(caller: &Caller) -> Result<(), ApiError> {
     if caller.0.kind == KeyKind::Host {
         return Err(ApiError::forbidden("person_only", "the audit is read with a person's or an admin's key"));
     }
-    let (events, last) = app.audit.after(query.after, query.limit.unwrap_or(100).min(MAX_EVENTS));
-    let events: Vec<Value> = events.into_iter().map(|(n, e)| json!({"n": n, "event": e})).collect();
-    Ok(axum::Json(json!({"events": events, "last": last})))
+    Ok(())
 }
 
-/// `GET /v1/audit/verify`: 501 until the store keeps the audit as a hash chain (issue #14).
-pub(crate) async fn verify(_caller: Caller) -> ApiError {
-    ApiError::new(
-        StatusCode::NOT_IMPLEMENTED,
-        "not_implemented",
-        "the audit is not a hash chain in the store yet (issue #14): there is nothing to verify",
-    )
+/// `GET /v1/audit/verify` (a person or admin key): checks the store's audit chain — every event in place,
+/// linked to the one before, unchanged since written — and answers its head; a broken chain is a 409.
+pub(crate) async fn verify(State(app): State<Arc<App>>, caller: Caller) -> Result<axum::Json<Value>, ApiError> {
+    reader_of_the_audit(&caller)?;
+    app.run(|app| {
+        let chain = app.rt.audit_chain()?;
+        match verify_chain(&chain, None) {
+            Ok(head) => Ok(axum::Json(json!({
+                "ok": true,
+                "events": chain.len(),
+                "head": head.map(|h| json!({"seq": h.seq, "hash": h.hash})),
+            }))),
+            Err(e) => Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "chain_broken",
+                format!("the audit chain does not verify: {e}"),
+            )),
+        }
+    })
+    .await
 }
 
-/// `POST /v1/admin/table` (an admin key): the body is a table (as `permitc compile` writes it); it is
-/// installed through the same checks as a reload on `SIGHUP`, and a refused one leaves the table in force.
+/// `POST /v1/admin/table` (an admin key): the body is a table as `permitc compile` writes it, or
+/// `{"table": TABLE, "signature": SIGNATURE}` for a signed one (the `.sig` file's contents); it is installed
+/// through the same checks as a reload on `SIGHUP`, and a refused one leaves the table in force.
 pub(crate) async fn install(
     State(app): State<Arc<App>>,
     caller: Caller,
@@ -88,16 +116,36 @@ pub(crate) async fn install(
 ) -> Result<axum::Json<Value>, ApiError> {
     caller.admin()?;
     let bytes = read_bounded(request, MAX_TABLE_BODY).await?;
-    let digest = app.run(move |app| app.install(&bytes)).await?;
+    let digest = app
+        .run(move |app| {
+            let signed = serde_json::from_slice::<Value>(&bytes)
+                .is_ok_and(|v| v.get("table").is_some() && v.get("header").is_none());
+            if signed {
+                let envelope: Envelope = crate::body::parse(&bytes)?;
+                app.install(envelope.table.to_string().as_bytes(), envelope.signature)
+            } else {
+                app.install(&bytes, None)
+            }
+        })
+        .await?;
     Ok(axum::Json(json!({"table_digest": digest})))
+}
+
+/// A signed table, posted.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Envelope {
+    table: Value,
+    #[serde(default)]
+    signature: Option<TableSignature>,
 }
 
 impl App {
     /// Installs a table from its bytes: loaded and verified as the runtime loads one (format, digest,
-    /// unknown fields), then swapped in with `Runtime::replace_table`; when either refuses, the table in
-    /// force stays. Signatures, serials and rollback are checked by `replace_table` once the runtime has
-    /// them (issue #14); this goes through it unchanged.
-    pub(crate) fn install(&self, bytes: &[u8]) -> Result<String, ApiError> {
+    /// unknown fields), then installed with `Runtime::replace_table` (or `replace_table_signed`): the
+    /// signature against the trusted keys, the serial against rollback, one current table per store (spec
+    /// §5a), every refusal audited by the runtime. When either refuses, the table in force stays.
+    pub(crate) fn install(&self, bytes: &[u8], signature: Option<TableSignature>) -> Result<String, ApiError> {
         let _one = self.installing.lock().unwrap_or_else(PoisonError::into_inner);
         let table = match Table::load(bytes) {
             Ok(table) => table,
@@ -111,7 +159,15 @@ impl App {
             }
         };
         let digest = table.header.table_digest.clone();
-        self.rt.replace_table(table);
+        let installed = match signature {
+            Some(signature) => self.rt.replace_table_signed(table, signature),
+            None => self.rt.replace_table(table),
+        };
+        if let Err(e) = installed {
+            self.metrics.reload("refused");
+            let message = format!("the table was refused, the one in force stays: {e}");
+            return Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "table_refused", message));
+        }
         self.metrics.reload("installed");
         Ok(digest)
     }

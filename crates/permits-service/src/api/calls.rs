@@ -52,6 +52,8 @@ pub(crate) struct CallBody {
     #[serde(default)]
     shown: std::collections::BTreeMap<String, String>,
     #[serde(default)]
+    instruction_version: Option<String>,
+    #[serde(default)]
     lifetime_seconds: Option<u64>,
 }
 
@@ -70,7 +72,9 @@ fn empty_object() -> Value {
 }
 
 fn call_of(agent: String, skill: String, tool: String, arguments: Value, requester: Option<String>) -> Call {
-    Call { agent, skill, tool, arguments, requester }
+    let mut call = Call::new(agent, skill, tool).with_arguments(arguments);
+    call.requester = requester;
+    call
 }
 
 /// `POST /v1/decide`: the decision for one call, standing rules included (recorded in the audit).
@@ -111,11 +115,13 @@ pub(crate) async fn call(
         lifetime_seconds: body.lifetime_seconds,
     };
     let token = body.claim_token;
-    let statement = Statement { version: body.covered_version, shown: body.shown };
+    let statement =
+        Statement { version: body.covered_version, shown: body.shown, instruction_version: body.instruction_version };
     let metrics_app = app.clone();
     app.change(move |app| {
         // As `Runtime::call`: decide, then run alone, propose, or refuse.
-        let decision = app.rt.decide(&request.call)?;
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        let decision = app.rt.decide(&call)?;
         metrics_app.metrics.decision(decision.level);
         let answer = match decision.level {
             Level::Alone => {

@@ -63,6 +63,9 @@ pub(crate) struct ClaimBody {
     /// The covered version now, for a tool with `version P.F`: a change since the proposal is `stale`.
     #[serde(default)]
     covered_version: Option<String>,
+    /// The version of the instructions the agent works under now: a change since the proposal is `stale`.
+    #[serde(default)]
+    instruction_version: Option<String>,
 }
 
 /// `POST /v1/executions/{id}/claim` (a host key for the agent).
@@ -80,11 +83,11 @@ pub(crate) async fn claim(
                 return Ok(current);
             }
             return Err(ApiError::from(permits_runtime::RuntimeError::Refused {
-                refusal: permits_runtime::Refusal::Claim,
+                refusal: permits_runtime::Refusal::Claimed,
                 message: format!("execution `{id}` is claimed with another claim token: nothing runs twice"),
             }));
         }
-        let mut claimed = stating(Statement::version(body.covered_version), || {
+        let mut claimed = stating(Statement::version(body.covered_version, body.instruction_version), || {
             app.rt.claim(id, &body.token, body.destination.as_deref())
         })?;
         // A `done` proposal answers any token with its stored receipt: the token that ran it stays its own.

@@ -1,4 +1,5 @@
-//! The routes, one file per family, each route one call of the runtime on tokio's blocking pool
+//! The routes, one file per family (offer, calls, proposals, executions, tasks, rules and budgets, the
+//! service itself), each route one call of the runtime on tokio's blocking pool
 //! ([`App::run`]). Who may call what is decided here, from the caller's key ([`Caller`]); what the call
 //! means is the runtime's.
 
@@ -8,6 +9,7 @@ mod executions;
 mod offer;
 mod proposals;
 mod rules;
+mod tasks;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -105,6 +107,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/executions/{id}/refuse", post(executions::refuse))
         .route("/v1/executions/{id}/receipt", post(executions::receipt))
         .route("/v1/settle", post(executions::settle))
+        .route("/v1/tasks/{key}", get(tasks::task))
+        .route("/v1/tasks/{key}/end", post(tasks::end))
         .route("/v1/rules", get(rules::list).post(rules::allow_alone))
         .route("/v1/rules/{id}/revoke", post(rules::revoke))
         .route("/v1/budgets", get(rules::budgets))

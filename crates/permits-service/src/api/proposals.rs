@@ -28,14 +28,13 @@ const RECHECK: Duration = Duration::from_secs(1);
 /// The most proposals one `GET /v1/proposals` lists.
 const MAX_LISTED: usize = 1000;
 
-/// A proposal as the API shows it: the runtime's record, the claim token left out (it is the claiming
-/// host's secret), and `answer`, what the agent is told as the tool's answer now.
+/// A proposal as the API shows it: the runtime's record, its claim token (`claim`) left out (it is the
+/// claiming host's secret), and `answer`, what the agent is told as the tool's answer now.
 pub(crate) fn proposal_json(p: &Proposal) -> Value {
     let mut value = serde_json::to_value(p).unwrap_or(Value::Null);
-    if let Some(claim) = value.get_mut("claim").and_then(Value::as_object_mut) {
-        claim.remove("token");
-    }
     if let Some(object) = value.as_object_mut() {
+        // `claim` is the claim token itself.
+        object.remove("claim");
         object.insert("answer".into(), Value::String(p.answer_for_agent()));
     }
     value
@@ -253,8 +252,9 @@ pub(crate) async fn approve(
     app.change(move |app| {
         // A person cannot know the subject's version: the one the proposal was made with is stated, so a
         // changed subject is caught at the claim (see `stated`).
-        let recorded = app.rt.proposal(&id)?.covered_version;
-        let p = stating(Statement::version(recorded), || app.rt.approve(&id, &person, &body.fingerprint, mode))?;
+        let recorded = app.rt.proposal(&id)?;
+        let statement = Statement::version(recorded.covered_version, recorded.instruction_version);
+        let p = stating(statement, || app.rt.approve(&id, &person, &body.fingerprint, mode))?;
         Ok(axum::Json(proposal_json(&p)))
     })
     .await

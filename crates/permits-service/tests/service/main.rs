@@ -78,11 +78,17 @@ impl Server {
 
     /// A server on this table and store (the folder is the caller's).
     fn on(table: &Path, store: &Path) -> Server {
+        Server::with(table, store, &[])
+    }
+
+    /// [`Server::on`] with more arguments of `permitd serve`.
+    fn with(table: &Path, store: &Path, more: &[&str]) -> Server {
         let mut child = permitd()
             .args(["serve", "--listen", "127.0.0.1:0", "--table"])
             .arg(table)
             .arg("--store")
             .arg(store)
+            .args(more)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

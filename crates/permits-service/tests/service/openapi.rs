@@ -123,6 +123,8 @@ fn the_served_document_is_the_checked_in_one_and_documents_every_route() -> R {
         ("post", "/v1/executions/{id}/refuse"),
         ("post", "/v1/executions/{id}/receipt"),
         ("post", "/v1/settle"),
+        ("get", "/v1/tasks/{key}"),
+        ("post", "/v1/tasks/{key}/end"),
         ("get", "/v1/rules"),
         ("post", "/v1/rules"),
         ("post", "/v1/rules/{id}/revoke"),

@@ -67,10 +67,10 @@ fn two_hosts_racing_to_claim_one_grant_500_times_run_it_once_each_time() -> R {
                                 true
                             }
                             // Claimed by the other token, or already sent by it.
-                            409 if matches!(answer.code(), "claim" | "status") => {
+                            409 if answer.code() == "claimed" => {
                                 let refused =
                                     host.post(&format!("/v1/executions/{id}/confirm"), &json!({"token": token}));
-                                assert_eq!(refused.code(), "claim", "the loser cannot confirm: {}", refused.body);
+                                assert_eq!(refused.code(), "claimed", "the loser cannot confirm: {}", refused.body);
                                 false
                             }
                             other => panic!("claim answered {other}: {}", answer.body),
@@ -102,7 +102,7 @@ fn a_retried_claim_with_the_same_token_gets_the_same_answer() -> R {
         (&json!("Riley"), &json!("lost-ack"), &json!("granted"))
     );
     let other = claim(&host, &id, "another");
-    assert_eq!((other.status, other.code()), (409, "claim"));
+    assert_eq!((other.status, other.code()), (409, "claimed"));
     let confirmed = host.post(&format!("/v1/executions/{id}/confirm"), &json!({"token": "lost-ack"})).ok();
     assert_eq!(host.post(&format!("/v1/executions/{id}/confirm"), &json!({"token": "lost-ack"})).ok(), confirmed);
     let receipt = json!({"token": "lost-ack", "outcome": "done", "receipt": {"message": 1}});
@@ -135,8 +135,8 @@ fn killed_between_claim_and_receipt_it_never_runs_again() -> R {
     // Confirmed, then killed: `sending`; no other token, and no approval, makes it run again.
     let after = host.get(&format!("/v1/executions/{sent}")).ok();
     assert_eq!((&after["status"], &after["confirmed"]), (&json!("sending"), &json!(true)));
-    assert_eq!(claim(&host, &sent, "tok-new").code(), "status");
-    assert_eq!(host.post(&format!("/v1/executions/{sent}/confirm"), &json!({"token": "tok-new"})).code(), "claim");
+    assert_eq!(claim(&host, &sent, "tok-new").code(), "claimed");
+    assert_eq!(host.post(&format!("/v1/executions/{sent}/confirm"), &json!({"token": "tok-new"})).code(), "claimed");
     let fingerprint = host.get(&format!("/v1/proposals/{sent}")).ok()["fingerprint"].clone();
     assert_eq!(
         riley.post(&format!("/v1/proposals/{sent}/approve"), &json!({"fingerprint": fingerprint})).code(),
@@ -144,7 +144,7 @@ fn killed_between_claim_and_receipt_it_never_runs_again() -> R {
     );
     // Claimed, not confirmed, then killed: still bound to its token.
     assert_eq!(host.get(&format!("/v1/executions/{claimed}")).ok()["status"], "granted");
-    assert_eq!(claim(&host, &claimed, "tok-new").code(), "claim");
+    assert_eq!(claim(&host, &claimed, "tok-new").code(), "claimed");
     // The host that held the claim reports what it knows.
     let receipt = json!({"token": "tok-sent", "outcome": "unknown", "reason": "the service died before the receipt"});
     assert_eq!(host.post(&format!("/v1/executions/{sent}/receipt"), &receipt).ok()["status"], "unknown");
@@ -208,14 +208,52 @@ fn no_answer_shows_a_claim_token_to_anyone_but_its_holder() -> R {
     // Claimed, not yet confirmed: whoever reads it does not learn the token that would confirm it.
     assert_eq!(host.get(&format!("/v1/executions/{id}")).ok()["claim_token"], json!(null));
     let p = other.get(&format!("/v1/proposals/{id}")).ok();
-    assert_eq!(p["claim"]["runs_as"], "Riley");
+    assert_eq!(p["host_claim"]["runs_as"], "Riley");
+    assert_eq!(p.get("claim"), None);
     assert!(!p.to_string().contains("tok-secret"), "{p}");
     host.post(&format!("/v1/executions/{id}/confirm"), &json!({"token": "tok-secret"})).ok();
     let receipt = json!({"token": "tok-secret", "outcome": "done", "receipt": {"message": 1}});
     host.post(&format!("/v1/executions/{id}/receipt"), &receipt).ok();
-    // Done: another host's claim gets the stored receipt, and not the token that ran it.
-    let done = claim(&other, &id, "tok-other").ok();
-    assert_eq!((&done["status"], &done["receipt"]), (&json!("done"), &json!({"message": 1})));
-    assert_eq!(done["claim_token"], json!(null));
+    // Done: another host's claim is refused, and is not told the token that ran it; the holder's retry
+    // gets the stored receipt.
+    let refused = claim(&other, &id, "tok-other");
+    assert_eq!((refused.status, refused.code()), (409, "claimed"));
+    assert!(!refused.body.to_string().contains("tok-secret"), "{}", refused.body);
+    let done = claim(&host, &id, "tok-secret").ok();
+    assert_eq!(
+        (&done["status"], &done["receipt"], &done["claim_token"]),
+        (&json!("done"), &json!({"message": 1}), &json!("tok-secret"))
+    );
+    let everything = other.get(&format!("/v1/proposals/{id}")).ok();
+    assert!(!everything.to_string().contains("tok-secret"), "{everything}");
+    Ok(())
+}
+
+#[test]
+fn an_operation_key_is_one_persons_task_over_http_and_its_host_ends_it() -> R {
+    let server = Server::start("support-triage");
+    let (host, other) = (server.host("Triage"), server.host("Estimator"));
+    let reply = |person: &str| {
+        json!({"agent": "Triage", "skill": "ExportFailures", "tool": "SendReply",
+            "arguments": {"ticket": "T-42", "recipient": "customer-42", "text": "J-42 failed."}, "requester": person,
+            "operation_key": "task-1", "claim_token": format!("t-{person}"), "covered_version": "7"})
+    };
+    assert_eq!(host.post("/v1/calls", &reply("Sam")).ok()["outcome"], "proposed");
+    let task = host.get("/v1/tasks/task-1").ok()["task"].clone();
+    assert_eq!(
+        (&task["root_agent"], &task["person"], &task["ended_at"]),
+        (&json!("Triage"), &json!("Sam"), &json!(null))
+    );
+    // The same key for another person is not this task: refused, nothing proposed.
+    let refused = host.post("/v1/calls", &reply("Riley"));
+    assert_eq!((refused.status, refused.code()), (403, "never"));
+    assert!(refused.message().contains("not this task's person"), "{}", refused.message());
+    assert_eq!(host.get("/v1/proposals").ok()["proposals"].as_array().map(Vec::len), Some(1));
+    // Only the host of the task's root agent reads or ends it.
+    assert_eq!(other.get("/v1/tasks/task-1").code(), "not_your_agent");
+    assert_eq!(other.post("/v1/tasks/task-1/end", &json!({})).code(), "not_your_agent");
+    let ended = host.post("/v1/tasks/task-1/end", &json!({})).ok()["task"].clone();
+    assert!(ended["ended_at"].is_u64(), "{ended}");
+    assert_eq!(host.get("/v1/tasks/no-such-key").code(), "not_found");
     Ok(())
 }

@@ -79,3 +79,54 @@ fn a_posted_table_needs_an_admin_key_and_a_bad_one_is_refused() -> R {
     assert_eq!(digest(&server), digest_of("workshop-never-setprice")?);
     Ok(())
 }
+
+#[test]
+fn with_trusted_keys_an_older_looser_table_is_refused() -> R {
+    use permits_runtime::signing::{public_key_of, sign};
+    let dir = super::Temp::new("signed");
+    let secret = "5e".repeat(32);
+    let public = public_key_of(&secret)?;
+    let strict = permits_runtime::table::Table::load_path(&super::fixture("workshop-never-setprice"))?;
+    let loose = std::fs::read(super::fixture("workshop"))?;
+    let loose_digest = digest_of("workshop")?;
+    let table = dir.path("table.json");
+    std::fs::copy(super::fixture("workshop-never-setprice"), &table)?;
+    std::fs::write(
+        dir.path("table.json.sig"),
+        serde_json::to_string(&sign(&strict.header.table_digest, 2, &secret)?)?,
+    )?;
+    let server = Server::with(&table, &dir.path("ledger.db"), &["--trust", &public]);
+    assert_eq!(digest(&server), strict.header.table_digest);
+    let admin = Client::new(&server.url, &server.key(&["--admin"]));
+    let loose_table: serde_json::Value = serde_json::from_slice(&loose)?;
+    // The looser table, signed with an older serial: a rollback, refused.
+    let older = json!({"table": loose_table, "signature": sign(&loose_digest, 1, &secret)?});
+    let refused = admin.post("/v1/admin/table", &older);
+    assert_eq!((refused.status, refused.code()), (422, "table_refused"), "{}", refused.body);
+    assert!(refused.message().contains("serial"), "{}", refused.message());
+    // Unsigned, or signed by a key the service does not trust: refused.
+    assert_eq!(admin.post_raw("/v1/admin/table", &loose).code(), "table_refused");
+    let other = json!({"table": loose_table, "signature": sign(&loose_digest, 3, &"77".repeat(32))?});
+    assert_eq!(admin.post("/v1/admin/table", &other).code(), "table_refused");
+    assert_eq!(digest(&server), strict.header.table_digest, "the table in force stays");
+    // A newer serial from the trusted key is installed.
+    let newer = json!({"table": loose_table, "signature": sign(&loose_digest, 3, &secret)?});
+    assert_eq!(admin.post("/v1/admin/table", &newer).ok()["table_digest"], loose_digest);
+    // The refusals and the install are in the store's audit chain, which verifies.
+    let noor = server.person("Noor");
+    let verified = noor.get("/v1/audit/verify").ok();
+    assert_eq!(verified["ok"], true);
+    let events = noor.get("/v1/audit?limit=1000").ok()["events"].clone();
+    let installs: Vec<&str> = events
+        .as_array()
+        .ok_or("events")?
+        .iter()
+        .filter(|e| {
+            e["event"]["kind"] == "table_installed" || e["event"]["reason"].as_str().unwrap_or("").contains("table")
+        })
+        .filter_map(|e| e["event"]["outcome"].as_str())
+        .collect();
+    assert!(installs.contains(&"refused"), "{installs:?}");
+    assert_eq!(verified["events"], json!(events.as_array().map(Vec::len)));
+    Ok(())
+}

@@ -152,10 +152,13 @@ fn d_one_approval_sends_exactly_once_and_sam_cannot_approve() -> R {
     approve(&w.riley, "P-1", &p["fingerprint"]).ok();
     let first = execute(&mut w, "P-1", "claim-1").ok();
     assert_eq!((&first["status"], &first["runs_as"]), (&json!("done"), &json!("Riley")));
-    // The host executes again (another attempt, another token): the stored receipt, nothing runs.
-    let second = execute(&mut w, "P-1", "claim-2").ok();
+    // The host executes again (its lost answer, the same claim token): the stored receipt, nothing runs;
+    // another claim token on the consumed grant is refused.
+    let second = execute(&mut w, "P-1", "claim-1").ok();
     assert_eq!(second["status"], "done");
     assert_eq!(second["receipt"], first["receipt"]);
+    let other = execute(&mut w, "P-1", "claim-2");
+    assert_eq!((other.status, other.code()), (409, "claimed"));
     assert_eq!(w.desk.outbox.len(), 1);
     // A retry of the proposal under the same key is the same, done, proposal.
     assert_eq!(p8(&w)["id"], p["id"]);
