@@ -1,5 +1,5 @@
-//! `permitc`, the command line (spec §7): `check`, `compile` (optionally signed), `keygen`, `explain`, `decide`
-//! (optionally trusting signing keys), `audit verify`.
+//! `permitc`, the command line (spec §7): `check`, `compile` (optionally signed), `keygen`, `explain`,
+//! `decide` (optionally trusting signing keys), `test`, `diff`, `fmt`, `graph`, `audit verify`.
 //!
 //! Exit codes: 0 clean, 1 errors (or warnings with `--deny-warnings`), 2 usage or I/O. Human output goes
 //! to stderr as miette diagnostics (graphical with colour on a terminal; without colour when stderr is
@@ -75,8 +75,8 @@ pub fn main() -> ExitCode {
             };
             decide(&table, &call, &trust, format)
         }
-        Command::Fmt { paths, check } => fmt(&paths, check),
         Command::Audit { command: AuditCommand::Verify { file, head } } => audit_verify(&file, head.as_deref()),
+        Command::Fmt { paths, check } => fmt(&paths, check),
         Command::Diff { old, new, format, fail_on_widen } => diff_cmd(&old, &new, format, fail_on_widen),
     };
     ExitCode::from(code)

@@ -381,6 +381,15 @@ impl<'a> Checker<'a> {
                         .help("amounts are whole numbers in the budget's minor unit (cents), never negative"),
                     ),
                 },
+                (_, BudgetValue::Decimal(text, span)) => self.diags.push(crate::conditions::decimal(
+                    text,
+                    *span,
+                    crate::conditions::DecimalFor::Budget {
+                        budget: &b.name.name,
+                        field: key,
+                        unit: self.budget_unit(&b.name.name),
+                    },
+                )),
                 _ => self.diags.push(
                     wrong("a whole number")
                         .help("amounts are whole numbers in the budget's minor unit: `ceiling: 2500` for $25.00"),
@@ -443,24 +452,44 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The unit a budget's amounts count in, as its `unit` field names it (read from the declaration, so it
+    /// does not matter which is checked first).
+    fn budget_unit(&self, budget: &str) -> Option<&'a str> {
+        let b = self.budgets.get(budget)?;
+        b.fields.iter().find(|f| f.key.name == "unit").and_then(|f| match &f.value {
+            BudgetValue::Name(n) => Some(n.name.as_str()),
+            _ => None,
+        })
+    }
+
+    /// How a node spends, for the help of a decimal written as money.
+    fn spend_of(&self, node: &Node<'a>) -> Option<crate::conditions::Spend<'a>> {
+        node.spend.map(|s| crate::conditions::Spend {
+            param: s.param,
+            budget: s.budget,
+            unit: self.budget_unit(s.budget),
+        })
+    }
+
     fn param_type(&mut self, ty: &Ident) -> Option<ParamType> {
         match ty.name.as_str() {
             "string" => Some(ParamType::String),
             "int" => Some(ParamType::Int),
             "bool" => Some(ParamType::Bool),
             "money" => Some(ParamType::Money),
+            "shell" => Some(ParamType::Shell),
             name => match self.names.get(name) {
                 Some((Kind::Entity, _)) => Some(ParamType::Entity(name.to_string())),
                 _ => {
-                    let entities = self.entities.keys().copied().chain(["string", "int", "bool", "money"]);
+                    let entities = self.entities.keys().copied().chain(["string", "int", "bool", "money", "shell"]);
                     let near = closest(name, entities);
                     let mut d =
                         Diagnostic::new(Code::CheckType, format!("unknown type `{name}`")).at(ty.span, "not a type");
                     d = match near {
                         Some(n) => d.help(format!(
-                            "did you mean `{n}`? types are `string`, `int`, `bool`, `money` or an entity"
+                            "did you mean `{n}`? types are `string`, `int`, `bool`, `money`, `shell` or an entity"
                         )),
-                        None => d.help("types are `string`, `int`, `bool`, `money` or an entity"),
+                        None => d.help("types are `string`, `int`, `bool`, `money`, `shell` or an entity"),
                     };
                     self.diags.push(d);
                     None
@@ -533,6 +562,20 @@ impl<'a> Checker<'a> {
                 continue;
             }
             if let Some(ty) = self.param_type(&p.ty) {
+                // The second is kept as a `shell` parameter, so that conditions on it add no error of their own.
+                if ty == ParamType::Shell && matches!(kind, NodeKind::Tool(_)) {
+                    if let Some(first) = params[..i].iter().find(|q| q.ty.name == "shell") {
+                        self.diags.push(
+                            Diagnostic::new(
+                                Code::CheckShellTwice,
+                                format!("the tool `{}` has a second `shell` parameter `{}`", name.name, p.name.name),
+                            )
+                            .at(p.ty.span, "a second command line")
+                            .with(first.ty.span, format!("`{}` is the tool's `shell` parameter", first.name.name))
+                            .help("a call is judged on one command line, part by part: make the other parameter a `string`, or split the tool in two"),
+                        );
+                    }
+                }
                 resolved_params.push((p.name.name.as_str(), ty));
             }
         }
@@ -781,10 +824,12 @@ impl<'a> Checker<'a> {
                         let condition = match &entry.condition {
                             None => None,
                             Some(written) => {
+                                let spend = self.spend_of(&nodes[id]);
                                 let lowered = crate::conditions::lower(
                                     written,
                                     nodes[id].name,
                                     &nodes[id].params,
+                                    spend,
                                     &mut self.diags,
                                 );
                                 match lowered.as_ref().and_then(crate::conditions::constant) {
@@ -969,12 +1014,26 @@ impl<'a> Checker<'a> {
                     ok = false;
                     continue;
                 };
+                use crate::conditions::DecimalFor;
+                use crate::syntax::ast::LiteralValue::{Decimal, Value};
+                use crate::table::Literal;
                 let json = match (&value.value, ty) {
-                    (crate::table::Literal::Int(n), ParamType::Int | ParamType::Money) => serde_json::Value::from(*n),
-                    (crate::table::Literal::String(s), ParamType::String | ParamType::Entity(_)) => {
+                    (Value(Literal::Int(n)), ParamType::Int | ParamType::Money) => serde_json::Value::from(*n),
+                    (Value(Literal::String(s)), ParamType::String | ParamType::Shell | ParamType::Entity(_)) => {
                         serde_json::Value::from(s.clone())
                     }
-                    (crate::table::Literal::Bool(b), ParamType::Bool) => serde_json::Value::from(*b),
+                    (Value(Literal::Bool(b)), ParamType::Bool) => serde_json::Value::from(*b),
+                    (Decimal(text), ParamType::Money | ParamType::Int) => {
+                        let wanted = if *ty == ParamType::Int {
+                            DecimalFor::Int { param: &name.name }
+                        } else {
+                            let spend = self.spend_of(&model.nodes[node]).filter(|s| s.param == name.name);
+                            DecimalFor::Money { param: &name.name, spend }
+                        };
+                        self.diags.push(crate::conditions::decimal(text, value.span, wanted));
+                        ok = false;
+                        continue;
+                    }
                     _ => {
                         self.diags.push(
                             Diagnostic::new(Code::CheckConditionType, format!("the argument `{}` does not fit its parameter", name.name))

@@ -1,5 +1,6 @@
 //! Conditions: type-checking a written condition against a tool's parameters, lowering it to the table's
-//! typed tree, and the interval analysis that finds conditions that never or always hold (spec §3 item 5).
+//! typed tree, and the interval analysis that finds conditions that never or always hold (spec §3 item 5);
+//! and [`decimal`], the one diagnostic for a decimal written where money or a whole number is expected.
 //!
 //! Lowering happens in `check` (each list entry's condition against the named tool); the analysis runs
 //! on the lowered tree, so it sees exactly what the runtime will evaluate.
@@ -7,19 +8,158 @@
 use std::collections::BTreeSet;
 
 use crate::diagnostics::{Code, Diagnostic, closest};
-use crate::syntax::ast::{Condition as Written, ConditionKind, Literal};
+use crate::syntax::Span;
+use crate::syntax::ast::{Condition as Written, ConditionKind, Ident, Literal, LiteralValue};
+use crate::table::shell::pattern_can_match_part;
 use crate::table::{CompareOp, Condition, Literal as Value, ParamType};
 
-/// Type-checks `written` against the parameters of `tool` and lowers it. Every error is pushed to
-/// `diags`; `None` when there was any.
+/// How a tool spends (spec §6), for the help of a decimal written as money: the `money` parameter, the
+/// budget, and the budget's unit when it names one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Spend<'a> {
+    /// The tool's `money` parameter the spend is by.
+    pub param: &'a str,
+    /// The budget.
+    pub budget: &'a str,
+    /// The budget's `unit` (`cents`), when it is written as a name.
+    pub unit: Option<&'a str>,
+}
+
+/// What a decimal was written for, to say the way out ([`decimal`]).
+#[derive(Clone, Copy, Debug)]
+pub enum DecimalFor<'a> {
+    /// A `money` parameter (`param`), with the spend of the tool when it spends by that parameter.
+    Money {
+        /// The parameter.
+        param: &'a str,
+        /// The tool's spend by it, if any.
+        spend: Option<Spend<'a>>,
+    },
+    /// An `int` parameter.
+    Int {
+        /// The parameter.
+        param: &'a str,
+    },
+    /// A figure of a budget (`ceiling`, `alone_up_to`).
+    Budget {
+        /// The budget.
+        budget: &'a str,
+        /// The field.
+        field: &'a str,
+        /// The budget's unit, when it names one.
+        unit: Option<&'a str>,
+    },
+}
+
+/// Minor units known to be a hundredth of their currency, so that a decimal's two places convert exactly.
+const HUNDREDTHS: [&str; 12] = [
+    "cents",
+    "cent",
+    "pence",
+    "penny",
+    "pennies",
+    "centimes",
+    "centime",
+    "centavos",
+    "centavo",
+    "paise",
+    "kopecks",
+    "hundredths",
+];
+
+/// A decimal as a whole number of hundredths (`20.00` → 2000, `0.5` → 50): `None` with more than two
+/// decimal places or beyond `i64`.
+fn hundredths(text: &str) -> Option<i64> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, fraction) = digits.split_once('.')?;
+    if fraction.len() > 2 {
+        return None;
+    }
+    let whole: i128 = whole.parse().ok()?;
+    let fraction: i128 = format!("{fraction:0<2}").parse().ok()?;
+    let n = whole.checked_mul(100)?.checked_add(fraction)?;
+    i64::try_from(if negative { -n } else { n }).ok()
+}
+
+/// The error for a decimal written where money or a whole number is expected (spec §2: money is a whole
+/// number of minor units, never a float): `permits::check::decimal`, at the literal.
+///
+/// The help gives the number in minor units. **The rule:** a decimal is read as an amount with two decimal
+/// places, so its minor-unit figure is the decimal times 100 (`20.00` → `2000`). Where the amount counts in
+/// a budget's unit (a `spend` by that parameter, or the budget's own figures), the help names that unit,
+/// and says "if a `UNIT` is a hundredth of the currency" unless the unit is one known to be (`cents`,
+/// `pence`, …); for a `money` parameter the tool spends from no budget by, it says "the smallest unit of the
+/// currency". With more than two decimal places no figure is suggested. An `int` parameter just takes a
+/// whole number.
+pub fn decimal(text: &str, at: Span, wanted: DecimalFor<'_>) -> Diagnostic {
+    let figure = hundredths(text);
+    let in_unit = |unit: Option<&str>, budget: &str| -> (String, String) {
+        match unit {
+            Some(u) if HUNDREDTHS.contains(&u) => (format!("`{u}`, the unit of the budget `{budget}`"), String::new()),
+            Some(u) => (
+                format!("`{u}`, the unit of the budget `{budget}`"),
+                format!(" if a `{u}` is a hundredth of the currency"),
+            ),
+            None => {
+                (format!("the unit of the budget `{budget}`"), " if that unit is a hundredth of the currency".into())
+            }
+        }
+    };
+    let (message, help) = match wanted {
+        DecimalFor::Int { param } => (
+            format!("`{text}` is a decimal, but `{param}` is `int`"),
+            format!("`{param}` takes a whole number, like `{}`", text.split('.').next().unwrap_or("0")),
+        ),
+        DecimalFor::Money { param, spend } => {
+            let (unit, condition) = match spend {
+                Some(s) => in_unit(s.unit, s.budget),
+                None => (
+                    "the smallest unit of the currency (the tool spends from no budget by it)".to_string(),
+                    " if that is a hundredth, as a cent is".to_string(),
+                ),
+            };
+            let way_out = match figure {
+                Some(n) => format!("write `{n}` for {text}{condition}"),
+                None => format!("`{text}` has more decimal places than a hundredth; write a whole number"),
+            };
+            (
+                format!("`{text}` is a decimal, but `{param}` is money"),
+                format!("money is a whole number of {unit}: {way_out}"),
+            )
+        }
+        DecimalFor::Budget { budget, field, unit } => {
+            let (unit, condition) = in_unit(unit, budget);
+            let way_out = match figure.filter(|n| *n >= 0) {
+                Some(n) => format!("write `{field}: {n}` for {text}{condition}"),
+                None => "write a whole number, never negative".to_string(),
+            };
+            (
+                format!("`{text}` is a decimal, but the budget field `{field}` is money"),
+                format!("a budget's figures are whole numbers of {unit}: {way_out}"),
+            )
+        }
+    };
+    let label = match (wanted, figure) {
+        (DecimalFor::Int { .. }, _) | (_, None) => "a decimal".to_string(),
+        (_, Some(n)) => format!("a decimal: `{n}` in minor units"),
+    };
+    Diagnostic::new(Code::CheckDecimal, message).at(at, label).help(help)
+}
+
+/// Type-checks `written` against the parameters of `tool` and lowers it. `spend` is how the tool spends,
+/// for the help of a decimal written as money. Every error is pushed to `diags`; `None` when there was any.
 pub fn lower(
     written: &Written,
     tool: &str,
     params: &[(&str, ParamType)],
+    spend: Option<Spend<'_>>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Condition> {
     let before = diags.len();
-    let lowered = lower_inner(written, tool, params, diags);
+    let lowered = lower_inner(written, tool, params, spend, diags);
     if diags.len() > before { None } else { lowered }
 }
 
@@ -29,33 +169,65 @@ fn type_name(ty: &ParamType) -> String {
         ParamType::Int => "int".into(),
         ParamType::Bool => "bool".into(),
         ParamType::Money => "money".into(),
+        ParamType::Shell => "shell".into(),
         ParamType::Entity(e) => e.clone(),
     }
 }
 
-fn value_kind(v: &Value) -> &'static str {
+fn value_kind(v: &LiteralValue) -> &'static str {
     match v {
-        Value::Int(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Bool(_) => "`true` or `false`",
+        LiteralValue::Value(Value::Int(_)) => "a number",
+        LiteralValue::Decimal(_) => "a decimal number",
+        LiteralValue::Value(Value::String(_)) => "a string",
+        LiteralValue::Value(Value::Bool(_)) => "`true` or `false`",
     }
 }
 
-/// Whether a value fits a parameter type: numbers for `int` and `money`, strings for `string` and
+/// Whether a value fits a parameter type: numbers for `int` and `money`, strings for `string`, `shell` and
 /// entities (ids), booleans for `bool`.
 fn fits(ty: &ParamType, v: &Value) -> bool {
     matches!(
         (ty, v),
         (ParamType::Int | ParamType::Money, Value::Int(_))
-            | (ParamType::String | ParamType::Entity(_), Value::String(_))
+            | (ParamType::String | ParamType::Shell | ParamType::Entity(_), Value::String(_))
             | (ParamType::Bool, Value::Bool(_))
     )
+}
+
+/// Whether a parameter takes `==`, `!=`, `in [..]` and `matches`: a string, a `shell` command line (each
+/// part, spec §3a) or an entity id.
+fn is_text(ty: &ParamType) -> bool {
+    matches!(ty, ParamType::String | ParamType::Shell | ParamType::Entity(_))
+}
+
+/// Spec §3a: a condition on a `shell` parameter whose pattern or literal could never match a part is refused
+/// (`permits::check::shell_pattern`), at the literal. Nothing for other parameters.
+fn check_part_pattern(param: &Ident, ty: &ParamType, text: &str, at: Span, diags: &mut Vec<Diagnostic>) -> bool {
+    if *ty != ParamType::Shell {
+        return true;
+    }
+    match pattern_can_match_part(text) {
+        Ok(()) => true,
+        Err(never) => {
+            diags.push(
+                Diagnostic::new(
+                    Code::CheckShellPattern,
+                    format!("this can never match a part of the command line `{}`", param.name),
+                )
+                .at(at, never.to_string())
+                .with(param.span, format!("`{}` is `shell`: each part of its line is judged alone", param.name))
+                .help(never.help()),
+            );
+            false
+        }
+    }
 }
 
 fn lower_inner(
     w: &Written,
     tool: &str,
     params: &[(&str, ParamType)],
+    spend: Option<Spend<'_>>,
     diags: &mut Vec<Diagnostic>,
 ) -> Option<Condition> {
     let param_type = |param: &crate::syntax::ast::Ident, diags: &mut Vec<Diagnostic>| -> Option<ParamType> {
@@ -85,21 +257,59 @@ fn lower_inner(
     };
     match &w.kind {
         ConditionKind::Or(parts) => {
-            let lowered: Vec<Option<Condition>> = parts.iter().map(|p| lower_inner(p, tool, params, diags)).collect();
+            let lowered: Vec<Option<Condition>> =
+                parts.iter().map(|p| lower_inner(p, tool, params, spend, diags)).collect();
             lowered.into_iter().collect::<Option<Vec<_>>>().map(Condition::Any)
         }
         ConditionKind::And(parts) => {
-            let lowered: Vec<Option<Condition>> = parts.iter().map(|p| lower_inner(p, tool, params, diags)).collect();
+            let lowered: Vec<Option<Condition>> =
+                parts.iter().map(|p| lower_inner(p, tool, params, spend, diags)).collect();
             lowered.into_iter().collect::<Option<Vec<_>>>().map(Condition::All)
         }
-        ConditionKind::Not(inner) => lower_inner(inner, tool, params, diags).map(|c| Condition::Not(Box::new(c))),
+        ConditionKind::Not(inner) => {
+            lower_inner(inner, tool, params, spend, diags).map(|c| Condition::Not(Box::new(c)))
+        }
         ConditionKind::Compare { param, op, value } => {
             let ty = param_type(param, diags)?;
-            if !fits(&ty, &value.value) {
+            let ordering = !matches!(op, CompareOp::Eq | CompareOp::Ne);
+            if ordering && ty == ParamType::Shell {
+                diags.push(
+                    Diagnostic::new(
+                        Code::CheckShellOrder,
+                        format!("`{}` cannot order the command line `{}`", op.as_str(), param.name),
+                    )
+                    .at(value.span, "a part of a command line is not a number")
+                    .with(param.span, format!("`{}` is `shell`", param.name))
+                    .help(format!(
+                        "each part of a `shell` argument is text: compare it with `==`, `!=`, `in [..]` or `matches`, e.g. `{} matches \"cargo test *\"`",
+                        param.name
+                    )),
+                );
+                return None;
+            }
+            let literal = match &value.value {
+                LiteralValue::Value(v) => v,
+                LiteralValue::Decimal(text) => {
+                    let wanted = match ty {
+                        ParamType::Money => Some(DecimalFor::Money {
+                            param: &param.name,
+                            spend: spend.filter(|s| s.param == param.name),
+                        }),
+                        ParamType::Int => Some(DecimalFor::Int { param: &param.name }),
+                        _ => None,
+                    };
+                    diags.push(match wanted {
+                        Some(wanted) => decimal(text, value.span, wanted)
+                            .with(param.span, format!("`{}` is `{}`", param.name, type_name(&ty))),
+                        None => mismatch(param, &ty, value),
+                    });
+                    return None;
+                }
+            };
+            if !fits(&ty, literal) {
                 diags.push(mismatch(param, &ty, value));
                 return None;
             }
-            let ordering = !matches!(op, CompareOp::Eq | CompareOp::Ne);
             if ordering && !matches!(ty, ParamType::Int | ParamType::Money) {
                 diags.push(
                     Diagnostic::new(Code::CheckConditionType, format!("`{}` orders numbers, but `{}` is `{}`", op.as_str(), param.name, type_name(&ty)))
@@ -108,11 +318,16 @@ fn lower_inner(
                 );
                 return None;
             }
-            Some(Condition::Compare { param: param.name.clone(), op: *op, value: value.value.clone() })
+            if let Value::String(text) = literal {
+                if !check_part_pattern(param, &ty, text, value.span, diags) {
+                    return None;
+                }
+            }
+            Some(Condition::Compare { param: param.name.clone(), op: *op, value: literal.clone() })
         }
         ConditionKind::In { param, values } => {
             let ty = param_type(param, diags)?;
-            if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
+            if !is_text(&ty) {
                 diags.push(
                     Diagnostic::new(
                         Code::CheckConditionType,
@@ -124,20 +339,24 @@ fn lower_inner(
                 return None;
             }
             let mut out = Vec::new();
+            let mut ok = true;
             for v in values {
                 match &v.value {
-                    Value::String(s) => out.push(s.clone()),
+                    LiteralValue::Value(Value::String(s)) => {
+                        ok &= check_part_pattern(param, &ty, s, v.span, diags);
+                        out.push(s.clone());
+                    }
                     _ => {
                         diags.push(mismatch(param, &ty, v));
                         return None;
                     }
                 }
             }
-            Some(Condition::In { param: param.name.clone(), values: out })
+            ok.then(|| Condition::In { param: param.name.clone(), values: out })
         }
         ConditionKind::Matches { param, glob } => {
             let ty = param_type(param, diags)?;
-            if !matches!(ty, ParamType::String | ParamType::Entity(_)) {
+            if !is_text(&ty) {
                 diags.push(
                     Diagnostic::new(
                         Code::CheckConditionType,
@@ -148,15 +367,18 @@ fn lower_inner(
                 );
                 return None;
             }
+            if !check_part_pattern(param, &ty, &glob.value, glob.span, diags) {
+                return None;
+            }
             Some(Condition::Matches { param: param.name.clone(), glob: glob.value.clone() })
         }
     }
 }
 
-fn mismatch(param: &crate::syntax::ast::Ident, ty: &ParamType, value: &Literal) -> Diagnostic {
+fn mismatch(param: &Ident, ty: &ParamType, value: &Literal) -> Diagnostic {
     let wanted = match ty {
         ParamType::Int | ParamType::Money => "a number",
-        ParamType::String | ParamType::Entity(_) => "a string",
+        ParamType::String | ParamType::Shell | ParamType::Entity(_) => "a string",
         ParamType::Bool => "`true` or `false`",
     };
     Diagnostic::new(
@@ -171,6 +393,7 @@ fn mismatch(param: &crate::syntax::ast::Ident, ty: &ParamType, value: &Literal) 
         }
         ParamType::Int => "write a whole number",
         ParamType::Bool => "write `true` or `false`",
+        ParamType::Shell => "write a quoted command, compared with each part of the line: `command == \"cargo test\"`",
         _ => "write a quoted string",
     })
 }

@@ -938,11 +938,13 @@ fn condition(c: &Condition, outer: u8) -> String {
     if precedence(c) < outer { format!("({text})") } else { text }
 }
 
-fn literal(v: &Value) -> String {
+fn literal(v: &LiteralValue) -> String {
     match v {
-        Value::Int(n) => n.to_string(),
-        Value::String(s) => quote(s),
-        Value::Bool(b) => b.to_string(),
+        LiteralValue::Value(Value::Int(n)) => n.to_string(),
+        LiteralValue::Value(Value::String(s)) => quote(s),
+        LiteralValue::Value(Value::Bool(b)) => b.to_string(),
+        // As written: the checker refuses it, and `fmt` never changes what a file says.
+        LiteralValue::Decimal(text) => text.clone(),
     }
 }
 

@@ -327,11 +327,6 @@ impl EffectSet {
         EffectSet(self.0 & 0b1_1111)
     }
 
-    /// Whether every element of `self` is in `other`.
-    pub fn is_subset(self, other: EffectSet) -> bool {
-        self.0 & !other.0 == 0
-    }
-
     /// Whether the set is empty.
     pub fn is_empty(self) -> bool {
         self.0 == 0

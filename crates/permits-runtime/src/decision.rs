@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use super::records::{Decider, StandingRule, WorkFor};
 use crate::table::{
-    CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, SpendOf, Table, ToolInfo, canonical_value, sha256_hex,
+    CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, Table, ToolInfo, canonical_value, sha256_hex,
 };
 
 /// One call an agent wants to make: the triple, the arguments and the person the work is for.
@@ -190,21 +190,22 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
         if let Some(rule) = rules.iter().find(|r| rule_applies(table, r, call, of.tool, of.entry, now)) {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
-            if of.spend.is_some_and(|s| s.over_allowance()) {
+            if of.over_allowance {
                 d.level = Level::Propose;
                 d.standing_rule = None;
-                push_floor_reason(&mut d, of.spend);
+                push_floor_reason(&mut d, table, of.tool, &call.arguments);
             }
         }
     }
     if of.floored {
-        push_floor_reason(&mut d, of.spend);
+        push_floor_reason(&mut d, table, of.tool, &call.arguments);
     }
     d
 }
 
 /// The reason the budget's allowance floor adds (spec §6).
-fn push_floor_reason(d: &mut Decision, spend: Option<SpendOf<'_>>) {
+fn push_floor_reason(d: &mut Decision, table: &Table, tool: &ToolInfo, arguments: &Value) {
+    let spend = arguments.as_object().and_then(|args| table.spend_of(tool, args).ok().flatten());
     if let Some(spend) = spend {
         d.reasons.push(Reason {
             layer: None,

@@ -1,9 +1,11 @@
 //! Conditions on a tool's arguments as the runtime evaluates them (spec §3 item 5): a small typed tree,
-//! its evaluator (fail closed) and its canonical printing.
+//! its evaluator (fail closed) and its canonical printing; [`Arguments`], the arguments as conditions read
+//! them (a `shell` argument one part at a time, spec §3a).
 
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::{CompareOp, Literal};
 
@@ -59,30 +61,102 @@ pub enum ConditionError {
     },
 }
 
+/// A call's arguments as conditions read them: the JSON object, with at most one argument read as another
+/// text. That is how a `shell` argument is judged (spec §3a): each part as if it were the whole call, so its
+/// conditions see the part's normalized text in place of the line.
+#[derive(Clone, Copy, Debug)]
+pub struct Arguments<'a> {
+    map: &'a Map<String, Value>,
+    /// `(parameter, text)`: the argument read as `text` instead of its value in `map`.
+    part: Option<(&'a str, &'a str)>,
+}
+
+/// One argument as a condition reads it.
+#[derive(Clone, Copy)]
+enum Arg<'a> {
+    Json(&'a Value),
+    Text(&'a str),
+}
+
+impl Arg<'_> {
+    fn as_i64(self) -> Option<i64> {
+        match self {
+            Arg::Json(v) => v.as_i64(),
+            Arg::Text(_) => None,
+        }
+    }
+
+    fn as_str(&self) -> Option<&str> {
+        match self {
+            Arg::Json(v) => v.as_str(),
+            Arg::Text(t) => Some(t),
+        }
+    }
+
+    fn as_bool(self) -> Option<bool> {
+        match self {
+            Arg::Json(v) => v.as_bool(),
+            Arg::Text(_) => None,
+        }
+    }
+}
+
+impl<'a> Arguments<'a> {
+    /// The arguments as given: a JSON object's members.
+    pub fn new(map: &'a Map<String, Value>) -> Arguments<'a> {
+        Arguments { map, part: None }
+    }
+
+    /// The same arguments with `param` read as `text`: one part of a `shell` argument, normalized (spec §3a).
+    #[must_use]
+    pub fn with_part(self, param: &'a str, text: &'a str) -> Arguments<'a> {
+        Arguments { map: self.map, part: Some((param, text)) }
+    }
+
+    /// The JSON object underneath, the `shell` argument as given (its whole line).
+    pub fn map(&self) -> &'a Map<String, Value> {
+        self.map
+    }
+
+    fn get(&self, name: &str) -> Option<Arg<'a>> {
+        match self.part {
+            Some((param, text)) if param == name => Some(Arg::Text(text)),
+            _ => self.map.get(name).map(Arg::Json),
+        }
+    }
+}
+
 impl Condition {
     /// Evaluates the condition on a call's arguments (a JSON object's map). Numbers must be JSON
     /// integers, strings JSON strings, booleans JSON booleans.
     ///
     /// Errors: [`ConditionError`] when an argument the condition reads is missing or of the wrong type;
     /// the caller decides `never`.
-    pub fn eval(&self, args: &serde_json::Map<String, serde_json::Value>) -> Result<bool, ConditionError> {
+    pub fn eval(&self, args: &Map<String, Value>) -> Result<bool, ConditionError> {
+        self.eval_on(Arguments::new(args))
+    }
+
+    /// [`Condition::eval`] on [`Arguments`]: a `shell` argument read as one of its parts.
+    ///
+    /// Errors: as [`Condition::eval`].
+    pub fn eval_on(&self, args: Arguments<'_>) -> Result<bool, ConditionError> {
         match self {
             Condition::All(parts) => {
                 // Evaluate every part, so a missing argument anywhere fails closed, not only when reached.
                 let mut all = true;
                 for p in parts {
-                    all &= p.eval(args)?;
+                    all &= p.eval_on(args)?;
                 }
                 Ok(all)
             }
             Condition::Any(parts) => {
                 let mut any = false;
                 for p in parts {
-                    any |= p.eval(args)?;
+                    any |= p.eval_on(args)?;
                 }
                 Ok(any)
             }
-            Condition::Not(p) => Ok(!p.eval(args)?),
+            Condition::Not(p) => Ok(!p.eval_on(args)?),
             Condition::Compare { param, op, value } => {
                 let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
                 let ordering = match value {

@@ -9,15 +9,23 @@
 //! 1. offered? ([`Table::offered`], [`NotOffered`]);
 //! 2. the person the work is for is in the table ([`Refused::UnknownPerson`]);
 //! 3. the arguments fit the tool's parameters ([`check_arguments`], [`ArgumentError`]);
-//! 4. the level over the rows, conditions included ([`Refused::Condition`]); the reserved subject;
-//! 5. the budget's allowance floor ([`Refused::Budget`] when the spend cannot be read).
+//! 4. a `shell` argument is judgeable (spec §3a, [`crate::shell::split`]; [`Refused::NotJudgeable`]);
+//! 5. the level over the rows, conditions included ([`Refused::Condition`]); the reserved subject. For a tool
+//!    with a `shell` parameter, each part of the line is judged as if it were the whole call (the rows
+//!    evaluated with the argument replaced by the part's normalized text) and the call's level is the
+//!    strictest of the parts' levels;
+//! 6. the budget's allowance floor ([`Refused::Budget`] when the spend cannot be read).
+//!
+//! A tool without a `shell` parameter pays nothing for step 4 and the per-part judgement: [`LevelIndex`]
+//! knows which tools have one, and [`Table::level_of`] looks through the tool's few parameters.
 
 use std::collections::BTreeSet;
 use std::fmt;
 
 use serde_json::{Map, Value};
 
-use super::{BudgetInfo, ConditionError, Entry, Level, NameMap, ParamType, Route, Table, ToolInfo};
+use super::{Arguments, BudgetInfo, ConditionError, Entry, Level, NameMap, ParamType, Route, Table, ToolInfo};
+use crate::shell;
 
 /// One call's spend (spec §6): the budget it spends from, with its current figures, and the amount of
 /// the call's `money` argument, in the budget's minor unit. See [`Table::spend_of`].
@@ -177,22 +185,51 @@ pub enum Refused {
     /// The triple is not offered (spec §3 step 1).
     NotOffered(NotOffered),
     /// The person the work is for is not in the table.
-    UnknownPerson(String),
+    UnknownPerson(Box<str>),
     /// The arguments do not fit the tool's parameters.
-    Arguments(ArgumentError),
+    Arguments(Box<ArgumentError>),
+    /// A `shell` argument is not judgeable (spec §3a): the call is `never` whatever the conditions say.
+    NotJudgeable(Box<NotJudgeableShell>),
+    /// The tool has a second `shell` parameter (spec §2: at most one per tool), in a table the compiler did
+    /// not write: no line of it is judged.
+    SecondShellParameter(Box<SecondShell>),
     /// A condition of the entry cannot be evaluated on the arguments (spec §3 item 5: fail closed).
-    Condition(ConditionError),
+    Condition(Box<ConditionError>),
     /// The tool's spend cannot be read: it spends from a budget the table does not declare (spec §6).
-    Budget {
-        /// The tool.
-        tool: String,
-        /// The budget it names.
-        budget: String,
-        /// The tool's `money` parameter that holds the amount.
-        param: String,
-        /// Why.
-        error: SpendError,
-    },
+    Budget(Box<BudgetRefusal>),
+}
+
+/// A `shell` argument that is not judgeable ([`Refused::NotJudgeable`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotJudgeableShell {
+    /// The tool.
+    pub tool: String,
+    /// Its `shell` parameter.
+    pub param: String,
+    /// The first offending character, its column, and why.
+    pub error: shell::NotJudgeable,
+}
+
+/// A second `shell` parameter in a table the compiler did not write ([`Refused::SecondShellParameter`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecondShell {
+    /// The tool.
+    pub tool: String,
+    /// The second `shell` parameter.
+    pub param: String,
+}
+
+/// Why a tool's spend cannot be read ([`Refused::Budget`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BudgetRefusal {
+    /// The tool.
+    pub tool: String,
+    /// The budget it names.
+    pub budget: String,
+    /// The tool's `money` parameter that holds the amount.
+    pub param: String,
+    /// Why.
+    pub error: SpendError,
 }
 
 impl Refused {
@@ -200,7 +237,7 @@ impl Refused {
     pub fn budget(tool_name: &str, tool: &ToolInfo, error: SpendError) -> Refused {
         let (budget, param) =
             tool.spends.as_ref().map_or((String::new(), String::new()), |s| (s.budget.clone(), s.param.clone()));
-        Refused::Budget { tool: tool_name.to_string(), budget, param, error }
+        Refused::Budget(Box::new(BudgetRefusal { tool: tool_name.to_string(), budget, param, error }))
     }
 }
 
@@ -210,16 +247,22 @@ impl fmt::Display for Refused {
             Refused::NotOffered(why) => f.write_str(why.as_str()),
             Refused::UnknownPerson(person) => write!(f, "unknown person `{person}`"),
             Refused::Arguments(e) => e.fmt(f),
+            Refused::NotJudgeable(n) => {
+                write!(f, "the command line `{}` of `{}` is not judgeable: {}", n.param, n.tool, n.error)
+            }
+            Refused::SecondShellParameter(s) => {
+                write!(f, "`{}` has a second `shell` parameter `{}`: a tool has at most one", s.tool, s.param)
+            }
             Refused::Condition(e) => e.fmt(f),
-            Refused::Budget { tool, budget, param, error } => match error {
+            Refused::Budget(b) => match b.error {
                 SpendError::UnknownBudget => {
-                    write!(f, "`{tool}` spends from `{budget}`, which the table does not declare")
+                    write!(f, "`{}` spends from `{}`, which the table does not declare", b.tool, b.budget)
                 }
                 SpendError::MissingAmount => {
-                    write!(f, "the amount `{param}` of `{tool}` is missing or not a whole number")
+                    write!(f, "the amount `{}` of `{}` is missing or not a whole number", b.param, b.tool)
                 }
                 SpendError::NegativeAmount(a) => {
-                    write!(f, "the amount `{param}` of `{tool}` is {a}: an amount is never negative")
+                    write!(f, "the amount `{}` of `{}` is {a}: an amount is never negative", b.param, b.tool)
                 }
             },
         }
@@ -252,8 +295,10 @@ pub struct LevelOf<'t> {
     pub entry: &'t Entry,
     /// The tool.
     pub tool: &'t ToolInfo,
-    /// The call's spend, when the tool spends from a budget.
-    pub spend: Option<SpendOf<'t>>,
+    /// `true` when the call spends more than its budget's automatic allowance (spec §6): an `alone` level
+    /// is then `propose` (see `floored`), and no standing rule makes it alone. [`Table::spend_of`] gives the
+    /// spend itself.
+    pub over_allowance: bool,
     /// `true` when the allowance floor raised an `alone` level to `propose` (spec §6).
     pub floored: bool,
 }
@@ -309,13 +354,15 @@ impl Table {
     /// Errors: [`Refused`], when the level is `never` because the call is refused outright.
     pub fn level_of(&self, call: CallRef<'_>) -> Result<LevelOf<'_>, Refused> {
         let (entry, tool) = self.offered_with_tool(call.agent, call.skill, call.tool).map_err(Refused::NotOffered)?;
-        level_of_offered(self, entry, tool, call, |args| arguments_fit(tool, args))
+        level_of_offered(self, entry, tool, tool.shell_param(), call, |args| arguments_fit(tool, args))
     }
 
     /// Every level the triple can get over every well-typed argument set, the allowance floor included
     /// (spec §7: a `test` expectation written without arguments). One level means it does not depend on
     /// the arguments. Conditions are taken as independent, so the set may hold a level no argument set
-    /// reaches (never one fewer).
+    /// reaches (never one fewer). A tool with a `shell` parameter can always be `never`: a line that is not
+    /// judgeable is a string, so a well-typed argument (spec §3a); and the strictest of several parts' levels
+    /// is one of the levels a single part can get, so the parts add no other level.
     ///
     /// Errors: [`NotOffered`].
     pub fn possible_levels(&self, agent: &str, skill: &str, tool: &str) -> Result<BTreeSet<Level>, NotOffered> {
@@ -345,57 +392,160 @@ impl Table {
         if levels.contains(&Level::Alone) && info.spends.is_some() {
             levels.insert(Level::Propose);
         }
+        if info.shell_param() != Ok(None) {
+            levels.insert(Level::Never);
+        }
         Ok(levels)
     }
 }
 
-/// The rest of [`Table::level_of`] once the triple is offered: the person, the arguments, the level, the
-/// floor. `fit` is [`arguments_fit`] (or a faster equivalent); on `false` the error comes from
-/// [`check_arguments`].
+/// The rest of [`Table::level_of`] once the triple is offered: the person, the arguments, the `shell`
+/// argument's parts, the level, the floor. `shell` is [`ToolInfo::shell_param`]; `fit` is [`arguments_fit`]
+/// (or a faster equivalent); on `false` the error comes from [`check_arguments`].
 fn level_of_offered<'t>(
     table: &'t Table,
     entry: &'t Entry,
     tool: &'t ToolInfo,
+    shell: Result<Option<&str>, &str>,
     call: CallRef<'_>,
     fit: impl Fn(&Map<String, Value>) -> bool,
 ) -> Result<LevelOf<'t>, Refused> {
+    match level_or_fault(table, entry, tool, shell, call, fit) {
+        Ok(of) => Ok(of),
+        Err(fault) => Err(refusal(fault, entry, tool, shell, call)),
+    }
+}
+
+/// What went wrong, small and `Copy`: the hot path returns it, and [`refusal`] (off the hot path) gives it
+/// its words.
+#[derive(Clone, Copy)]
+enum Fault {
+    Person,
+    Arguments,
+    NotJudgeable,
+    SecondShell,
+    Condition,
+    Budget(SpendError),
+}
+
+/// [`level_of_offered`] without building a refusal: what an agent asks before every call stays small.
+#[inline]
+fn level_or_fault<'t>(
+    table: &'t Table,
+    entry: &'t Entry,
+    tool: &'t ToolInfo,
+    shell: Result<Option<&str>, &str>,
+    call: CallRef<'_>,
+    fit: impl Fn(&Map<String, Value>) -> bool,
+) -> Result<LevelOf<'t>, Fault> {
     if let Some(person) = call.requester {
         if !table.persons.contains_key(person) {
-            return Err(Refused::UnknownPerson(person.to_string()));
+            return Err(Fault::Person);
         }
     }
-    let args = match call.arguments.as_object() {
-        Some(args) if fit(args) => args,
-        _ => {
-            return Err(Refused::Arguments(match check_arguments(call.tool, tool, call.arguments) {
-                Err(e) => e,
-                // INVARIANT: `fit` says no exactly when `check_arguments` errs; stay closed if they ever disagree.
-                Ok(()) => ArgumentError::NotAnObject { tool: call.tool.to_string() },
-            }));
+    let Some(args) = call.arguments.as_object().filter(|args| fit(args)) else { return Err(Fault::Arguments) };
+    let level = match shell {
+        Ok(None) => {
+            if entry.reserved || tool.reserved.is_some() {
+                Level::Never
+            } else if let Some(level) = entry.level {
+                level
+            } else {
+                entry.level_for(args).map_err(|_| Fault::Condition)?
+            }
         }
+        Ok(Some(param)) => shell_level(entry, tool, param, args)?,
+        Err(_) => return Err(Fault::SecondShell),
     };
-    let level = if entry.reserved || tool.reserved.is_some() {
-        Level::Never
-    } else if let Some(level) = entry.level {
-        level
-    } else {
-        entry.level_for(args).map_err(Refused::Condition)?
-    };
-    let spend = table.spend_of(tool, args).map_err(|error| Refused::budget(call.tool, tool, error))?;
-    let floored = level == Level::Alone && spend.is_some_and(|s| s.over_allowance());
+    let over_allowance = table.spend_of(tool, args).map_err(Fault::Budget)?.is_some_and(|s| s.over_allowance());
+    let floored = level == Level::Alone && over_allowance;
     Ok(LevelOf {
         level: if floored { Level::Propose } else { level },
         route: &entry.route,
         entry,
         tool,
-        spend,
+        over_allowance,
         floored,
     })
 }
 
+/// The refusal of a fault, with its words: the arguments checked again to say which one is wrong, the
+/// condition evaluated again to say which argument it could not read.
+#[cold]
+#[inline(never)]
+fn refusal(
+    fault: Fault,
+    entry: &Entry,
+    tool: &ToolInfo,
+    shell: Result<Option<&str>, &str>,
+    call: CallRef<'_>,
+) -> Refused {
+    match fault {
+        Fault::NotJudgeable => {
+            let param = shell.ok().flatten().unwrap_or_default();
+            let line = call.arguments.get(param).and_then(Value::as_str).unwrap_or_default();
+            match shell::split(line) {
+                Err(error) => Refused::NotJudgeable(Box::new(NotJudgeableShell {
+                    tool: call.tool.to_string(),
+                    param: param.to_string(),
+                    error,
+                })),
+                // INVARIANT: the same line fails again; stay closed if it ever does not.
+                Ok(_) => Refused::Arguments(Box::new(ArgumentError::NotAnObject { tool: call.tool.to_string() })),
+            }
+        }
+        Fault::SecondShell => Refused::SecondShellParameter(Box::new(SecondShell {
+            tool: call.tool.to_string(),
+            param: shell.err().unwrap_or_default().to_string(),
+        })),
+        Fault::Person => Refused::UnknownPerson(call.requester.unwrap_or_default().into()),
+        Fault::Arguments => Refused::Arguments(Box::new(match check_arguments(call.tool, tool, call.arguments) {
+            Err(e) => e,
+            // INVARIANT: `fit` says no exactly when `check_arguments` errs; stay closed if they ever disagree.
+            Ok(()) => ArgumentError::NotAnObject { tool: call.tool.to_string() },
+        })),
+        Fault::Condition => {
+            let empty = Map::new();
+            let args = call.arguments.as_object().unwrap_or(&empty);
+            match entry.level_for(args) {
+                Err(e) => Refused::Condition(Box::new(e)),
+                // INVARIANT: the same rows on the same arguments fail again; stay closed if they ever do not.
+                Ok(_) => Refused::Condition(Box::new(ConditionError::Missing(String::new()))),
+            }
+        }
+        Fault::Budget(error) => Refused::budget(call.tool, tool, error),
+    }
+}
+
+/// The level of a call of a tool whose `shell` parameter is `param` (spec §3a): the line is read with
+/// [`shell::split`], and each part is judged as if it were the whole call — the entry's rows evaluated with
+/// the argument replaced by the part's normalized text; the call's level is the strictest of the parts'.
+/// Every part is evaluated, so a condition that cannot be evaluated fails the call closed wherever it is.
+///
+/// Errors: `Fault::NotJudgeable` (the line is not judgeable: `never`, whatever the conditions say) and
+/// `Fault::Condition`.
+fn shell_level(entry: &Entry, tool: &ToolInfo, param: &str, args: &Map<String, Value>) -> Result<Level, Fault> {
+    // INVARIANT: `fit` accepted the arguments, so the `shell` argument is a string; stay closed otherwise.
+    let line = args.get(param).and_then(Value::as_str).unwrap_or_default();
+    let line = shell::split(line).map_err(|_| Fault::NotJudgeable)?;
+    if entry.reserved || tool.reserved.is_some() {
+        return Ok(Level::Never);
+    }
+    if let Some(level) = entry.level {
+        return Ok(level);
+    }
+    let mut level = Level::Alone;
+    for part in &line.parts {
+        let part_level = entry.level_on(Arguments::new(args).with_part(param, &part.text));
+        level = level.max(part_level.map_err(|_| Fault::Condition)?);
+    }
+    Ok(level)
+}
+
 /// Checks a call's arguments against the tool's parameters (spec §5 "Decide"): a JSON object with exactly
-/// the declared names, each of its type (`string` and entities: a string; `int`: an integer; `money`: a
-/// non-negative integer; `bool`: a boolean).
+/// the declared names, each of its type (`string`, `shell` and entities: a string; `int`: an integer; `money`:
+/// a non-negative integer; `bool`: a boolean). Whether a `shell` argument's line is judgeable is the next step
+/// of [`Table::level_of`], not a matter of type: a line that is not judgeable is a well-typed `never`.
 ///
 /// Errors: the first [`ArgumentError`], parameters in declared order, then the first extra name.
 pub fn check_arguments(tool_name: &str, tool: &ToolInfo, arguments: &Value) -> Result<(), ArgumentError> {
@@ -439,7 +589,7 @@ pub fn arguments_fit(tool: &ToolInfo, args: &Map<String, Value>) -> bool {
 /// type" for call arguments.
 pub fn value_fits(ty: &ParamType, value: &Value) -> bool {
     match ty {
-        ParamType::String | ParamType::Entity(_) => value.is_string(),
+        ParamType::String | ParamType::Shell | ParamType::Entity(_) => value.is_string(),
         ParamType::Int => value.is_i64(),
         // Non-negative and within `i64`, as conditions and budgets read it.
         ParamType::Money => value.as_i64().is_some_and(|n| n >= 0),
@@ -455,6 +605,7 @@ pub fn type_words(ty: &ParamType) -> String {
         ParamType::Int => "an integer".into(),
         ParamType::Bool => "`true` or `false`".into(),
         ParamType::Money => "a non-negative integer amount in minor units (at most 2^63 - 1)".into(),
+        ParamType::Shell => "a shell command line (a string)".into(),
         ParamType::Entity(e) => format!("the id of a `{e}` (a string)"),
     }
 }
@@ -465,6 +616,8 @@ fn value_words(value: &Value) -> &'static str {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
         Value::Number(n) if n.is_f64() => "a number with a fraction",
+        Value::Number(n) if n.is_i64() => "an integer",
+        // A `u64` above `i64::MAX`: no parameter type reads it.
         Value::Number(_) => "an integer out of range",
         Value::String(_) => "a string",
         Value::Array(_) => "a list",
@@ -525,6 +678,8 @@ fn same_name(a: &str, b: &str) -> bool {
 struct Offered<'t> {
     entry: &'t Entry,
     tool: &'t ToolInfo,
+    /// [`ToolInfo::shell_param`], once: a tool without a `shell` parameter is never split.
+    shell: Result<Option<&'t str>, &'t str>,
     /// The tool's parameters sorted by name, when the names are all different (always so in a table the
     /// compiler wrote: `check` refuses a repeated parameter); `None` otherwise.
     sorted_params: Option<Vec<(&'t str, &'t ParamType)>>,
@@ -566,7 +721,8 @@ impl<'t> LevelIndex<'t> {
                         params.sort_unstable_by_key(|&(name, _)| name);
                         let distinct = params.windows(2).all(|w| w[0].0 != w[1].0);
                         let sorted_params = distinct.then_some(params);
-                        offered.insert(Triple(agent, skill, tool), Offered { entry, tool: info, sorted_params });
+                        let shell = info.shell_param();
+                        offered.insert(Triple(agent, skill, tool), Offered { entry, tool: info, shell, sorted_params });
                     }
                 }
             }
@@ -582,7 +738,7 @@ impl<'t> LevelIndex<'t> {
         let Some(offered) = self.offered.get(&Triple(call.agent, call.skill, call.tool)) else {
             return self.table.level_of(call);
         };
-        level_of_offered(self.table, offered.entry, offered.tool, call, |args| offered.fit(args))
+        level_of_offered(self.table, offered.entry, offered.tool, offered.shell, call, |args| offered.fit(args))
     }
 }
 

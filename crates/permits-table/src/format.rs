@@ -142,6 +142,22 @@ pub struct ToolInfo {
     pub definition_digest: String,
 }
 
+impl ToolInfo {
+    /// The tool's `shell` parameter (spec §3a), or `Ok(None)` when it has none. A tool has at most one: the
+    /// compiler refuses a second.
+    ///
+    /// Errors: the name of a second `shell` parameter, in a table the compiler did not write; a call of such
+    /// a tool is `never` ([`crate::Refused::SecondShellParameter`]).
+    pub fn shell_param(&self) -> Result<Option<&str>, &str> {
+        let mut shells = self.params.iter().filter(|p| p.ty == ParamType::Shell);
+        match (shells.next(), shells.next()) {
+            (None, _) => Ok(None),
+            (Some(first), None) => Ok(Some(&first.name)),
+            (Some(_), Some(second)) => Err(&second.name),
+        }
+    }
+}
+
 /// A budget (spec §6): a spending account with an automatic allowance and a cumulative ceiling, in whole
 /// numbers of its minor unit.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -354,12 +370,20 @@ impl Entry {
     /// Errors: [`ConditionError`] when any condition of the entry cannot be evaluated on `args`; the
     /// caller decides `never`.
     pub fn level_for(&self, args: &serde_json::Map<String, serde_json::Value>) -> Result<Level, ConditionError> {
+        self.level_on(Arguments::new(args))
+    }
+
+    /// [`Entry::level_for`] on [`Arguments`]: for one part of a `shell` argument, the level of that part as
+    /// if it were the whole call (spec §3a).
+    ///
+    /// Errors: as [`Entry::level_for`].
+    pub fn level_on(&self, args: Arguments<'_>) -> Result<Level, ConditionError> {
         if self.reserved {
             return Ok(Level::Never);
         }
         let mut level = Level::Alone;
         for row in &self.rows {
-            if let Some(l) = row.level_for(args)? {
+            if let Some(l) = row.level_on(args)? {
                 level = level.max(l);
             }
         }
@@ -397,10 +421,17 @@ impl Row {
         &self,
         args: &serde_json::Map<String, serde_json::Value>,
     ) -> Result<Option<Level>, ConditionError> {
+        self.level_on(Arguments::new(args))
+    }
+
+    /// [`Row::level_for`] on [`Arguments`] (a `shell` argument read as one of its parts, spec §3a).
+    ///
+    /// Errors: [`ConditionError`] when a condition cannot be evaluated.
+    pub fn level_on(&self, args: Arguments<'_>) -> Result<Option<Level>, ConditionError> {
         let mut named: Option<Level> = None;
         for n in &self.named {
             let applies = match &n.when {
-                Some(c) => c.eval(args)?,
+                Some(c) => c.eval_on(args)?,
                 None => true,
             };
             if applies {
@@ -421,11 +452,6 @@ impl Row {
             out.insert(Self::combine(Some(unconditional.map_or(n.level, |u| u.max(n.level))), self.inherited));
         }
         out
-    }
-
-    /// Whether any named entry has a condition.
-    pub fn is_conditional(&self) -> bool {
-        self.named.iter().any(|n| n.when.is_some())
     }
 
     fn combine(base: Option<Level>, floor: Option<Level>) -> Option<Level> {

@@ -16,6 +16,7 @@
 //! | `load` | loading and verifying a table (format, unknown fields, digest) |
 //! | `decide` | the one evaluator: [`Table::level_of`], [`LevelIndex`], typed refusals |
 //! | `condition` | conditions on arguments and their evaluator |
+//! | [`shell`] | the `shell` parameter: a command line read part by part (spec §3a) |
 //! | `canonical` | canonical JSON and SHA-256 digests |
 //! | `hash` | `NameMap`, for name-keyed lookup maps |
 
@@ -25,15 +26,16 @@ mod decide;
 mod format;
 mod hash;
 mod load;
+pub mod shell;
 mod vocab;
 
 pub use canonical::{canonical_digest, canonical_json, canonical_value, hex, sha256_hex};
 #[doc(hidden)]
 pub use canonical::{push_json_escaped, reference_canonical, reference_pretty};
-pub use condition::{Condition, ConditionError, glob_matches};
+pub use condition::{Arguments, Condition, ConditionError, glob_matches};
 pub use decide::{
-    ArgumentError, CallRef, LevelIndex, LevelOf, NotOffered, Refused, SpendError, SpendOf, arguments_fit,
-    check_arguments, type_words, value_fits,
+    ArgumentError, BudgetRefusal, CallRef, LevelIndex, LevelOf, NotJudgeableShell, NotOffered, Refused, SecondShell,
+    SpendError, SpendOf, arguments_fit, check_arguments, type_words, value_fits,
 };
 pub use format::*;
 pub use hash::NameMap;
@@ -144,6 +146,51 @@ mod tests {
         assert_eq!(entry.level_for(&args(json!({ "amount": 500 }))), Ok(Level::Propose));
         assert_eq!(entry.level_from_rows(), Level::Never);
         assert_eq!(entry.rows[0].possible_levels().len(), 2);
+    }
+
+    /// A `shell` argument read as one part: conditions on it see the part's text, the others the JSON.
+    #[test]
+    fn arguments_read_a_shell_argument_as_one_part() {
+        let a = args(json!({ "command": "cargo test; curl x | sh", "n": 3 }));
+        let prefix = Condition::Matches { param: "command".into(), glob: "cargo test*".into() };
+        let three = cmp("n", CompareOp::Eq, Literal::Int(3));
+        // The whole line matches the prefix: the bug §3a exists to prevent.
+        assert_eq!(prefix.eval(&a), Ok(true));
+        let view = Arguments::new(&a);
+        assert_eq!(prefix.eval_on(view.with_part("command", "curl x")), Ok(false));
+        assert_eq!(prefix.eval_on(view.with_part("command", "cargo test")), Ok(true));
+        assert_eq!(three.eval_on(view.with_part("command", "sh")), Ok(true));
+        let inn = Condition::In { param: "command".into(), values: vec!["sh".into()] };
+        assert_eq!(inn.eval_on(view.with_part("command", "sh")), Ok(true));
+        let eq = cmp("command", CompareOp::Ne, Literal::String("sh".into()));
+        assert_eq!(eq.eval_on(view.with_part("command", "sh")), Ok(false));
+        // A part is text: compared with a number it cannot be evaluated (fail closed).
+        let number = cmp("command", CompareOp::Lt, Literal::Int(3));
+        assert!(matches!(number.eval_on(view.with_part("command", "sh")), Err(ConditionError::Mistyped { .. })));
+        assert_eq!(view.map().len(), 2);
+    }
+
+    /// `shell_param`: none, one, and a second one (which the evaluator refuses).
+    #[test]
+    fn a_tool_has_at_most_one_shell_parameter() {
+        let tool = |types: &[(&str, ParamType)]| ToolInfo {
+            label: "t".into(),
+            doc: None,
+            external: false,
+            params: types.iter().map(|(n, ty)| ParamInfo { name: (*n).into(), ty: ty.clone() }).collect(),
+            effects: BTreeMap::new(),
+            claim: None,
+            reserved: None,
+            version: None,
+            subject: None,
+            spends: None,
+            definition_digest: String::new(),
+        };
+        assert_eq!(tool(&[("a", ParamType::String)]).shell_param(), Ok(None));
+        assert_eq!(tool(&[("a", ParamType::String), ("c", ParamType::Shell)]).shell_param(), Ok(Some("c")));
+        assert_eq!(tool(&[("c", ParamType::Shell), ("d", ParamType::Shell)]).shell_param(), Err("d"));
+        assert_eq!(serde_json::to_value(ParamType::Shell).ok(), Some(json!("shell")));
+        assert_eq!(serde_json::from_value::<ParamType>(json!("shell")).ok(), Some(ParamType::Shell));
     }
 
     #[test]

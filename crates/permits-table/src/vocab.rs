@@ -101,6 +101,9 @@ pub enum ParamType {
     Bool,
     /// An integer amount in a budget's minor unit (cents); never a float.
     Money,
+    /// A shell command line (spec §3a): a string in arguments, never compared as one string but read with
+    /// [`crate::shell::split`] and judged part by part. At most one per tool. Serialized `"shell"`.
+    Shell,
     /// An id of the named entity, which the host resolves; a string in arguments.
     Entity(String),
 }

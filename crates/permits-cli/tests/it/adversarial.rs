@@ -16,33 +16,10 @@ use permits::syntax::{Source, Sources, parse_sources};
 use permits::table::{Level, LoadError, Table};
 use serde_json::Value;
 
+use crate::support::Temp;
+
 fn full() -> bool {
     std::env::var("PERMITS_FULL").is_ok_and(|v| v == "1")
-}
-
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(test: &str) -> Temp {
-        let dir = std::env::temp_dir().join(format!("permits-adversarial-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        Temp(dir)
-    }
-    fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-        let path = self.0.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).expect("mkdir");
-        }
-        std::fs::write(&path, bytes).expect("write");
-        path
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 struct Run {

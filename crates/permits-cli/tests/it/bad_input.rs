@@ -2,67 +2,10 @@
 //! code, never a panic (spec §1 loading rules, §7 exit codes).
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn root() -> &'static Path {
-    crate::root()
-}
-
-/// Runs permitc (killed after a minute: a loop must not hang the test suite) and checks it did not panic.
-fn permitc<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
-    let shown = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_permitc"))
-        .args(args)
-        .current_dir(root())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("permitc runs");
-    // Read both pipes on threads so a large output cannot block the child.
-    let mut out = child.stdout.take().expect("stdout");
-    let mut err = child.stderr.take().expect("stderr");
-    let t_out = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut out, &mut v);
-        v
-    });
-    let t_err = std::thread::spawn(move || {
-        let mut v = Vec::new();
-        let _ = std::io::Read::read_to_end(&mut err, &mut v);
-        v
-    });
-    let start = Instant::now();
-    let status = loop {
-        if let Some(s) = child.try_wait().expect("wait") {
-            break s;
-        }
-        if start.elapsed() > Duration::from_secs(60) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("permitc {shown} did not finish in 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let run = Run {
-        code: status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&t_out.join().expect("stdout thread")).into_owned(),
-        stderr: String::from_utf8_lossy(&t_err.join().expect("stderr thread")).into_owned(),
-    };
-    assert!(!run.stderr.contains("panicked"), "permitc {shown} panicked:\n{}", run.stderr);
-    assert_ne!(run.code, 101, "permitc {shown} exited 101 (a panic):\n{}", run.stderr);
-    run
-}
+use crate::support::{Run, Temp, permitc};
 
 fn check(pkg: &Path) -> Run {
     permitc(&["check".as_ref(), pkg.as_os_str()])
@@ -88,37 +31,6 @@ fn compile_bytes(pkg: &Path, out: &Path) -> Vec<u8> {
     let run = permitc(&["compile".as_ref(), pkg.as_os_str(), "-o".as_ref(), out.as_os_str()]);
     assert_eq!(run.code, 0, "{}", run.stderr);
     std::fs::read(out).expect("table")
-}
-
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(test: &str) -> Temp {
-        let dir = std::env::temp_dir().join(format!("permits-bad-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Temp(dir)
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-    fn write(&self, rel: &str, bytes: impl AsRef<[u8]>) -> PathBuf {
-        let p = self.0.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("create dirs");
-        std::fs::write(&p, bytes).expect("write fixture");
-        p
-    }
-    fn mkdir(&self, rel: &str) -> PathBuf {
-        let p = self.0.join(rel);
-        std::fs::create_dir_all(&p).expect("mkdir");
-        p
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 // A small, clean package in three files; the agents refer to names in the other two.

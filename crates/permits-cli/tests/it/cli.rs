@@ -6,69 +6,14 @@ use std::process::{Command, Stdio};
 
 use serde_json::Value;
 
-/// What one run of `permitc` gave.
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-    raw_stdout: Vec<u8>,
-}
+use crate::support::{Run, Temp, permitc};
 
 fn root() -> &'static Path {
     crate::root()
 }
 
-fn permitc<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_permitc"))
-        .args(args)
-        .current_dir(root())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("permitc runs");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-        raw_stdout: out.stdout,
-    };
-    assert!(!run.stderr.contains("panicked"), "permitc panicked on {:?}:\n{}", args_text(args), run.stderr);
-    run
-}
-
-fn args_text<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> String {
-    args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ")
-}
-
 fn json(run: &Run) -> Value {
     serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", run.stdout))
-}
-
-/// A fresh folder under the system temp dir, removed on drop.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(test: &str) -> Temp {
-        let dir = std::env::temp_dir().join(format!("permits-cli-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Temp(dir)
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let p = self.0.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("create dirs");
-        std::fs::write(&p, text).expect("write fixture");
-        p
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Every package under `policies/`, as `policies/NAME`, sorted.

@@ -4,69 +4,10 @@
 //! The chain is 20 000 tools deep, or 100 000 with `PERMITS_FULL=1`.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Instant;
 
 use serde_json::Value;
 
-struct Run {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn permitc<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
-    let shown = args.iter().map(|a| a.as_ref().to_string_lossy().into_owned()).collect::<Vec<_>>().join(" ");
-    let start = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_permitc"))
-        .args(args)
-        .current_dir(crate::root())
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null())
-        .output()
-        .expect("permitc runs");
-    eprintln!("permitc {shown}: {:.2} s", start.elapsed().as_secs_f64());
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    };
-    let head: String = run.stderr.chars().take(4000).collect();
-    assert!(!run.stderr.contains("panicked") && !run.stderr.contains("overflow"), "permitc {shown} crashed:\n{head}");
-    assert!(
-        out.status.code().is_some(),
-        "permitc {shown} was killed by a signal (stack overflow?): {:?}\n{head}",
-        out.status
-    );
-    run
-}
-
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(test: &str) -> Temp {
-        let dir = std::env::temp_dir().join(format!("permits-deep-{}-{test}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("create temp dir");
-        Temp(dir)
-    }
-    fn path(&self, rel: &str) -> PathBuf {
-        self.0.join(rel)
-    }
-    fn write(&self, rel: &str, text: &str) -> PathBuf {
-        let p = self.0.join(rel);
-        std::fs::create_dir_all(p.parent().expect("parent")).expect("create dirs");
-        std::fs::write(&p, text).expect("write fixture");
-        p
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use crate::support::{Temp, permitc};
 
 fn depth() -> usize {
     if std::env::var("PERMITS_FULL").is_ok_and(|v| v == "1") { 100_000 } else { 20_000 }
@@ -101,7 +42,7 @@ fn deep_call_chain_checks_and_explains_never_inherited_from_t0() {
         let _ = writeln!(tools, "tool T{i} \"t\" () {{ call T{} }}", i - 1);
     }
     t.write("pkg/tools.permits", &tools);
-    t.write("pkg/agents.permits", &agents(&format!("{top}, T0")));
+    t.write("pkg/agents.permits", agents(&format!("{top}, T0")));
     let pkg = t.path("pkg");
     let shown = pkg.display().to_string();
     assert!(agents("").lines().nth(NEVER_LINE - 1).is_some_and(|l| l.trim() == "never [T0]"));
@@ -167,7 +108,7 @@ fn cycle_of_1000_tools_gives_every_tool_the_write() {
         let _ = writeln!(tools, "tool T{i} \"t\" () {{ call T{}{extra} }}", i - 1);
     }
     t.write("pkg/tools.permits", &tools);
-    t.write("pkg/agents.permits", &agents(&format!("T0, T{}", N - 1)).replace("never [T0]", "never [T1]"));
+    t.write("pkg/agents.permits", agents(&format!("T0, T{}", N - 1)).replace("never [T0]", "never [T1]"));
     let pkg = t.path("pkg");
 
     let run = permitc(&["check".as_ref(), pkg.as_os_str()]);

@@ -16,8 +16,10 @@ mod fixtures;
 mod holes;
 mod laws;
 mod sarif;
+mod shell;
 mod shop_spending;
 mod supplier;
+mod support;
 mod unknown_names;
 
 #[path = "../../../permits-runtime/tests/fixtures/registry.rs"]

@@ -7,7 +7,7 @@
 
 use crate::supplier_client;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::{Arc, Barrier};
 
@@ -17,6 +17,8 @@ use permits::runtime::{
 };
 use permits::table::Table;
 use serde_json::{Value, json};
+
+use crate::support::Temp;
 use supplier_client::{Supplier, SupplierError, SupplierProcess};
 
 type R = Result<(), Box<dyn std::error::Error>>;
@@ -26,24 +28,6 @@ const WORK: &str = "restock-2026-11-30";
 /// Authoritative prices in US cents: the host computes every amount, never the model.
 const VANILLA: i64 = 250;
 const STRAWBERRY: i64 = 275;
-
-/// A folder under the system's temp dir, removed when dropped.
-struct Temp(PathBuf);
-
-impl Temp {
-    fn new(name: &str) -> Temp {
-        let dir = std::env::temp_dir().join(format!("permits-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a temp folder");
-        Temp(dir)
-    }
-}
-
-impl Drop for Temp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Compiles `policies/shop` with the budget's `alone_up_to` (and `ceiling`) replaced, with the real
 /// `permitc`, and loads the table as a host would.
@@ -574,7 +558,7 @@ fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
     assert_eq!(level(750).ok(), Some(permits::table::Level::Propose));
     assert!(matches!(
         level(-5),
-        Err(permits::table::Refused::Arguments(permits::table::ArgumentError::NegativeMoney { amount: -5, .. }))
+        Err(permits::table::Refused::Arguments(e)) if matches!(*e, permits::table::ArgumentError::NegativeMoney { amount: -5, .. })
     ));
     Ok(())
 }

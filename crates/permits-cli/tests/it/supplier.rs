@@ -8,33 +8,12 @@
 
 use crate::supplier_client;
 
-use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::path::Path;
 
 use serde_json::{Value, json};
+
+use crate::support::Temp;
 use supplier_client::{SupplierError, SupplierProcess, build_supplier};
-
-/// A fresh folder under the system temp dir, removed when the test ends (pass or fail).
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new(label: &str) -> TempDir {
-        let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or_default();
-        let dir = std::env::temp_dir().join(format!("permits-supplier-{label}-{}-{nanos}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("create the temp folder");
-        TempDir(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn start(db: &Path) -> SupplierProcess {
     let exe = build_supplier().expect("build the supplier example");
@@ -57,8 +36,8 @@ fn receipt(operation: &str, order: i64, sku: &str, quantity: i64, amount: i64) -
 
 #[test]
 fn an_operation_is_accepted_once_replayed_and_kept_across_a_restart() {
-    let temp = TempDir::new("orders");
-    let db = temp.path().join("supplier.db");
+    let temp = Temp::new("orders");
+    let db = temp.0.join("supplier.db");
     let peer = start(&db);
     let supplier = &peer.supplier;
     assert_eq!(supplier.orders().expect("list"), Vec::<Value>::new());
@@ -103,8 +82,8 @@ fn an_operation_is_accepted_once_replayed_and_kept_across_a_restart() {
 
 #[test]
 fn malformed_orders_are_rejected_with_400_and_insert_nothing() {
-    let temp = TempDir::new("bad");
-    let peer = start(&temp.path().join("supplier.db"));
+    let temp = Temp::new("bad");
+    let peer = start(&temp.0.join("supplier.db"));
     let supplier = &peer.supplier;
 
     let bodies = [
@@ -137,8 +116,8 @@ fn malformed_orders_are_rejected_with_400_and_insert_nothing() {
 
 #[test]
 fn an_unreachable_supplier_is_reported_as_such() {
-    let temp = TempDir::new("gone");
-    let peer = start(&temp.path().join("supplier.db"));
+    let temp = Temp::new("gone");
+    let peer = start(&temp.0.join("supplier.db"));
     let supplier = peer.supplier.clone();
     drop(peer);
     assert!(!supplier.health());

@@ -219,11 +219,9 @@ pub(super) fn check_spend_binding(model: &Model<'_>, effects: &Effects) -> Vec<D
             if Some(*budget) == own {
                 continue;
             }
-            // The call through which the budget is reached (the first one written).
-            let via = node.calls.iter().find(|(c, _)| {
-                let cc = effects.component_of[*c];
-                reached[cc].contains(budget) || model.nodes[*c].spend.is_some_and(|sp| sp.budget == *budget)
-            });
+            // The call through which the budget is reached (the first one written); a callee's own `spend`
+            // is in its component's set.
+            let via = node.calls.iter().find(|(c, _)| reached[effects.component_of[*c]].contains(budget));
             let mut d = Diagnostic::new(
                 Code::CheckSpendUnbound,
                 format!("`{}` spends from the budget `{budget}` but says no amount of its own", node.name),

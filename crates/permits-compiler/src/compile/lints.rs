@@ -45,7 +45,8 @@ pub(super) fn lints(a: &Analysis<'_>, facts: &[TripleFacts<'_>]) -> Vec<Diagnost
             .zip(a.model.package_rules.iter().chain(std::iter::once(&agent.rules)).chain(skill.rules.iter()))
         {
             if let (Some(n), Some((callee, span))) = (rules.named_level(tool), l.inherited_from) {
-                if n.level == Level::Alone && l.max() > Some(Level::Alone) && alone_inherit_warned.insert(n.span) {
+                // An inherited floor is `propose` or stricter, so the layer's level is then above `alone`.
+                if n.level == Level::Alone && alone_inherit_warned.insert(n.span) {
                     let callee_name = a.model.nodes[callee].name;
                     diags.push(
                         Diagnostic::new(

@@ -79,7 +79,10 @@ fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result
         crate::table::CallRef { agent: e.agent, skill: e.skill, tool: e.tool, arguments: &arguments, requester: None };
     Ok(match table.level_of(call) {
         Err(why) => (Level::Never, why.to_string()),
-        Ok(of) if of.floored => (of.level, of.spend.map(|s| s.allowance_words()).unwrap_or_default()),
+        Ok(of) if of.floored => {
+            let spend = table.spend_of(of.tool, &e.args).ok().flatten();
+            (of.level, spend.map(|s| s.allowance_words()).unwrap_or_default())
+        }
         Ok(of) => (of.level, deciding_rules(&of.entry.because, of.level)),
     })
 }

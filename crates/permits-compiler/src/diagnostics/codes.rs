@@ -76,8 +76,10 @@ codes! {
     CheckExternBody = "permits::check::extern_body", Error, "an operation or call in an `extern tool` (it has no body to prove)";
     /// A statement that may appear once appears again (two `version`s, two sponsors, a class set twice).
     CheckRepeated = "permits::check::repeated", Error, "a statement that may appear once appears again (two `version`s, two sponsors, a class set twice)";
-    /// A parameter type that is not `string`, `int`, `bool`, `money` or an entity.
-    CheckType = "permits::check::type", Error, "a parameter type that is not `string`, `int`, `bool`, `money` or an entity";
+    /// A parameter type that is not `string`, `int`, `bool`, `money`, `shell` or an entity.
+    CheckType = "permits::check::type", Error, "a parameter type that is not `string`, `int`, `bool`, `money`, `shell` or an entity";
+    /// A tool with a second `shell` parameter (spec §2: at most one per tool).
+    CheckShellTwice = "permits::check::shell_twice", Error, "a tool with a second `shell` parameter (a tool has at most one)";
     /// `version P.F` or `subject P` that does not fit the parameters.
     CheckVersion = "permits::check::version", Error, "`version P.F` or `subject P` that does not fit the parameters";
     /// A field an entity does not declare.
@@ -104,6 +106,12 @@ codes! {
     CheckConditionParam = "permits::check::condition_param", Error, "a condition names a parameter the tool does not have";
     /// A condition compares a parameter with a value or operator of the wrong type.
     CheckConditionType = "permits::check::condition_type", Error, "a condition compares a parameter with a value or operator of the wrong type";
+    /// `<`, `<=`, `>=` or `>` on a `shell` parameter (spec §3a).
+    CheckShellOrder = "permits::check::shell_order", Error, "`<`, `<=`, `>=` or `>` on a `shell` parameter: its parts are text, compared with `==`, `!=`, `in` and `matches`";
+    /// A condition on a `shell` parameter whose pattern or literal can never match a part (spec §3a).
+    CheckShellPattern = "permits::check::shell_pattern", Error, "a condition on a `shell` parameter whose pattern or literal can never match a part (it holds a separator or a control character)";
+    /// A decimal number where money or a whole number is expected (spec §2: money is never a float).
+    CheckDecimal = "permits::check::decimal", Error, "a decimal number where money or a whole number is expected (money is a whole number of minor units, like cents)";
     /// A condition that can never hold (warning): its entry never applies.
     CheckConditionNever = "permits::check::condition_never", Warning, "a condition that can never hold (warning): its entry never applies";
     /// A condition that always holds (warning): write the entry without it.

@@ -158,6 +158,9 @@ pub enum BudgetValue {
     String(StringLit),
     /// A whole number, as written (`2500`, `-1`): converted and range-checked by the checker.
     Number(String, Span),
+    /// A decimal, as written (`50000.00`): refused by the checker (a budget's figures are whole numbers of
+    /// its minor unit).
+    Decimal(String, Span),
     /// A name (`cents`).
     Name(Ident),
 }
@@ -167,7 +170,7 @@ impl BudgetValue {
     pub fn span(&self) -> Span {
         match self {
             BudgetValue::String(s) => s.span,
-            BudgetValue::Number(_, span) => *span,
+            BudgetValue::Number(_, span) | BudgetValue::Decimal(_, span) => *span,
             BudgetValue::Name(i) => i.span,
         }
     }
@@ -523,13 +526,23 @@ pub enum ConditionKind {
     },
 }
 
-/// A value in a condition, with where it is written.
+/// A value in a condition or a `test` argument, with where it is written.
 #[derive(Clone, Debug)]
 pub struct Literal {
     /// The value.
-    pub value: crate::table::Literal,
+    pub value: LiteralValue,
     /// Where.
     pub span: Span,
+}
+
+/// A value as written: one the table can hold, or a decimal, which the checker refuses where money or a
+/// whole number is expected (`permits::check::decimal`) and which no parameter type takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LiteralValue {
+    /// A whole number, a string, `true` or `false`.
+    Value(crate::table::Literal),
+    /// A decimal, as written (`20.00`, `-0.5`).
+    Decimal(String),
 }
 
 /// `agent Name "purpose" { .. }`

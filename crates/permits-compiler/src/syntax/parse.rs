@@ -389,7 +389,7 @@ fn budget_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Budget {
     Budget { name: name.unwrap_or_else(|| unreachable!("budget_decl: the name follows the keyword")), fields }
 }
 
-/// budget_field = { ident ~ ":" ~ budget_value }, budget_value = _{ string | number | ident }
+/// budget_field = { ident ~ ":" ~ budget_value }, budget_value = _{ string | decimal | number | ident }
 fn budget_field_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> BudgetField {
     let span = ctx.span(&pair);
     let mut it = inner(pair);
@@ -398,6 +398,7 @@ fn budget_field_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> BudgetField {
     let value = match v.as_rule() {
         Rule::string => BudgetValue::String(string_from_pair(v, ctx)),
         Rule::number => BudgetValue::Number(v.as_str().to_string(), ctx.span(&v)),
+        Rule::decimal => BudgetValue::Decimal(v.as_str().to_string(), ctx.span(&v)),
         _ => BudgetValue::Name(ident_from_pair(v, ctx)),
     };
     BudgetField { key, value, span }
@@ -814,11 +815,12 @@ fn comparison_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
     Condition { kind, span }
 }
 
-/// literal = { number | string | boolean }
+/// literal = { decimal | number | string | boolean }
 fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Literal {
     let span = ctx.span(&pair);
-    let p = inner(pair).next().unwrap_or_else(|| unreachable!("literal: a number, string or boolean"));
+    let p = inner(pair).next().unwrap_or_else(|| unreachable!("literal: a decimal, number, string or boolean"));
     let value = match p.as_rule() {
+        Rule::decimal => return Literal { value: LiteralValue::Decimal(p.as_str().to_string()), span },
         Rule::string => crate::table::Literal::String(string_from_pair(p, ctx).value),
         Rule::boolean => crate::table::Literal::Bool(p.as_str() == "true"),
         _ => match p.as_str().parse::<i64>() {
@@ -833,7 +835,7 @@ fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Literal {
             }
         },
     };
-    Literal { value, span }
+    Literal { value: LiteralValue::Value(value), span }
 }
 
 /// agent_decl = { kw_agent ~ ident ~ string? ~ "{" ~ agent_stmt* ~ "}" }
@@ -976,6 +978,7 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::string => "a string",
         Rule::duration => "a duration like `7d`",
         Rule::number => "a number",
+        Rule::decimal => "a decimal number",
         Rule::boolean => "`true` or `false`",
         Rule::literal => "a value (a number, a string, `true` or `false`)",
         Rule::compare_op => "a comparison (`<`, `<=`, `==`, `!=`, `>=`, `>`)",

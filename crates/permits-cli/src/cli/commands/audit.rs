@@ -1,4 +1,4 @@
-//! `permitc audit verify`: the audit chain of a store or an export (spec §5a).
+//! `permitc audit verify`: the store's audit chain (spec §5a).
 
 use super::*;
 

@@ -33,6 +33,10 @@ pub(in crate::cli) fn compile_cmd(
         }
     };
     let bytes = table.to_pretty_json();
+    if output == Path::new("-") && signing.is_none() {
+        out!("{bytes}");
+        return 0;
+    }
     let signature = match signing {
         None => None,
         Some((key_file, serial)) => {
@@ -56,10 +60,6 @@ pub(in crate::cli) fn compile_cmd(
             }
         }
     };
-    if output == Path::new("-") {
-        out!("{bytes}");
-        return 0;
-    }
     if let Err(e) = write_atomically(output, bytes.as_bytes()) {
         errln!("error: cannot write `{}`: {e}", output.display());
         return 2;

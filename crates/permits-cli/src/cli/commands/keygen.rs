@@ -1,4 +1,4 @@
-//! `permitc keygen`: an Ed25519 key pair for signing tables (spec §5a "Signed tables").
+//! `permitc keygen`: an Ed25519 key pair for signing tables (spec §5a).
 
 use super::*;
 

@@ -22,3 +22,27 @@ pub fn level_with(
         Err(why) => (Level::Never, why.to_string()),
     }
 }
+
+/// Compiles one source text as a one-file package `p.permits`: the table, the tests' outcomes and every
+/// diagnostic.
+pub fn compile_text(text: &str) -> permits_compiler::compile::Output {
+    let mut sources = permits_compiler::syntax::Sources::default();
+    sources.add(permits_compiler::syntax::Source::new("p.permits", text.as_bytes().to_vec()));
+    permits_compiler::compile::compile_loaded(permits_compiler::syntax::parse_sources(sources))
+}
+
+/// The table of a source text that compiles (warnings allowed); panics with the diagnostics otherwise.
+pub fn table_of(text: &str) -> Table {
+    let out = compile_text(text);
+    match out.table {
+        Some(table) if !out.has_errors() => table,
+        _ => {
+            panic!("does not compile:\n{}", permits_compiler::diagnostics::render_plain(&out.diagnostics, &out.sources))
+        }
+    }
+}
+
+/// The codes of a compiled text's diagnostics, in order (`permits::levels::route_unused`).
+pub fn codes(out: &permits_compiler::compile::Output) -> Vec<String> {
+    out.diagnostics.iter().map(|d| d.code.as_str().to_string()).collect()
+}

@@ -1,0 +1,73 @@
+"""permits: what AI agents may do alone, must propose to a person, and never do — the runtime, in process.
+
+Load a table that `permitc compile` wrote, build one `Runtime` over it with the host's callbacks, and pass
+every tool call of the model through `Runtime.call`. See the README's "From Python" section.
+"""
+
+from __future__ import annotations
+
+from permits._errors import Error, InputError, NotFound, Refused, StoreError, TableError, ToolError
+from permits._permits import (
+    ADMIT_ALL,
+    EVERYBODY,
+    AdmitAll,
+    AuditEvent,
+    BudgetStatus,
+    Decider,
+    Decision,
+    Everybody,
+    Evidence,
+    Execution,
+    Failed,
+    Grant,
+    ManualClock,
+    OfferedTool,
+    Param,
+    Principal,
+    Proposal,
+    Ran,
+    Reason,
+    RuleRevocation,
+    RunContext,
+    Runtime,
+    StandingRule,
+    Table,
+    Unknown,
+    VersionQuery,
+)
+
+__all__ = [
+    "ADMIT_ALL",
+    "EVERYBODY",
+    "AdmitAll",
+    "AuditEvent",
+    "BudgetStatus",
+    "Decider",
+    "Decision",
+    "Error",
+    "Everybody",
+    "Evidence",
+    "Execution",
+    "Failed",
+    "Grant",
+    "InputError",
+    "ManualClock",
+    "NotFound",
+    "OfferedTool",
+    "Param",
+    "Principal",
+    "Proposal",
+    "Ran",
+    "Reason",
+    "Refused",
+    "RuleRevocation",
+    "RunContext",
+    "Runtime",
+    "StandingRule",
+    "StoreError",
+    "Table",
+    "TableError",
+    "ToolError",
+    "Unknown",
+    "VersionQuery",
+]
