@@ -7,7 +7,11 @@ mod keys;
 mod openapi;
 mod protocol;
 mod reload;
+mod shop;
 mod support_triage;
+// The supplier test peer's client (the shop's supplier: a separate process with its own database).
+#[path = "../../../../examples/supplier/client.rs"]
+mod supplier_client;
 mod waiting;
 mod workshop;
 
