@@ -48,6 +48,16 @@ pub struct ServeArgs {
     /// (at startup, on SIGHUP, posted) must then be signed by one of them (`TABLE.sig` beside the file).
     #[arg(long)]
     pub trust: Vec<String>,
+    /// Also allow version URLs on this host name, as written in the URL (loopback is always allowed);
+    /// repeatable. Version URLs are plain `http://`.
+    #[arg(long)]
+    pub version_url_host: Vec<String>,
+    /// How long a version URL has to answer when a person approves, in milliseconds (1 to 10000). When it
+    /// does not answer in time, the approval is made against the version the proposal was made with, and
+    /// the claim still rechecks it.
+    #[arg(long, default_value_t = crate::version_urls::DEFAULT_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..=crate::version_urls::MAX_TIMEOUT_MS))]
+    pub version_url_timeout_ms: u64,
     /// The audit log, JSON lines (default: the store's path with `.audit.jsonl` appended).
     #[arg(long)]
     pub audit: Option<PathBuf>,

@@ -43,6 +43,11 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let signature = read_signature(&args.table)?;
     let store = SqliteStore::open(&args.store).map_err(|e| e.to_string())?;
     let keys = KeyStore::open(&args.store)?;
+    let versions = crate::version_urls::VersionUrls::open(
+        &args.store,
+        args.version_url_host.clone(),
+        std::time::Duration::from_millis(args.version_url_timeout_ms),
+    )?;
     let audit_path = args.audit.clone().unwrap_or_else(|| {
         let mut path = args.store.clone().into_os_string();
         path.push(".audit.jsonl");
@@ -62,7 +67,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     // restart with the same table changes nothing); an older or unsigned one is refused, and the service
     // does not start.
     rt.install_table().map_err(|e| format!("the table `{}` is not installed: {e}", args.table.display()))?;
-    let app = Arc::new(App::new(rt, keys, audit, args.table.clone()));
+    let app = Arc::new(App::new(rt, keys, versions, audit, args.table.clone()));
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

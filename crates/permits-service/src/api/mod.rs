@@ -10,6 +10,7 @@ mod offer;
 mod proposals;
 mod rules;
 mod tasks;
+mod version_urls;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -29,11 +30,14 @@ use crate::audit::AuditLog;
 use crate::error::ApiError;
 use crate::keys::{Key, KeyKind, KeyStore};
 use crate::metrics::Metrics;
+use crate::version_urls::VersionUrls;
 
 /// The service's state, shared by every request.
 pub(crate) struct App {
     pub(crate) rt: Runtime,
     pub(crate) keys: KeyStore,
+    /// The version URLs hosts registered, asked at approval.
+    pub(crate) versions: VersionUrls,
     pub(crate) metrics: Metrics,
     pub(crate) audit: Arc<AuditLog>,
     /// The table file `SIGHUP` reads again.
@@ -45,10 +49,17 @@ pub(crate) struct App {
 }
 
 impl App {
-    pub(crate) fn new(rt: Runtime, keys: KeyStore, audit: Arc<AuditLog>, table_path: PathBuf) -> App {
+    pub(crate) fn new(
+        rt: Runtime,
+        keys: KeyStore,
+        versions: VersionUrls,
+        audit: Arc<AuditLog>,
+        table_path: PathBuf,
+    ) -> App {
         App {
             rt,
             keys,
+            versions,
             metrics: Metrics::default(),
             audit,
             table_path,
@@ -114,6 +125,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/budgets", get(rules::budgets))
         .route("/v1/budgets/{name}", get(rules::budget))
         .route("/v1/budgets/{name}/raise", post(rules::raise))
+        .route("/v1/version-urls", get(version_urls::list).post(version_urls::register))
+        .route("/v1/version-urls/remove", post(version_urls::remove))
         .route("/v1/audit", get(admin::audit))
         .route("/v1/audit/verify", get(admin::verify))
         .route("/v1/admin/table", post(admin::install))

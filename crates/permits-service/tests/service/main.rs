@@ -9,6 +9,7 @@ mod protocol;
 mod reload;
 mod shop;
 mod support_triage;
+mod version_urls;
 // The supplier test peer's client (the shop's supplier: a separate process with its own database).
 #[path = "../../../../examples/supplier/client.rs"]
 mod supplier_client;
