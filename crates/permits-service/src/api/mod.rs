@@ -32,12 +32,23 @@ use crate::keys::{Key, KeyKind, KeyStore};
 use crate::metrics::Metrics;
 use crate::version_urls::VersionUrls;
 
+/// How the ledger commits, as SQLite reads it back at startup (shown by `/healthz`).
+#[derive(Clone, Debug)]
+pub(crate) struct Storage {
+    /// `wal` for a file.
+    pub(crate) journal_mode: String,
+    /// `FULL` or `NORMAL` (`--sync`).
+    pub(crate) synchronous: &'static str,
+}
+
 /// The service's state, shared by every request.
 pub(crate) struct App {
     pub(crate) rt: Runtime,
     pub(crate) keys: KeyStore,
     /// The version URLs hosts registered, asked at approval.
     pub(crate) versions: VersionUrls,
+    /// How the ledger commits.
+    pub(crate) storage: Storage,
     pub(crate) metrics: Metrics,
     pub(crate) audit: Arc<AuditLog>,
     /// The table file `SIGHUP` reads again.
@@ -53,6 +64,7 @@ impl App {
         rt: Runtime,
         keys: KeyStore,
         versions: VersionUrls,
+        storage: Storage,
         audit: Arc<AuditLog>,
         table_path: PathBuf,
     ) -> App {
@@ -60,6 +72,7 @@ impl App {
             rt,
             keys,
             versions,
+            storage,
             metrics: Metrics::default(),
             audit,
             table_path,

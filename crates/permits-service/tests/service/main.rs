@@ -3,6 +3,7 @@
 //! is validated against the checked-in OpenAPI document ([`openapi`]).
 
 mod bad_input;
+mod durability;
 mod keys;
 mod openapi;
 mod protocol;
