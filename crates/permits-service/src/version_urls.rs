@@ -5,7 +5,7 @@
 //! - **Registration**: `POST /v1/version-urls` with a host key for the agent, for a tool the table offers
 //!   that agent and that declares `version P.F` (nothing else has a version to check). One URL per
 //!   (agent, tool); a new registration replaces the old. Kept in the table `service_version_urls` of the
-//!   store's database file, so a restart keeps them.
+//!   store's database file, so a restart keeps them; a registration whose key is revoked is ignored.
 //! - **Where it may point**: `http://` only (no TLS client in the service), and only to loopback (`127.0.0.0/8`,
 //!   `::1`, or a name that resolves only to loopback) unless the host name is one `--version-url-host` names.
 //!   The check is made at registration (the URL's form) and again at every call (what the name resolves to
@@ -133,25 +133,30 @@ impl VersionUrls {
         Ok(n > 0)
     }
 
-    /// Every registration, by agent then tool.
+    /// Every registration of a key that is not revoked, by agent then tool.
     ///
     /// Errors: the database failed.
     pub(crate) fn list(&self) -> Result<Vec<Registration>, String> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut stmt = conn
-            .prepare("SELECT agent, tool, url, key_id, registered_at FROM service_version_urls ORDER BY agent, tool")
+            .prepare(
+                "SELECT v.agent, v.tool, v.url, v.key_id, v.registered_at FROM service_version_urls v
+                 JOIN service_keys k ON k.id = v.key_id WHERE k.revoked_at IS NULL ORDER BY v.agent, v.tool",
+            )
             .map_err(|e| format!("cannot read the version URLs: {e}"))?;
         let rows = stmt.query_map([], row).map_err(|e| format!("cannot read the version URLs: {e}"))?;
         rows.map(|r| r.map_err(|e| format!("cannot read the version URLs: {e}"))).collect()
     }
 
-    /// The registration of `agent`'s `tool`, if any.
+    /// The registration of `agent`'s `tool`, if any and its key is not revoked (a revoked host's URL is
+    /// never asked again).
     ///
     /// Errors: the database failed.
     pub(crate) fn find(&self, agent: &str, tool: &str) -> Result<Option<Registration>, String> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         conn.prepare_cached(
-            "SELECT agent, tool, url, key_id, registered_at FROM service_version_urls WHERE agent = ?1 AND tool = ?2",
+            "SELECT v.agent, v.tool, v.url, v.key_id, v.registered_at FROM service_version_urls v
+             JOIN service_keys k ON k.id = v.key_id WHERE v.agent = ?1 AND v.tool = ?2 AND k.revoked_at IS NULL",
         )
         .and_then(|mut stmt| stmt.query_row(params![agent, tool], row).optional())
         .map_err(|e| format!("cannot read the version URLs: {e}"))

@@ -160,6 +160,16 @@ fn a_changed_version_at_approval_answers_stale_before_the_yes() -> R {
     let metrics = Client::anonymous(&server.url).get_text("/metrics");
     assert!(metrics.contains("permits_version_checks_total{outcome=\"changed\"} 1"), "{metrics}");
     assert!(metrics.contains("permits_version_checks_total{outcome=\"same\"} 1"), "{metrics}");
+    // The host's key is revoked: its URL is never asked again.
+    let key = riley.get("/v1/version-urls").ok()["version_urls"][0]["key"].as_str().unwrap_or("").to_string();
+    let other_host = server.host("Triage");
+    let third = reply(&other_host, "v-3");
+    let revoked = super::permitd().args(["keys", "revoke", "--store"]).arg(&server.store).arg(&key).output()?;
+    assert!(revoked.status.success(), "{}", String::from_utf8_lossy(&revoked.stderr));
+    assert_eq!(riley.get("/v1/version-urls").ok()["version_urls"], json!([]));
+    let granted = approve(&riley, &third).ok();
+    assert_eq!((&granted["status"], granted.get("version_check")), (&json!("granted"), None));
+    assert_eq!(desk.asked().len(), 2, "the revoked host's URL was not asked");
     Ok(())
 }
 
