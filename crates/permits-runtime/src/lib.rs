@@ -98,7 +98,7 @@ pub use records::{
     ShownArgument, StandingRule, Status, TableInstall, Task, WorkFor,
 };
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, Synchronous};
 pub use store::{MemoryStore, Store, Transaction};
 
 use decision::{decide_with, entry_level, holds, resolve_decider};

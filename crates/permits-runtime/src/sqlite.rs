@@ -6,7 +6,9 @@
 //! runtimes in one process) serialize — the second `begin` waits (up to a busy timeout of ten seconds)
 //! instead of failing, and then sees everything the first committed. Dropping a transaction without
 //! committing rolls it back. The file is in WAL mode with `synchronous=NORMAL`: a commit survives the
-//! process ending; the last commits may be lost only if the machine itself loses power.
+//! process ending; the last commits may be lost only if the machine itself loses power or its operating
+//! system crashes. [`SqliteStore::set_synchronous`] with [`Synchronous::Full`] syncs every commit instead
+//! (what `permitd` does by default).
 //!
 //! # The schema (version 4, [`SqliteStore::SCHEMA_VERSION`])
 //!
@@ -138,6 +140,28 @@ pub struct SqliteStore {
     conn: Mutex<Connection>,
 }
 
+/// When SQLite syncs a commit to the disk (its `PRAGMA synchronous`), the ledger being in WAL mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Synchronous {
+    /// `FULL`: every commit is synced to the write-ahead log before it returns, so a commit survives the
+    /// process ending, an operating-system crash and a power loss. One sync per transaction.
+    Full,
+    /// `NORMAL` (what [`SqliteStore::open`] sets): the log is synced only at checkpoints, so a commit survives
+    /// the process ending (`SIGKILL` included), but an operating-system crash or a power loss may lose the
+    /// last commits (never corrupting the file: it reopens at an earlier consistent state).
+    Normal,
+}
+
+impl Synchronous {
+    /// The pragma's value: `FULL` or `NORMAL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
 impl SqliteStore {
     /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
     pub const SCHEMA_VERSION: u32 = 4;
@@ -192,6 +216,30 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         let conn =
             Connection::open_in_memory().map_err(|e| StoreError(format!("cannot open a database in memory: {e}")))?;
         SqliteStore::setup(conn)
+    }
+
+    /// Sets when a commit is synced to the disk ([`Synchronous`]); it holds for this store's connection
+    /// from the next transaction on. Answers the setting read back from SQLite.
+    ///
+    /// Errors: SQLite's, when the pragma cannot be set or read back, or reads back as something else.
+    pub fn set_synchronous(&self, mode: Synchronous) -> Result<Synchronous, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.pragma_update(None, "synchronous", mode.as_str()).map_err(sql("set `synchronous`"))?;
+        let now: i64 =
+            conn.pragma_query_value(None, "synchronous", |row| row.get(0)).map_err(sql("read `synchronous`"))?;
+        // SQLite answers a number: 1 is NORMAL, 2 FULL.
+        match (mode, now) {
+            (Synchronous::Normal, 1) | (Synchronous::Full, 2) => Ok(mode),
+            _ => Err(StoreError(format!("`synchronous` reads back as {now} after setting it to {}", mode.as_str()))),
+        }
+    }
+
+    /// The journal mode of the database (`wal` for a file, `memory` in memory).
+    ///
+    /// Errors: SQLite's, when it cannot be read.
+    pub fn journal_mode(&self) -> Result<String, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.pragma_query_value(None, "journal_mode", |row| row.get(0)).map_err(sql("read the journal mode"))
     }
 
     /// The schema version of the database (`PRAGMA user_version`): [`SqliteStore::SCHEMA_VERSION`] once opened.
@@ -1306,6 +1354,22 @@ mod tests {
         let store = SqliteStore::open(&dir.db()).expect("reopen");
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.run("A-1").expect("read"), Some(run(1, "tok-1")));
+    }
+
+    #[test]
+    fn the_sync_setting_is_set_and_read_back() {
+        let dir = TempDir::new("sync");
+        let store = SqliteStore::open(&dir.db()).expect("open");
+        assert_eq!(store.journal_mode().expect("journal"), "wal");
+        let read = |s: &SqliteStore| -> i64 {
+            let conn = s.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            conn.pragma_query_value(None, "synchronous", |row| row.get(0)).expect("read")
+        };
+        assert_eq!(read(&store), 1, "open sets NORMAL");
+        assert_eq!(store.set_synchronous(Synchronous::Full).expect("full"), Synchronous::Full);
+        assert_eq!(read(&store), 2);
+        assert_eq!(store.set_synchronous(Synchronous::Normal).expect("normal"), Synchronous::Normal);
+        assert_eq!(read(&store), 1);
     }
 
     #[test]

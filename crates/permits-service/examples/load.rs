@@ -6,7 +6,8 @@
 //!    once: cycles per second, every state change committed to the SQLite ledger.
 //!
 //! Bounded in count and time: `--decides N` (20000) and `--cycles N` (5000) at most, each phase stops after
-//! `--seconds S` (20) whatever the count; `--clients N` (4) for the cycles. Loopback only. Build and run:
+//! `--seconds S` (20) whatever the count; `--clients N` (4) for the cycles; `--sync full|normal` is passed to
+//! `permitd serve` (its default, `full`, when not given). Loopback only. Build and run:
 //!
 //! ```text
 //! cargo build --release -p permits-service --bins --examples
@@ -26,13 +27,14 @@ struct Args {
     seconds: u64,
     clients: usize,
     permitd: PathBuf,
+    sync: Option<String>,
 }
 
 fn args() -> Result<Args, String> {
     let here = std::env::current_exe().map_err(|e| e.to_string())?;
     // target/release/examples/load → target/release/permitd
     let beside = here.parent().and_then(Path::parent).map(|d| d.join("permitd")).unwrap_or_default();
-    let mut a = Args { decides: 20_000, cycles: 5_000, seconds: 20, clients: 4, permitd: beside };
+    let mut a = Args { decides: 20_000, cycles: 5_000, seconds: 20, clients: 4, permitd: beside, sync: None };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().ok_or_else(|| format!("`{flag}` needs a value"))?;
@@ -43,6 +45,8 @@ fn args() -> Result<Args, String> {
             "--seconds" => a.seconds = number()? as u64,
             "--clients" => a.clients = number()?.clamp(1, 64),
             "--permitd" => a.permitd = PathBuf::from(&value),
+            "--sync" if value == "full" || value == "normal" => a.sync = Some(value),
+            "--sync" => return Err(format!("`--sync` is `full` or `normal`, not `{value}`")),
             other => return Err(format!("unknown flag `{other}`")),
         }
     }
@@ -98,6 +102,7 @@ fn run() -> Result<(), String> {
         .arg(&table)
         .arg("--store")
         .arg(&store)
+        .args(a.sync.iter().flat_map(|s| ["--sync", s.as_str()]))
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -108,12 +113,13 @@ fn run() -> Result<(), String> {
     BufReader::new(stdout).read_line(&mut line).map_err(|e| e.to_string())?;
     let base = line.trim().strip_prefix("listening on ").ok_or_else(|| format!("permitd said `{line}`"))?.to_string();
 
-    let journal = rusqlite::Connection::open(&store)
-        .and_then(|c| c.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)))
-        .unwrap_or_else(|e| e.to_string());
+    // How the ledger commits, as permitd read it back from SQLite.
+    let (_, health) = Client::new(&base, "").get("/healthz")?;
     println!(
-        "permitd {base}, store {} (journal_mode={journal}, synchronous=NORMAL: set by SqliteStore)",
-        store.display()
+        "permitd {base}, store {} (journal_mode={}, synchronous={})",
+        store.display(),
+        health["store"]["journal_mode"].as_str().unwrap_or("?"),
+        health["store"]["synchronous"].as_str().unwrap_or("?")
     );
     println!("load before: {}", uptime());
 
@@ -241,6 +247,13 @@ impl Client {
             .build()
             .into();
         Client { base: base.to_string(), auth: format!("Bearer {key}"), agent }
+    }
+
+    fn get(&self, path: &str) -> Result<(u16, Value), String> {
+        let mut response = self.agent.get(format!("{}{path}", self.base)).call().map_err(|e| format!("{path}: {e}"))?;
+        let status = response.status().as_u16();
+        let text = response.body_mut().read_to_string().map_err(|e| e.to_string())?;
+        Ok((status, serde_json::from_str(&text).unwrap_or(Value::Null)))
     }
 
     fn post(&self, path: &str, body: &Value) -> Result<(u16, Value), String> {

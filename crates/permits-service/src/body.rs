@@ -30,26 +30,64 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Json<T> {
     }
 }
 
+/// How much of a refused body is still read (and thrown away) past its limit, in bytes, so that a client
+/// that sends its whole body before it reads the answer gets the 413 instead of a broken connection.
+const DRAIN: usize = 1024 * 1024;
+/// How long a refused body is drained at most.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// Reads a body of at most `limit` bytes.
+///
+/// A body over the limit is refused (413) without being kept: up to [`DRAIN`] bytes past the limit (for at
+/// most [`DRAIN_TIME`]) are read and thrown away first, so the sender is not cut off mid-write and reads the
+/// answer; a body larger still, declared or sent, is answered at once and its connection closed.
 pub(crate) async fn read_bounded(req: Request, limit: usize) -> Result<axum::body::Bytes, ApiError> {
+    use futures_util::StreamExt;
     let declared = req
         .headers()
         .get(axum::http::header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > limit as u64) {
+    if declared.is_some_and(|n| n > (limit + DRAIN) as u64) {
         return Err(too_large(limit));
     }
-    axum::body::to_bytes(req.into_body(), limit).await.map_err(|e| {
-        // axum words a body over the limit "length limit exceeded" (http-body-util's `LengthLimitError`).
-        let over = e.to_string().contains("length limit")
-            || std::error::Error::source(&e).is_some_and(|s| s.to_string().contains("length limit"));
-        if over {
-            too_large(limit)
-        } else {
-            ApiError::bad_request("unreadable_body", format!("cannot read the body: {e}"))
+    let mut over = declared.is_some_and(|n| n > limit as u64);
+    let mut stream = req.into_body().into_data_stream();
+    let mut kept = Vec::new();
+    let mut seen = 0usize;
+    let mut deadline = over.then(|| tokio::time::Instant::now() + DRAIN_TIME);
+    loop {
+        let next = match deadline {
+            None => stream.next().await,
+            Some(deadline) => match tokio::time::timeout_at(deadline, stream.next()).await {
+                Ok(next) => next,
+                Err(_) => break,
+            },
+        };
+        let Some(chunk) = next else { break };
+        let chunk = match chunk {
+            Ok(chunk) => chunk,
+            Err(_) if over => break,
+            Err(e) => return Err(ApiError::bad_request("unreadable_body", format!("cannot read the body: {e}"))),
+        };
+        seen = seen.saturating_add(chunk.len());
+        if !over && seen > limit {
+            over = true;
+            kept = Vec::new();
         }
-    })
+        if over {
+            deadline.get_or_insert_with(|| tokio::time::Instant::now() + DRAIN_TIME);
+            if seen > limit + DRAIN {
+                break;
+            }
+        } else {
+            kept.extend_from_slice(&chunk);
+        }
+    }
+    if over {
+        return Err(too_large(limit));
+    }
+    Ok(axum::body::Bytes::from(kept))
 }
 
 fn too_large(limit: usize) -> ApiError {

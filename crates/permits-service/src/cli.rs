@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::keys::{KeyStore, NewKey};
 
@@ -48,9 +48,43 @@ pub struct ServeArgs {
     /// (at startup, on SIGHUP, posted) must then be signed by one of them (`TABLE.sig` beside the file).
     #[arg(long)]
     pub trust: Vec<String>,
+    /// When a commit reaches the disk (the ledger is in WAL mode): `full` syncs the log at every commit, so
+    /// no acknowledged state change is lost to a power loss or an operating-system crash; `normal` syncs
+    /// only at checkpoints: faster, and a power loss or an OS crash may lose the last acknowledged commits
+    /// (a crash of the service itself, SIGKILL included, loses nothing either way).
+    #[arg(long, value_enum, default_value_t = SyncMode::Full)]
+    pub sync: SyncMode,
+    /// Also allow version URLs on this host name, as written in the URL (loopback is always allowed);
+    /// repeatable. Version URLs are plain `http://`.
+    #[arg(long)]
+    pub version_url_host: Vec<String>,
+    /// How long a version URL has to answer when a person approves, in milliseconds (1 to 10000). When it
+    /// does not answer in time, the approval is made against the version the proposal was made with, and
+    /// the claim still rechecks it.
+    #[arg(long, default_value_t = crate::version_urls::DEFAULT_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..=crate::version_urls::MAX_TIMEOUT_MS))]
+    pub version_url_timeout_ms: u64,
     /// The audit log, JSON lines (default: the store's path with `.audit.jsonl` appended).
     #[arg(long)]
     pub audit: Option<PathBuf>,
+}
+
+/// `permitd serve --sync`: SQLite's `synchronous` for the ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SyncMode {
+    /// `synchronous=FULL`: every commit is synced before it is acknowledged (the default).
+    Full,
+    /// `synchronous=NORMAL`: the log is synced at checkpoints only.
+    Normal,
+}
+
+impl From<SyncMode> for permits_runtime::Synchronous {
+    fn from(mode: SyncMode) -> Self {
+        match mode {
+            SyncMode::Full => permits_runtime::Synchronous::Full,
+            SyncMode::Normal => permits_runtime::Synchronous::Normal,
+        }
+    }
 }
 
 /// `permitd keys …`.

@@ -21,6 +21,7 @@
 //! | `body` | bounded JSON bodies and queries: size, depth, unknown fields, errors as JSON |
 //! | [`keys`] | host, person and admin keys: random tokens, stored as SHA-256 digests, revocable |
 //! | `api` | the routes under `/v1/`, one file per family (offer, calls, proposals, executions, rules, …) |
+//! | `version_urls` | the URLs hosts register per tool, asked for the covered version when a person approves |
 //! | `stated` | what a request states for the host's callbacks: the covered version, how arguments read |
 //! | `metrics` | `/metrics` in Prometheus text |
 //! | `audit` | the host sink: the audit events as JSON lines beside the store (the store's chain is the record) |
@@ -36,6 +37,7 @@ mod body;
 mod error;
 mod metrics;
 mod stated;
+mod version_urls;
 
 /// The OpenAPI 3.1 document of the API, as served at `/v1/openapi.json` (checked in beside the crate's
 /// `Cargo.toml`; the tests validate every response against it).

@@ -22,6 +22,7 @@ pub(crate) struct Metrics {
     operations: [AtomicU64; BUCKETS.len() + 1],
     operation_nanos: AtomicU64,
     reloads: Mutex<BTreeMap<&'static str, u64>>,
+    version_checks: Mutex<BTreeMap<&'static str, u64>>,
 }
 
 fn level_index(level: Level) -> usize {
@@ -56,6 +57,11 @@ impl Metrics {
 
     pub(crate) fn reload(&self, outcome: &'static str) {
         *self.reloads.lock().unwrap_or_else(PoisonError::into_inner).entry(outcome).or_insert(0) += 1;
+    }
+
+    /// A version URL asked at approval: `same`, `changed` or `unanswered`.
+    pub(crate) fn version_check(&self, outcome: &'static str) {
+        *self.version_checks.lock().unwrap_or_else(PoisonError::into_inner).entry(outcome).or_insert(0) += 1;
     }
 
     /// The text of `/metrics`, with the proposals by status and the budgets read just now.
@@ -114,6 +120,14 @@ impl Metrics {
         let _ = writeln!(out, "# TYPE permits_table_reloads_total counter");
         for (outcome, n) in self.reloads.lock().unwrap_or_else(PoisonError::into_inner).iter() {
             let _ = writeln!(out, "permits_table_reloads_total{{outcome=\"{outcome}\"}} {n}");
+        }
+        let _ = writeln!(
+            out,
+            "# HELP permits_version_checks_total Version URLs asked when a person approved, by outcome (same, changed, unanswered)."
+        );
+        let _ = writeln!(out, "# TYPE permits_version_checks_total counter");
+        for (outcome, n) in self.version_checks.lock().unwrap_or_else(PoisonError::into_inner).iter() {
+            let _ = writeln!(out, "permits_version_checks_total{{outcome=\"{outcome}\"}} {n}");
         }
         let _ = writeln!(
             out,

@@ -42,7 +42,18 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let table = Table::load_path(&args.table).map_err(|e| e.to_string())?;
     let signature = read_signature(&args.table)?;
     let store = SqliteStore::open(&args.store).map_err(|e| e.to_string())?;
+    // Issue #16: every state change durably committed: `--sync full` (the default) syncs each commit.
+    let synchronous = store.set_synchronous(args.sync.into()).map_err(|e| e.to_string())?;
+    let storage = crate::api::Storage {
+        journal_mode: store.journal_mode().map_err(|e| e.to_string())?,
+        synchronous: synchronous.as_str(),
+    };
     let keys = KeyStore::open(&args.store)?;
+    let versions = crate::version_urls::VersionUrls::open(
+        &args.store,
+        args.version_url_host.clone(),
+        std::time::Duration::from_millis(args.version_url_timeout_ms),
+    )?;
     let audit_path = args.audit.clone().unwrap_or_else(|| {
         let mut path = args.store.clone().into_os_string();
         path.push(".audit.jsonl");
@@ -62,7 +73,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     // restart with the same table changes nothing); an older or unsigned one is refused, and the service
     // does not start.
     rt.install_table().map_err(|e| format!("the table `{}` is not installed: {e}", args.table.display()))?;
-    let app = Arc::new(App::new(rt, keys, audit, args.table.clone()));
+    let app = Arc::new(App::new(rt, keys, versions, storage, audit, args.table.clone()));
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -76,6 +87,12 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "listening on http://{addr}").and_then(|()| stdout.flush()).map_err(|e| e.to_string())?;
         drop(stdout);
+        eprintln!(
+            "permitd: store `{}` (journal_mode={}, synchronous={})",
+            args.store.display(),
+            app.storage.journal_mode,
+            app.storage.synchronous
+        );
         tokio::spawn(reload_on_hangup(app.clone()));
         axum::serve(listener, api::router(app)).with_graceful_shutdown(ended()).await.map_err(|e| e.to_string())
     })

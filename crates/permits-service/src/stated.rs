@@ -10,9 +10,11 @@
 //! answers `None`, and the runtime refuses a versioned tool (`unknown_version`), as an embedded host with
 //! [`permits_runtime::NoVersions`] would.
 //!
-//! An approval comes from a person, who cannot know the subject's version: the service states the versions
-//! the proposal was made with (covered and instruction versions), so the approval rechecks the table and the destination, and a changed
-//! subject is caught at the claim (`stale`), before anything runs.
+//! An approval comes from a person, who cannot know the subject's version: the service states the version
+//! the host's version URL answers for the tool ([`crate::version_urls`]), or, without one or without an
+//! answer, the versions the proposal was made with (covered and instruction versions), so the approval
+//! rechecks the table and the destination, and a changed subject is caught at the approval or at the claim
+//! (`stale`), before anything runs.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;

@@ -19,10 +19,15 @@ use crate::keys::KeyKind;
 /// The most events one `GET /v1/audit` returns.
 const MAX_EVENTS: usize = 1000;
 
-/// `GET /healthz` (no key): the service answers, with the table in force.
+/// `GET /healthz` (no key): the service answers, with the table in force and how the ledger commits.
 pub(crate) async fn health(State(app): State<Arc<App>>) -> axum::Json<Value> {
     let table = app.rt.table();
-    axum::Json(json!({"ok": true, "table_digest": table.header.table_digest, "version": env!("CARGO_PKG_VERSION")}))
+    axum::Json(json!({
+        "ok": true,
+        "table_digest": table.header.table_digest,
+        "version": env!("CARGO_PKG_VERSION"),
+        "store": {"journal_mode": app.storage.journal_mode, "synchronous": app.storage.synchronous},
+    }))
 }
 
 /// `GET /metrics` (no key: bind the service to loopback or a private network): Prometheus text.

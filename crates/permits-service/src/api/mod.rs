@@ -10,6 +10,7 @@ mod offer;
 mod proposals;
 mod rules;
 mod tasks;
+mod version_urls;
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -29,11 +30,25 @@ use crate::audit::AuditLog;
 use crate::error::ApiError;
 use crate::keys::{Key, KeyKind, KeyStore};
 use crate::metrics::Metrics;
+use crate::version_urls::VersionUrls;
+
+/// How the ledger commits, as SQLite reads it back at startup (shown by `/healthz`).
+#[derive(Clone, Debug)]
+pub(crate) struct Storage {
+    /// `wal` for a file.
+    pub(crate) journal_mode: String,
+    /// `FULL` or `NORMAL` (`--sync`).
+    pub(crate) synchronous: &'static str,
+}
 
 /// The service's state, shared by every request.
 pub(crate) struct App {
     pub(crate) rt: Runtime,
     pub(crate) keys: KeyStore,
+    /// The version URLs hosts registered, asked at approval.
+    pub(crate) versions: VersionUrls,
+    /// How the ledger commits.
+    pub(crate) storage: Storage,
     pub(crate) metrics: Metrics,
     pub(crate) audit: Arc<AuditLog>,
     /// The table file `SIGHUP` reads again.
@@ -45,10 +60,19 @@ pub(crate) struct App {
 }
 
 impl App {
-    pub(crate) fn new(rt: Runtime, keys: KeyStore, audit: Arc<AuditLog>, table_path: PathBuf) -> App {
+    pub(crate) fn new(
+        rt: Runtime,
+        keys: KeyStore,
+        versions: VersionUrls,
+        storage: Storage,
+        audit: Arc<AuditLog>,
+        table_path: PathBuf,
+    ) -> App {
         App {
             rt,
             keys,
+            versions,
+            storage,
             metrics: Metrics::default(),
             audit,
             table_path,
@@ -114,6 +138,8 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/budgets", get(rules::budgets))
         .route("/v1/budgets/{name}", get(rules::budget))
         .route("/v1/budgets/{name}/raise", post(rules::raise))
+        .route("/v1/version-urls", get(version_urls::list).post(version_urls::register))
+        .route("/v1/version-urls/remove", post(version_urls::remove))
         .route("/v1/audit", get(admin::audit))
         .route("/v1/audit/verify", get(admin::verify))
         .route("/v1/admin/table", post(admin::install))

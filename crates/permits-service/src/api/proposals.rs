@@ -237,6 +237,11 @@ enum Mode {
 }
 
 /// `POST /v1/proposals/{id}/approve` (a person key: the person approves as themselves).
+///
+/// When the proposal's host registered a version URL for the tool ([`crate::version_urls`]), the service
+/// asks it first: a version other than the proposal's makes the approval `stale` (final), before the yes.
+/// When it does not answer, the approval is made against the version the proposal was made with, and the
+/// answer's `version_check` says so; the claim still rechecks the version the host states then.
 pub(crate) async fn approve(
     State(app): State<Arc<App>>,
     caller: Caller,
@@ -249,15 +254,87 @@ pub(crate) async fn approve(
         Mode::AlwaysLikeThis => ApproveMode::AlwaysLikeThis,
         Mode::AlwaysTheseArguments => ApproveMode::AlwaysTheseArguments,
     };
-    app.change(move |app| {
-        // A person cannot know the subject's version: the one the proposal was made with is stated, so a
-        // changed subject is caught at the claim (see `stated`).
-        let recorded = app.rt.proposal(&id)?;
-        let statement = Statement::version(recorded.covered_version, recorded.instruction_version);
-        let p = stating(statement, || app.rt.approve(&id, &person, &body.fingerprint, mode))?;
-        Ok(axum::Json(proposal_json(&p)))
-    })
-    .await
+    let read_id = id.clone();
+    let recorded = app.run(move |app| Ok(app.rt.proposal(&read_id)?)).await?;
+    let check = version_check(&app, &recorded).await;
+    // A person cannot know the subject's version: the host's URL is asked; without one (or without an
+    // answer) the version the proposal was made with is stated, and a changed subject is caught at the
+    // claim (see `stated`).
+    let version = match &check {
+        Some(VersionCheck { answered: Some(version), .. }) => Some(version.clone()),
+        _ => recorded.covered_version.clone(),
+    };
+    let outcome = app
+        .change(move |app| {
+            let statement = Statement::version(version, recorded.instruction_version);
+            Ok(stating(statement, || app.rt.approve(&id, &person, &body.fingerprint, mode))?)
+        })
+        .await;
+    if let Some(check) = &check {
+        let label = match (&check.answered, &outcome) {
+            (None, _) => "unanswered",
+            (Some(_), Err(e)) if e.code == "stale" => "changed",
+            (Some(_), _) => "same",
+        };
+        app.metrics.version_check(label);
+    }
+    let p = outcome?;
+    let mut answer = proposal_json(&p);
+    if let (Some(check), Some(object)) = (check, answer.as_object_mut()) {
+        object.insert("version_check".into(), check.json());
+    }
+    Ok(axum::Json(answer))
+}
+
+/// What a version URL answered at approval.
+struct VersionCheck {
+    url: String,
+    /// The version it answered, or `None` when it did not answer (`why`).
+    answered: Option<String>,
+    why: Option<String>,
+    /// The version the proposal was made with.
+    proposed: Option<String>,
+}
+
+impl VersionCheck {
+    fn json(&self) -> Value {
+        match &self.answered {
+            Some(version) => json!({"url": self.url, "outcome": "same", "version": version}),
+            None => json!({
+                "url": self.url,
+                "outcome": "unanswered",
+                "version": self.proposed,
+                "message": format!(
+                    "the version URL did not answer ({}): approved against the version the proposal was made with; the claim rechecks it",
+                    self.why.as_deref().unwrap_or("no answer")
+                ),
+            }),
+        }
+    }
+}
+
+/// Asks the version URL registered for the proposal's tool, if there is one and the tool has a version.
+async fn version_check(app: &Arc<App>, p: &Proposal) -> Option<VersionCheck> {
+    if !matches!(p.status, Status::Waiting | Status::Granted) {
+        return None;
+    }
+    let table = app.rt.table();
+    let version = table.tools.get(&p.tool)?.version.clone()?;
+    let entity = table.tools.get(&p.tool)?.params.iter().find(|q| q.name == version.param).and_then(|q| match &q.ty {
+        permits_runtime::table::ParamType::Entity(e) => Some(e.clone()),
+        _ => None,
+    });
+    let (agent, tool) = (p.agent.clone(), p.tool.clone());
+    let registration = app.run(move |app| Ok(app.versions.find(&agent, &tool).ok().flatten())).await.ok()??;
+    let question = json!({
+        "agent": p.agent, "tool": p.tool, "proposal": p.id, "param": version.param, "entity": entity,
+        "id": p.arguments.get(&version.param), "field": version.field,
+    });
+    let (answered, why) = match app.versions.ask(&registration.url, &question).await {
+        Ok(v) => (Some(v), None),
+        Err(why) => (None, Some(why)),
+    };
+    Some(VersionCheck { url: registration.url, answered, why, proposed: p.covered_version.clone() })
 }
 
 /// The body of `POST /v1/proposals/{id}/reject`.

@@ -3,11 +3,17 @@
 //! is validated against the checked-in OpenAPI document ([`openapi`]).
 
 mod bad_input;
+mod durability;
 mod keys;
 mod openapi;
 mod protocol;
 mod reload;
+mod shop;
 mod support_triage;
+mod version_urls;
+// The supplier test peer's client (the shop's supplier: a separate process with its own database).
+#[path = "../../../../examples/supplier/client.rs"]
+mod supplier_client;
 mod waiting;
 mod workshop;
 

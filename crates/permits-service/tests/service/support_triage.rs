@@ -70,6 +70,29 @@ fn execute(w: &mut World, id: &str, token: &str) -> Answer {
 }
 
 #[test]
+fn the_levels_of_the_policy() -> R {
+    let w = world();
+    let offer = w.host.get("/v1/agents/Triage/skills/ExportFailures/tools").ok();
+    let levels: Vec<(&str, &str)> = offer["levels"]
+        .as_array()
+        .ok_or("levels")?
+        .iter()
+        .filter_map(|l| Some((l["tool"].as_str()?, l["level"].as_str()?)))
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            ("GetExportContext", "alone"),
+            ("DraftReply", "alone"),
+            ("SendReply", "propose"),
+            ("ChangeRole", "never"),
+            ("RerunExport", "never"),
+        ]
+    );
+    Ok(())
+}
+
+#[test]
 fn a_the_agent_saying_approved_is_not_an_approval() -> R {
     let mut w = world();
     let p = p8(&w);
