@@ -1,5 +1,5 @@
 //! Runtime benchmarks (BENCHMARKS.md): one decision (an offered triple, a miss, a triple decided by a
-//! condition), as a level alone (`Table::level_of`, the question an agent asks before every call) and
+//! condition, a five-part `shell` command line judged part by part), as a level alone (`Table::level_of`, the question an agent asks before every call) and
 //! as a whole owned `Decision` (`decide_table`: reasons, decider, digests); a proposal fingerprint; and
 //! loading + verifying a ~10 MB table.
 //!
@@ -34,10 +34,35 @@ skill BenchSkill {
 }
 ";
 
+/// An agent whose skill offers `Run`, whose `shell` parameter is judged part by part (spec §3a), appended
+/// to a generated package of its own (so that the tables of the other benchmarks stay as they were).
+const SHELL: &str = r#"
+agent Shell {
+    sponsor Owner
+    may {
+        alone [Run when command in ["cargo build", "cargo test"] or command matches "cargo test *"]
+        never [Run when command matches "*curl *" or command matches "sudo *"]
+    }
+    skills [ShellSkill]
+}
+skill ShellSkill {
+    tools [Run]
+}
+tool Run "Run a command" (command: shell) { reach sandbox }
+"#;
+
+/// A command line of five parts, each alone, so that every part is read and every condition evaluated.
+const FIVE_PARTS: &str = "cargo build && cargo test --all 2>&1 | cargo test -q; cargo test --doc && cargo test 'a b'";
+
 /// Compiles a generated package (plus [`CONDITIONAL`]); panics on any error.
 fn compile(config: &Config) -> Table {
+    compile_with(config, "")
+}
+
+/// Compiles a generated package plus [`CONDITIONAL`] and `extra`; panics on any error.
+fn compile_with(config: &Config, extra: &str) -> Table {
     let mut sources = permits::syntax::Sources::default();
-    let text = generate(config) + CONDITIONAL;
+    let text = generate(config) + CONDITIONAL + extra;
     sources.add(permits::syntax::Source::new("gen.permits", text.into_bytes()));
     let out = permits::compile::compile_loaded(permits::syntax::parse_sources(sources));
     assert!(!out.has_errors(), "the generated package does not compile");
@@ -106,11 +131,21 @@ fn decide(c: &mut Criterion) {
         assert_eq!(level(call).unwrap_or(Level::Never), decide_table(&table, call).level);
         assert_eq!(table_level(call), level(call));
     }
+    // A five-part command line through the `LevelIndex` of a table of its own (1k tools: an index lookup
+    // costs the same whatever the size).
+    let shell_table = compile_with(&Config::sized(1_000), SHELL);
+    let shell_index = LevelIndex::new(&shell_table);
+    let shell = Call::new("Shell", "ShellSkill", "Run").with_arguments(json!({ "command": FIVE_PARTS }));
+    let shell_level = |call: &Call| shell_index.level_of(call.as_ref()).map(|l| l.level);
+    assert_eq!(permits::table::shell::split(FIVE_PARTS).map(|l| l.parts.len()), Ok(5));
+    assert_eq!(shell_level(&shell), Ok(Level::Alone));
+    assert_eq!(decide_table(&shell_table, &shell).level, Level::Alone);
     let mut g = c.benchmark_group("decide_level");
     g.bench_function("hit", |b| b.iter(|| level(black_box(&calls.hit))));
     g.bench_function("miss", |b| b.iter(|| level(black_box(&calls.miss))));
     g.bench_function("condition", |b| b.iter(|| level(black_box(&calls.conditional))));
     g.bench_function("table_hit", |b| b.iter(|| table_level(black_box(&calls.hit))));
+    g.bench_function("shell_5_parts", |b| b.iter(|| shell_level(black_box(&shell))));
     g.finish();
 
     // The whole owned `Decision`: reasons, decider, digests, the refusal in words.

@@ -23,6 +23,7 @@ fn decide(table: &Table, agent: &str, skill: &str, tool: &str) {
             ParamType::Int | ParamType::Money => Value::from(0),
             ParamType::Bool => Value::Bool(false),
             ParamType::String | ParamType::Entity(_) => Value::String(String::new()),
+            ParamType::Shell => Value::String("cargo test".into()),
         };
         args.insert(p.name.clone(), v);
     }

@@ -202,6 +202,50 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
     (model, c.diags)
 }
 
+/// A label to suggest for a tool that has none, from its name: `RunCommand` → `Run command`, `SetPrice` →
+/// `Set price`, `HTTPGet` → `HTTP get`. Only a start: the author writes what a person should read.
+fn label_from_name(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut words: Vec<String> = Vec::new();
+    let mut word = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        let prev = i.checked_sub(1).and_then(|p| chars.get(p)).copied();
+        let next = chars.get(i + 1).copied();
+        // A new word at an upper-case letter after a lower-case one or a digit, or at the last capital of a
+        // run of capitals followed by a lower-case letter (`HTTPGet` → `HTTP`, `Get`); `_` separates too.
+        let boundary = c.is_ascii_uppercase()
+            && (prev.is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit())
+                || (prev.is_some_and(|p| p.is_ascii_uppercase()) && next.is_some_and(|n| n.is_ascii_lowercase())));
+        if (boundary || c == '_') && !word.is_empty() {
+            words.push(std::mem::take(&mut word));
+        }
+        if c != '_' {
+            word.push(c);
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    let words: Vec<String> = words
+        .into_iter()
+        .enumerate()
+        .map(|(i, w)| {
+            let acronym = w.len() > 1 && w.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit());
+            match (i, acronym) {
+                (_, true) => w,
+                (0, false) => {
+                    let mut cs = w.chars();
+                    cs.next()
+                        .map(|f| f.to_ascii_uppercase().to_string() + &cs.as_str().to_ascii_lowercase())
+                        .unwrap_or_default()
+                }
+                (_, false) => w.to_ascii_lowercase(),
+            }
+        })
+        .collect();
+    words.join(" ")
+}
+
 fn repeated(what: &str, again: Span, first: Span) -> Diagnostic {
     Diagnostic::new(Code::CheckRepeated, format!("{what} is written twice"))
         .at(again, "written again here")
@@ -536,8 +580,9 @@ impl<'a> Checker<'a> {
                     Diagnostic::new(Code::CheckMissingLabel, format!("the tool `{}` has no label", name.name))
                         .at(name.span, "a label is expected after the name")
                         .help(format!(
-                            "write what a person reads on the approval screen: `tool {} \"Set the price\" (..)`",
-                            name.name
+                            "write what a person reads on the approval screen: `tool {} \"{}\" (..)`",
+                            name.name,
+                            label_from_name(&name.name)
                         )),
                 );
             }
@@ -1034,11 +1079,31 @@ impl<'a> Checker<'a> {
                         ok = false;
                         continue;
                     }
-                    _ => {
+                    (given, _) => {
+                        let kind = crate::conditions::value_kind(given);
+                        let help = match (ty, given) {
+                            (ParamType::Entity(e), Value(Literal::Int(n))) => {
+                                format!("an id of a `{e}` is a string: write `{}: \"{n}\"`", name.name)
+                            }
+                            (ParamType::Entity(e), _) => format!("an id of a `{e}` is a string, in quotes"),
+                            (ParamType::String | ParamType::Shell, Value(Literal::Int(n))) => {
+                                format!("write it as a string: `{}: \"{n}\"`", name.name)
+                            }
+                            (ParamType::String | ParamType::Shell, _) => "write a quoted string".to_string(),
+                            (ParamType::Int | ParamType::Money, _) => "write a whole number".to_string(),
+                            (ParamType::Bool, _) => "write `true` or `false`".to_string(),
+                        };
                         self.diags.push(
-                            Diagnostic::new(Code::CheckConditionType, format!("the argument `{}` does not fit its parameter", name.name))
-                                .at(value.span, "wrong type for the parameter")
-                                .help("numbers for `int` and `money`, strings for `string` and entities, `true`/`false` for `bool`"),
+                            Diagnostic::new(
+                                Code::CheckConditionType,
+                                format!(
+                                    "the argument `{}` is given {kind}, but its parameter is `{}`",
+                                    name.name,
+                                    crate::conditions::type_name(ty)
+                                ),
+                            )
+                            .at(value.span, format!("not {}", crate::conditions::type_words(ty)))
+                            .help(help),
                         );
                         ok = false;
                         continue;
@@ -1167,5 +1232,26 @@ impl<'a> Checker<'a> {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::label_from_name;
+
+    #[test]
+    fn a_suggested_label_reads_the_tool_name_as_words() {
+        let cases = [
+            ("SetPrice", "Set price"),
+            ("RunCommand", "Run command"),
+            ("Refund", "Refund"),
+            ("HTTPGet", "HTTP get"),
+            ("send_email", "Send email"),
+            ("Mail2Customer", "Mail2 customer"),
+            ("x", "X"),
+        ];
+        for (name, label) in cases {
+            assert_eq!(label_from_name(name), label, "{name}");
+        }
     }
 }

@@ -163,7 +163,8 @@ pub fn lower(
     if diags.len() > before { None } else { lowered }
 }
 
-fn type_name(ty: &ParamType) -> String {
+/// A parameter type as written in sources (`money`, `shell`, an entity's name).
+pub(crate) fn type_name(ty: &ParamType) -> String {
     match ty {
         ParamType::String => "string".into(),
         ParamType::Int => "int".into(),
@@ -174,12 +175,25 @@ fn type_name(ty: &ParamType) -> String {
     }
 }
 
-fn value_kind(v: &LiteralValue) -> &'static str {
+/// What a value is, in words, for a type error: "a number", "a string".
+pub(crate) fn value_kind(v: &LiteralValue) -> &'static str {
     match v {
         LiteralValue::Value(Value::Int(_)) => "a number",
         LiteralValue::Decimal(_) => "a decimal number",
         LiteralValue::Value(Value::String(_)) => "a string",
         LiteralValue::Value(Value::Bool(_)) => "`true` or `false`",
+    }
+}
+
+/// What a parameter of a type takes, in words: "a whole number", "an id of a `Repair` (a string)".
+pub(crate) fn type_words(ty: &ParamType) -> String {
+    match ty {
+        ParamType::Int => "a whole number".into(),
+        ParamType::Money => "a whole number of minor units".into(),
+        ParamType::String => "a string".into(),
+        ParamType::Shell => "a command line (a string)".into(),
+        ParamType::Bool => "`true` or `false`".into(),
+        ParamType::Entity(e) => format!("an id of a `{e}` (a string)"),
     }
 }
 

@@ -46,10 +46,13 @@ pub struct Effects {
 }
 
 impl Effects {
-    /// The classes a node's level is computed over: its claim when it has one, else its proven set.
+    /// The classes a node's level is computed over: its claim when it has one, else its proven set. A claim
+    /// that is safer than what is proven (`permits::effects::understated`, an error, so no table is built)
+    /// counts together with the proof, so that levels, and the warnings that follow from them (a route that
+    /// "can never be used"), do not rest on the claim that was refused: one cause, one error.
     pub fn level_set(&self, model: &Model<'_>, node: NodeId) -> EffectSet {
         match model.nodes[node].claim {
-            Some((claim, _)) => claim.classes_only(),
+            Some((claim, _)) => claim.classes_only().union(self.sets[node].classes_only()),
             None => self.sets[node].classes_only(),
         }
     }

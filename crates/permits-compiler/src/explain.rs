@@ -11,7 +11,7 @@ use crate::compile::Analysis;
 use crate::diagnostics::closest;
 use crate::effects::{self, NextHop};
 use crate::syntax::Span;
-use crate::table::{Layer, Level, NotOffered, ReasonKind, Route, Row};
+use crate::table::{Layer, Level, NotOffered, ParamType, ReasonKind, Route, Row};
 
 /// What `explain` says of one triple.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -75,6 +75,9 @@ pub struct OfferedTriple {
     /// The tool's claim, in words (`reads + sends`), when it has one.
     #[serde(skip)]
     pub claim: Option<String>,
+    /// The tool's `shell` parameter, when it has one: its line is judged part by part (spec §3a).
+    #[serde(skip)]
+    pub shell: Option<String>,
 }
 
 /// One reason, with where its rule is written and the rule as written.
@@ -217,6 +220,7 @@ pub fn explain(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str) -> Explan
         rows: d.rows.clone(),
         budget,
         claim: node.claim.map(|(claim, _)| claim.describe()),
+        shell: node.params.iter().find(|(_, ty)| *ty == ParamType::Shell).map(|(param, _)| param.to_string()),
     }))
 }
 

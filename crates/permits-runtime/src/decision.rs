@@ -3,9 +3,10 @@
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::records::{Decider, StandingRule, WorkFor};
+use super::records::{Decider, Scope, StandingRule, WorkFor};
 use crate::table::{
-    CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, Table, ToolInfo, canonical_value, sha256_hex,
+    Arguments, CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, Table, ToolInfo, canonical_value, sha256_hex,
+    shell,
 };
 
 /// One call an agent wants to make: the triple, the arguments and the person the work is for.
@@ -95,16 +96,32 @@ pub struct Decision {
     /// agent's skills", "unknown tool", "not one of the skill's tools", "unknown person `X`", or an argument
     /// that does not match the tool's parameters.
     pub refusal: Option<String>,
-    /// The rules behind the table's level, with their places in the sources.
+    /// The rules behind this call's level, with their places in the sources: for an entry a condition
+    /// decides, only those that decide these arguments (the entries whose condition held, or the class
+    /// level when none did; for a `shell` argument, those of its strictest parts); for a call refused
+    /// outright, every rule of the triple.
     pub reasons: Vec<Reason>,
-    /// Who decides a proposal of this call, for `propose` and `propose_every_time`.
+    /// Who decides a proposal of this call: only when it is `propose` or `propose_every_time`.
     pub decider: Option<Decider>,
+    /// For a tool with a `shell` parameter whose line was judged (spec §3a): each part's normalized text
+    /// and level, in order; the call's level is the strictest. Absent from the JSON otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parts: Option<Vec<PartLevel>>,
     /// The standing rule that makes the call `alone`, if one does.
     pub standing_rule: Option<String>,
     /// The triple's `entry_digest`, when offered.
     pub entry_digest: Option<String>,
     /// The tool's `definition_digest`, when the tool exists.
     pub definition_digest: Option<String>,
+}
+
+/// One part of a `shell` argument and the level it gets as if it were the whole call (spec §3a).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PartLevel {
+    /// The part, normalized: quotes removed, words joined by one space.
+    pub text: String,
+    /// Its level.
+    pub level: Level,
 }
 
 impl Decision {
@@ -131,6 +148,11 @@ impl Decision {
             out.push_str(&format!(" (standing rule `{rule}`)"));
         } else if let (Level::Propose | Level::ProposeEveryTime, Some(d)) = (self.level, &self.decider) {
             out.push_str(&format!(" (waits on {})", d.waiting_on()));
+        }
+        if let Some(parts) = &self.parts {
+            let shown: Vec<String> =
+                parts.iter().map(|p| format!("`{}` {}", shell::visible(&p.text), p.level)).collect();
+            out.push_str(&format!("; parts: {}", shown.join(", ")));
         }
         out
     }
@@ -159,12 +181,14 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
         refusal: None,
         reasons: Vec::new(),
         decider: None,
+        parts: None,
         standing_rule: None,
         entry_digest: None,
         definition_digest: table.tools.get(&call.tool).map(|t| t.definition_digest.clone()),
     };
-    // The decision's extras (reasons, decider, digests) are filled once the triple is offered, whatever
-    // else refuses the call after that.
+    // The decision's extras (reasons, digests) are filled once the triple is offered, whatever else refuses
+    // the call after that.
+    let mut decider = None;
     if let (Ok(entry), Some(agent)) =
         (table.offered(&call.agent, &call.skill, &call.tool), table.agents.get(&call.agent))
     {
@@ -172,7 +196,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
         d.table_level = entry.level;
         d.reasons = entry.because.clone();
         d.entry_digest = Some(entry.entry_digest.clone());
-        d.decider = Some(resolve_decider(table, &entry.route, call.requester.as_deref(), &agent.sponsor));
+        decider = Some(resolve_decider(table, &entry.route, call.requester.as_deref(), &agent.sponsor));
     }
     let of = match table.level_of(call.as_ref()) {
         Ok(of) => of,
@@ -184,6 +208,11 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
     };
     d.table_level = Some(of.rows_level());
     d.level = of.level;
+    if let Some(args) = call.arguments.as_object() {
+        let (reasons, parts) = deciding_reasons(call, of.entry, of.tool, args, of.rows_level());
+        d.reasons = reasons;
+        d.parts = parts;
+    }
     // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
     // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
     if of.level == Level::Propose && !of.floored {
@@ -200,7 +229,45 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
     if of.floored {
         push_floor_reason(&mut d, table, of.tool, &call.arguments);
     }
+    if matches!(d.level, Level::Propose | Level::ProposeEveryTime) {
+        d.decider = decider;
+    }
     d
+}
+
+/// The reasons that decide an accepted call ([`Entry::deciding_reasons`]), and for a `shell` argument each
+/// part's level. A part's reasons count when the part is as strict as the call (`level`, the rows' level);
+/// the parts were judged by [`Table::level_of`] already, so the line is judgeable and no condition fails
+/// here (should one, every reason is kept: closed, and complete).
+fn deciding_reasons(
+    call: &Call,
+    entry: &Entry,
+    tool: &ToolInfo,
+    args: &Map<String, Value>,
+    level: Level,
+) -> (Vec<Reason>, Option<Vec<PartLevel>>) {
+    let all = || entry.because.clone();
+    let Ok(Some(param)) = tool.shell_param() else {
+        let reasons = entry.deciding_reasons(&call.tool, Arguments::new(args));
+        return (reasons.map_or_else(|_| all(), |r| r.into_iter().cloned().collect()), None);
+    };
+    let line = args.get(param).and_then(Value::as_str).unwrap_or_default();
+    let Ok(texts) = shell::part_texts(line) else { return (all(), None) };
+    let mut parts = Vec::new();
+    let mut deciding: Vec<&Reason> = Vec::new();
+    for text in texts.iter() {
+        let view = Arguments::new(args).with_part(param, text);
+        let (Ok(part_level), Ok(reasons)) = (entry.level_on(view), entry.deciding_reasons(&call.tool, view)) else {
+            return (all(), None);
+        };
+        if part_level == level {
+            deciding.extend(reasons);
+        }
+        parts.push(PartLevel { text: text.to_string(), level: part_level });
+    }
+    // In the entry's order, each once.
+    let reasons = entry.because.iter().filter(|r| deciding.iter().any(|d| std::ptr::eq(*d, *r))).cloned().collect();
+    (reasons, Some(parts))
 }
 
 /// The reason the budget's allowance floor adds (spec §6).
@@ -235,6 +302,9 @@ fn rule_applies(table: &Table, rule: &StandingRule, call: &Call, tool: &ToolInfo
     rule.revoked.is_none()
         && rule.expires_at.is_none_or(|at| now < at)
         && rule.scope.covers(&call.arguments)
+        // Spec §5: never a rule for any arguments on a tool with a `shell` parameter, not even one stored by a
+        // release that made them (it would let every proposed command line run alone).
+        && (rule.scope != Scope::AnyArguments || tool.shell_param() == Ok(None))
         && rule.agent == call.agent
         && rule.tool == call.tool
         && rule.skill.as_ref().is_none_or(|s| *s == call.skill)

@@ -89,7 +89,7 @@ pub use audit::{
 };
 pub use claim::{Claimed, Refused};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use decision::{Call, Decision, FINGERPRINT_FORMAT, decide_table, fingerprint, fingerprint_with};
+pub use decision::{Call, Decision, FINGERPRINT_FORMAT, PartLevel, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};

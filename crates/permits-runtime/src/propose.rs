@@ -20,8 +20,12 @@ impl Runtime {
             if let Err(message) = check_request(request) {
                 return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::TooLarge, message));
             }
+            // The route's decider, whatever the level (a decision names one only for a proposed level).
+            let decider = table.offered(&call.agent, &call.skill, &call.tool).ok().zip(table.agents.get(&call.agent)).map(
+                |(entry, agent)| resolve_decider(&table, &entry.route, call.requester.as_deref(), &agent.sponsor),
+            );
             let (Some(tool), Some(entry_digest), Some(decider), true) =
-                (table.tools.get(&call.tool), decision.entry_digest.clone(), decision.decider.clone(), decision.level != Level::Never)
+                (table.tools.get(&call.tool), decision.entry_digest.clone(), decider, decision.level != Level::Never)
             else {
                 return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::Never, refusal_message(&decision)));
             };

@@ -4,7 +4,8 @@ use crate::*;
 
 impl Runtime {
     /// Makes a standing rule, "from now on, alone" (spec §5 "Standing rules"): only over entries whose level
-    /// is exactly `propose` (refused for `never`, `propose_every_time`, a tool outside the skill); for
+    /// is exactly `propose` (refused for `never`, `propose_every_time`, a tool outside the skill, and a rule
+    /// for [`Scope::AnyArguments`] on a tool with a `shell` parameter, which spec §5 does not allow); for
     /// oneself by a person admitted by `widens_autonomy` (or `supervises`), for someone else or everybody
     /// only by `supervises`; on a routed triple only by a decider of the route who is not the person the
     /// work is for, or a supervisor ([`may_make_rule`]). It binds the tool's
@@ -122,6 +123,19 @@ impl Runtime {
                 format!("unknown tool `{tool_name}`"),
             ));
         };
+        // Spec §5: a rule for any arguments is not allowed for a tool with a `shell` parameter: it would let
+        // every command line that is proposed run alone. A rule for these exact arguments covers one line.
+        if let (Ok(Some(param)) | Err(param), Scope::AnyArguments) = (tool.shell_param(), &new.scope) {
+            return Err(self.refuse(
+                events,
+                &new.by,
+                About::NewRule(new),
+                Refusal::Rule,
+                format!(
+                    "`{tool_name}` takes the command line `{param}`: a standing rule for any arguments would let any command line that is proposed run alone; make one for these exact arguments, or approve each proposal"
+                ),
+            ));
+        }
         let skills: Vec<String> = match &new.skill {
             Some(skill) => {
                 if !table.skills.contains_key(skill) {

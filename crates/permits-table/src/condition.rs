@@ -161,21 +161,23 @@ impl Condition {
                 let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
                 let ordering = match value {
                     Literal::Int(n) => {
-                        let a = arg
-                            .as_i64()
-                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a whole number" })?;
+                        let a = arg.as_i64().ok_or_else(|| ConditionError::Mistyped {
+                            param: param.clone(),
+                            expected: "a whole number",
+                        })?;
                         a.cmp(n)
                     }
                     Literal::String(s) => {
                         let a = arg
                             .as_str()
-                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                            .ok_or_else(|| ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
                         a.cmp(s.as_str())
                     }
                     Literal::Bool(b) => {
-                        let a = arg
-                            .as_bool()
-                            .ok_or(ConditionError::Mistyped { param: param.clone(), expected: "true or false" })?;
+                        let a = arg.as_bool().ok_or_else(|| ConditionError::Mistyped {
+                            param: param.clone(),
+                            expected: "true or false",
+                        })?;
                         a.cmp(b)
                     }
                 };
@@ -183,12 +185,16 @@ impl Condition {
             }
             Condition::In { param, values } => {
                 let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
-                let a = arg.as_str().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                let a = arg
+                    .as_str()
+                    .ok_or_else(|| ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
                 Ok(values.iter().any(|v| v == a))
             }
             Condition::Matches { param, glob } => {
                 let arg = args.get(param).ok_or_else(|| ConditionError::Missing(param.clone()))?;
-                let a = arg.as_str().ok_or(ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
+                let a = arg
+                    .as_str()
+                    .ok_or_else(|| ConditionError::Mistyped { param: param.clone(), expected: "a string" })?;
                 Ok(glob_matches(glob, a))
             }
         }
@@ -236,29 +242,133 @@ impl fmt::Display for Condition {
 }
 
 /// Whether `text` matches `glob`: `*` is any run of characters (also none), `?` exactly one character,
-/// everything else itself. Iterative, linear in practice (one backtrack point).
+/// everything else itself. Iterative, linear in practice (one backtrack point), and allocation-free: it walks
+/// both strings by byte offsets, a character at a time (two characters are equal exactly when their UTF-8
+/// bytes are).
 pub fn glob_matches(glob: &str, text: &str) -> bool {
-    let g: Vec<char> = glob.chars().collect();
-    let t: Vec<char> = text.chars().collect();
+    let (g, t) = (glob.as_bytes(), text.as_bytes());
     let (mut gi, mut ti) = (0, 0);
+    // The last `*` seen, and the offset in `text` it has absorbed up to.
     let mut star: Option<(usize, usize)> = None;
     while ti < t.len() {
-        if gi < g.len() && (g[gi] == '?' || (g[gi] != '*' && g[gi] == t[ti])) {
-            gi += 1;
-            ti += 1;
-        } else if gi < g.len() && g[gi] == '*' {
-            star = Some((gi, ti));
-            gi += 1;
-        } else if let Some((sg, st)) = star {
-            gi = sg + 1;
-            ti = st + 1;
-            star = Some((sg, st + 1));
-        } else {
-            return false;
+        let t_len = char_len(t, ti);
+        match g.get(gi) {
+            Some(b'?') => {
+                gi += 1;
+                ti += t_len;
+                continue;
+            }
+            Some(b'*') => {
+                star = Some((gi, ti));
+                gi += 1;
+                continue;
+            }
+            // ASCII, the usual case: one byte each (a lead byte of `text` equal to `b` is ASCII too).
+            Some(&b) if b < 0x80 && t.get(ti) == Some(&b) => {
+                gi += 1;
+                ti += 1;
+                continue;
+            }
+            Some(&b) if b < 0x80 => {}
+            Some(_) => {
+                let g_len = char_len(g, gi);
+                if g.get(gi..gi + g_len) == t.get(ti..ti + t_len) {
+                    gi += g_len;
+                    ti += t_len;
+                    continue;
+                }
+            }
+            None => {}
+        }
+        match star {
+            Some((sg, st)) => {
+                let st = st + char_len(t, st);
+                gi = sg + 1;
+                ti = st;
+                star = Some((sg, st));
+            }
+            None => return false,
         }
     }
-    while gi < g.len() && g[gi] == '*' {
+    while g.get(gi) == Some(&b'*') {
         gi += 1;
     }
     gi == g.len()
+}
+
+/// The length in bytes of the UTF-8 character that begins at `at` (1 past the end, so a loop stops).
+fn char_len(bytes: &[u8], at: usize) -> usize {
+    match bytes.get(at) {
+        Some(b) if *b < 0x80 => 1,
+        Some(b) if *b >= 0xF0 => 4,
+        Some(b) if *b >= 0xE0 => 3,
+        Some(_) => 2,
+        None => 1,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::glob_matches;
+
+    /// The first implementation, over `Vec<char>`s: the reference the allocation-free one is held to.
+    fn reference(glob: &str, text: &str) -> bool {
+        let g: Vec<char> = glob.chars().collect();
+        let t: Vec<char> = text.chars().collect();
+        let (mut gi, mut ti) = (0, 0);
+        let mut star: Option<(usize, usize)> = None;
+        while ti < t.len() {
+            if gi < g.len() && (g[gi] == '?' || (g[gi] != '*' && g[gi] == t[ti])) {
+                gi += 1;
+                ti += 1;
+            } else if gi < g.len() && g[gi] == '*' {
+                star = Some((gi, ti));
+                gi += 1;
+            } else if let Some((sg, st)) = star {
+                gi = sg + 1;
+                ti = st + 1;
+                star = Some((sg, st + 1));
+            } else {
+                return false;
+            }
+        }
+        while gi < g.len() && g[gi] == '*' {
+            gi += 1;
+        }
+        gi == g.len()
+    }
+
+    /// Every glob and text of up to four characters over an alphabet of `*`, `?`, ASCII and 2-, 3- and
+    /// 4-byte characters: the same answer as the reference.
+    #[test]
+    fn glob_matches_agrees_with_the_reference() {
+        let alphabet = ['*', '?', 'a', 'b', 'é', '日', '𝄞'];
+        let strings = |max: usize| {
+            let mut out = vec![String::new()];
+            let mut frontier = vec![String::new()];
+            for _ in 0..max {
+                let mut next = Vec::new();
+                for s in &frontier {
+                    for c in alphabet {
+                        let mut t = s.clone();
+                        t.push(c);
+                        next.push(t);
+                    }
+                }
+                out.extend(next.iter().cloned());
+                frontier = next;
+            }
+            out
+        };
+        let globs = strings(4);
+        let texts: Vec<String> = strings(4).into_iter().filter(|t| !t.contains(['*', '?'])).collect();
+        let mut checked = 0;
+        for g in &globs {
+            for t in &texts {
+                assert_eq!(glob_matches(g, t), reference(g, t), "{g:?} {t:?}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 1_000_000, "{checked}");
+    }
 }

@@ -247,9 +247,7 @@ impl fmt::Display for Refused {
             Refused::NotOffered(why) => f.write_str(why.as_str()),
             Refused::UnknownPerson(person) => write!(f, "unknown person `{person}`"),
             Refused::Arguments(e) => e.fmt(f),
-            Refused::NotJudgeable(n) => {
-                write!(f, "the command line `{}` of `{}` is not judgeable: {}", n.param, n.tool, n.error)
-            }
+            Refused::NotJudgeable(n) => write!(f, "the command line `{}` of `{}`: {}", n.param, n.tool, n.error),
             Refused::SecondShellParameter(s) => {
                 write!(f, "`{}` has a second `shell` parameter `{}`: a tool has at most one", s.tool, s.param)
             }
@@ -518,8 +516,9 @@ fn refusal(
 }
 
 /// The level of a call of a tool whose `shell` parameter is `param` (spec §3a): the line is read with
-/// [`shell::split`], and each part is judged as if it were the whole call — the entry's rows evaluated with
-/// the argument replaced by the part's normalized text; the call's level is the strictest of the parts'.
+/// [`shell::part_texts`] (the parts of [`shell::split`], in one allocation), and each part is judged as if
+/// it were the whole call — the entry's rows evaluated with the argument replaced by the part's normalized
+/// text; the call's level is the strictest of the parts'.
 /// Every part is evaluated, so a condition that cannot be evaluated fails the call closed wherever it is.
 ///
 /// Errors: `Fault::NotJudgeable` (the line is not judgeable: `never`, whatever the conditions say) and
@@ -527,7 +526,7 @@ fn refusal(
 fn shell_level(entry: &Entry, tool: &ToolInfo, param: &str, args: &Map<String, Value>) -> Result<Level, Fault> {
     // INVARIANT: `fit` accepted the arguments, so the `shell` argument is a string; stay closed otherwise.
     let line = args.get(param).and_then(Value::as_str).unwrap_or_default();
-    let line = shell::split(line).map_err(|_| Fault::NotJudgeable)?;
+    let parts = shell::part_texts(line).map_err(|_| Fault::NotJudgeable)?;
     if entry.reserved || tool.reserved.is_some() {
         return Ok(Level::Never);
     }
@@ -535,8 +534,8 @@ fn shell_level(entry: &Entry, tool: &ToolInfo, param: &str, args: &Map<String, V
         return Ok(level);
     }
     let mut level = Level::Alone;
-    for part in &line.parts {
-        let part_level = entry.level_on(Arguments::new(args).with_part(param, &part.text));
+    for part in parts.iter() {
+        let part_level = entry.level_on(Arguments::new(args).with_part(param, part));
         level = level.max(part_level.map_err(|_| Fault::Condition)?);
     }
     Ok(level)

@@ -148,13 +148,18 @@ impl ToolInfo {
     ///
     /// Errors: the name of a second `shell` parameter, in a table the compiler did not write; a call of such
     /// a tool is `never` ([`crate::Refused::SecondShellParameter`]).
+    #[inline]
     pub fn shell_param(&self) -> Result<Option<&str>, &str> {
-        let mut shells = self.params.iter().filter(|p| p.ty == ParamType::Shell);
-        match (shells.next(), shells.next()) {
-            (None, _) => Ok(None),
-            (Some(first), None) => Ok(Some(&first.name)),
-            (Some(_), Some(second)) => Err(&second.name),
+        let mut found = None;
+        for p in &self.params {
+            if matches!(p.ty, ParamType::Shell) {
+                if found.is_some() {
+                    return Err(&p.name);
+                }
+                found = Some(p.name.as_str());
+            }
         }
+        Ok(found)
     }
 }
 
@@ -388,6 +393,58 @@ impl Entry {
             }
         }
         Ok(level)
+    }
+
+    /// The reasons that decide a call with these arguments (spec §3 "Every decision carries its reasons"),
+    /// in [`Entry::because`] order. An entry whose level does not depend on the arguments (its `level` is
+    /// stated) keeps every reason. Otherwise, per layer: the named entries whose condition holds (those at the
+    /// strictest level among them), or the layer's class level when none holds; the inherited floor when it
+    /// sets the layer's level; and the reserved-subject rule. So `permitc decide` says which entry's
+    /// condition held. `tool` is the tool's name, as the reasons' rules spell it.
+    ///
+    /// Errors: [`ConditionError`] when a condition cannot be evaluated (the call is then `never`).
+    pub fn deciding_reasons(&self, tool: &str, args: Arguments<'_>) -> Result<Vec<&Reason>, ConditionError> {
+        if self.level.is_some() {
+            return Ok(self.because.iter().collect());
+        }
+        // Per layer, what decides it: the rules of the named entries that hold, or the class; the floor.
+        let mut deciding: Vec<(Layer, Vec<String>, bool, Option<Level>)> = Vec::new();
+        for row in &self.rows {
+            let mut held: Vec<&NamedRow> = Vec::new();
+            for n in &row.named {
+                if n.when.as_ref().map_or(Ok(true), |c| c.eval_on(args))? {
+                    held.push(n);
+                }
+            }
+            let strictest = held.iter().map(|n| n.level).max();
+            let base = strictest.or(row.class);
+            let level = Row::combine(base, row.inherited);
+            let rules = held
+                .iter()
+                .filter(|n| Some(n.level) == strictest)
+                .map(|n| match &n.when {
+                    Some(c) => format!("{} [{tool} when {c}]", n.level),
+                    None => format!("{} [{tool}]", n.level),
+                })
+                .collect();
+            let class_decides = strictest.is_none() && base == level;
+            let floor = row.inherited.filter(|i| Some(*i) == level);
+            let rules = if base == level { rules } else { Vec::new() };
+            deciding.push((row.layer, rules, class_decides, floor));
+        }
+        Ok(self
+            .because
+            .iter()
+            .filter(|r| {
+                let Some(layer) = r.layer else { return true };
+                deciding.iter().filter(|(l, ..)| *l == layer).any(|(_, rules, class_decides, floor)| match r.kind {
+                    ReasonKind::Named => rules.contains(&r.rule),
+                    ReasonKind::Class | ReasonKind::Default => *class_decides,
+                    ReasonKind::Inherited => *floor == Some(r.level),
+                    ReasonKind::Reserved | ReasonKind::Budget => true,
+                })
+            })
+            .collect())
     }
 
     /// The level without arguments: [`Entry::level_for`] on no arguments, and `never` when a condition

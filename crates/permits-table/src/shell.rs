@@ -240,22 +240,123 @@ impl std::error::Error for NotJudgeable {}
 /// assert_eq!(err.to_string(), "`$` at column 12 is not judgeable: command substitution and variables are never read");
 /// ```
 pub fn split(line: &str) -> Result<ShellLine, NotJudgeable> {
+    let mut sink = Parts::default();
+    read(line, &mut sink)?;
+    Ok(ShellLine { parts: sink.parts })
+}
+
+/// The normalized texts of a judgeable line's parts, exactly [`split`]'s [`ShellPart::text`]s, held in one
+/// string: what the evaluator needs to judge each part, in one allocation (see [`part_texts`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PartTexts {
+    /// The texts, separated by line feeds: a part never holds a control character, so the separator is
+    /// unambiguous.
+    joined: String,
+}
+
+impl PartTexts {
+    /// Each part's normalized text, in order; never empty (a line has at least one part).
+    pub fn iter(&self) -> impl Iterator<Item = &str> {
+        self.joined.split('\n')
+    }
+}
+
+/// [`split`], keeping only each part's normalized text: the same judgement (the same parts, or the same
+/// [`NotJudgeable`]) in one allocation of at most the line's length, for the evaluator's hot path.
+///
+/// # Errors
+///
+/// [`NotJudgeable`], exactly as [`split`].
+///
+/// ```
+/// let texts = permits_table::shell::part_texts("\"cargo\"  'test' 2>&1 && wget http://x | sh").unwrap();
+/// assert_eq!(texts.iter().collect::<Vec<_>>(), ["cargo test", "wget http://x", "sh"]);
+/// ```
+pub fn part_texts(line: &str) -> Result<PartTexts, NotJudgeable> {
+    // The normalized text is never longer than the line: quotes and duplications go, a run of blanks
+    // becomes one space, a separator one line feed.
+    let mut sink = Texts { joined: String::with_capacity(line.len()), parts: 0 };
+    read(line, &mut sink)?;
+    Ok(PartTexts { joined: sink.joined })
+}
+
+/// Reads a whole line into `sink`, part after part (spec §3a `line`). On an error the sink holds a prefix of
+/// the line's reading and is to be dropped.
+fn read(line: &str, sink: &mut impl Sink) -> Result<(), NotJudgeable> {
     let mut lexer = Lexer { line, bytes: line.as_bytes(), pos: 0 };
-    let mut parts = Vec::new();
+    let mut first = true;
     loop {
         lexer.skip_blanks();
         match lexer.peek() {
-            None if parts.is_empty() => return Err(lexer.error_at(lexer.pos, Why::EmptyLine)),
+            None if first => return Err(lexer.error_at(lexer.pos, Why::EmptyLine)),
             None => return Err(lexer.error_at(lexer.pos, Why::EmptyPart)),
             Some(b) if class(b) == Class::Sep => return Err(lexer.error_at(lexer.pos, Why::EmptyPart)),
             Some(_) => {}
         }
-        let part = lexer.part()?;
-        let last = part.followed_by.is_none();
-        parts.push(part);
-        if last {
-            return Ok(ShellLine { parts });
+        first = false;
+        if lexer.part(sink)?.is_none() {
+            return Ok(());
         }
+    }
+}
+
+/// Where the reader puts what it reads: the words of each part, quotes removed, duplications dropped.
+trait Sink {
+    /// A word begins; `first` when it is the first of its part.
+    fn begin_word(&mut self, first: bool);
+    /// More of the current word: whole UTF-8 characters.
+    fn push(&mut self, text: &str);
+    /// The part is complete; `followed_by` is the separator after it, `None` for the last part.
+    fn end_part(&mut self, followed_by: Option<Separator>);
+}
+
+/// [`split`]'s sink: each part's words and text.
+#[derive(Default)]
+struct Parts {
+    parts: Vec<ShellPart>,
+    words: Vec<String>,
+}
+
+impl Sink for Parts {
+    fn begin_word(&mut self, _first: bool) {
+        self.words.push(String::new());
+    }
+
+    fn push(&mut self, text: &str) {
+        if let Some(word) = self.words.last_mut() {
+            word.push_str(text);
+        }
+    }
+
+    fn end_part(&mut self, followed_by: Option<Separator>) {
+        let words = std::mem::take(&mut self.words);
+        let text = words.join(" ");
+        self.parts.push(ShellPart { words, text, followed_by });
+    }
+}
+
+/// [`part_texts`]'s sink: every part's text in one string, words joined by one space, parts by a line feed.
+struct Texts {
+    joined: String,
+    /// The parts completed so far.
+    parts: usize,
+}
+
+impl Sink for Texts {
+    fn begin_word(&mut self, first: bool) {
+        match (first, self.parts) {
+            (true, 0) => {}
+            (true, _) => self.joined.push('\n'),
+            (false, _) => self.joined.push(' '),
+        }
+    }
+
+    fn push(&mut self, text: &str) {
+        self.joined.push_str(text);
+    }
+
+    fn end_part(&mut self, _followed_by: Option<Separator>) {
+        self.parts += 1;
     }
 }
 
@@ -336,6 +437,25 @@ pub fn pattern_can_match_part(pattern: &str) -> Result<(), NeverMatches> {
     Ok(())
 }
 
+/// `text` as a person is shown it: visible ASCII and the space as they are, every other character as a
+/// `\u{…}` escape (a `\` as `\\`), so that no control, invisible or look-alike character reaches a reader
+/// raw. For a part of a line in a one-line summary.
+///
+/// ```
+/// assert_eq!(permits_table::shell::visible("echo a\u{202e}b"), "echo a\\u{202e}b");
+/// ```
+pub fn visible(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            c if c == ' ' || c.is_ascii_graphic() => out.push(c),
+            c => out.push_str(&format!("\\u{{{:x}}}", u32::from(c))),
+        }
+    }
+    out
+}
+
 /// The shell reserved words spec §3a refuses as a part's first word.
 const RESERVED: [&str; 17] = [
     "if", "then", "else", "elif", "fi", "do", "done", "case", "esac", "while", "until", "for", "in", "function",
@@ -362,11 +482,39 @@ enum Class {
     Bad(Why),
 }
 
+/// Classifies a byte outside quotes: [`class_of`], looked up in a table made once, at compile time.
+fn class(b: u8) -> Class {
+    CLASSES[usize::from(b)]
+}
+
+/// [`class_of`] of every byte.
+static CLASSES: [Class; 256] = {
+    let mut table = [Class::Bad(Why::Control); 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = class_of(b as u8);
+        b += 1;
+    }
+    table
+};
+
+/// Whether `b` is one of [`PLAIN_PUNCTUATION`] (a loop, since `contains` is not `const`).
+const fn is_plain_punctuation(b: u8) -> bool {
+    let mut i = 0;
+    while i < PLAIN_PUNCTUATION.len() {
+        if PLAIN_PUNCTUATION[i] == b {
+            return true;
+        }
+        i += 1;
+    }
+    false
+}
+
 /// Classifies a byte outside quotes. Every ASCII punctuation character is named in one arm, so a reason is
 /// never a guess.
-fn class(b: u8) -> Class {
+const fn class_of(b: u8) -> Class {
     match b {
-        b if b.is_ascii_alphanumeric() || PLAIN_PUNCTUATION.contains(&b) => Class::Plain,
+        b if b.is_ascii_alphanumeric() || is_plain_punctuation(b) => Class::Plain,
         b' ' | b'\t' => Class::Blank,
         b';' | b'&' | b'|' | b'\n' => Class::Sep,
         b'\'' => Class::Single,
@@ -434,6 +582,33 @@ struct FirstWordFlag {
     why: Why,
 }
 
+/// The longest reserved word, in bytes (`function`).
+const HEAD: usize = 8;
+
+/// What [`Lexer::word`] keeps of the word it reads: its length, and its first [`HEAD`] bytes for the
+/// reserved-word check (a word longer than that is no reserved word).
+struct WordSoFar {
+    len: usize,
+    head: [u8; HEAD],
+}
+
+impl WordSoFar {
+    /// Gives `text` to the sink and counts it.
+    fn push(&mut self, sink: &mut impl Sink, text: &str) {
+        for (slot, b) in self.head.iter_mut().skip(self.len).zip(text.bytes()) {
+            *slot = b;
+        }
+        self.len += text.len();
+        sink.push(text);
+    }
+
+    /// The reserved word this word is, if it is one.
+    fn reserved(&self) -> Option<&'static str> {
+        let word = self.head.get(..self.len)?;
+        RESERVED.iter().copied().find(|r| r.as_bytes() == word)
+    }
+}
+
 /// Which word of a part is being read: only the first is judged for `=`, `%` and reserved words.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum WordRole {
@@ -472,10 +647,11 @@ impl Lexer<'_> {
         self.bytes.iter().take(pos).filter(|&&b| b & 0xC0 != 0x80).count() + 1
     }
 
-    /// `part = blank* word (blank+ (word | dup))* blank*`, then the separator after it, if any. The caller has
-    /// skipped the leading blanks and seen a byte that is neither a separator nor the end.
-    fn part(&mut self) -> Result<ShellPart, NotJudgeable> {
-        let mut words = vec![self.word(WordRole::First)?];
+    /// `part = blank* word (blank+ (word | dup))* blank*`, then the separator after it, if any (returned, and
+    /// given to the sink with the end of the part). The caller has skipped the leading blanks and seen a byte
+    /// that is neither a separator nor the end.
+    fn part(&mut self, sink: &mut impl Sink) -> Result<Option<Separator>, NotJudgeable> {
+        self.word(WordRole::First, sink)?;
         loop {
             // INVARIANT: `word` and `dup` stop only at a blank, a separator or the end, so after the blanks
             // there is a separator, the end, or (blanks having been skipped) the start of a word or dup.
@@ -488,13 +664,13 @@ impl Lexer<'_> {
                 None if self.peek().is_none() => None,
                 None => {
                     if !self.dup()? {
-                        words.push(self.word(WordRole::Argument)?);
+                        self.word(WordRole::Argument, sink)?;
                     }
                     continue;
                 }
             };
-            let text = words.join(" ");
-            return Ok(ShellPart { words, text, followed_by });
+            sink.end_part(followed_by);
+            return Ok(followed_by);
         }
     }
 
@@ -523,14 +699,17 @@ impl Lexer<'_> {
         Ok(true)
     }
 
-    /// `word = (plain | squote | dquote)+`, normalized: quotes removed. Stops at a blank, a separator or the end;
-    /// any other byte is the first offending character. The caller has seen a byte that is not a blank, not a
-    /// separator and not the end, so the word is never silently empty.
-    fn word(&mut self, role: WordRole) -> Result<String, NotJudgeable> {
+    /// `word = (plain | squote | dquote)+`, normalized (quotes removed) into the sink. Stops at a blank, a
+    /// separator or the end; any other byte is the first offending character. The caller has seen a byte that
+    /// is not a blank, not a separator and not the end, so the word is never silently empty.
+    fn word(&mut self, role: WordRole, sink: &mut impl Sink) -> Result<(), NotJudgeable> {
         let start = self.pos;
-        let mut word = String::new();
-        let mut flag: Option<FirstWordFlag> = None;
         let first = role == WordRole::First;
+        sink.begin_word(first);
+        // The word's length so far, quotes removed, and (for a first word) its first bytes: a reserved word
+        // has at most `HEAD` bytes, so a longer word is none.
+        let mut word = WordSoFar { len: 0, head: [0; HEAD] };
+        let mut flag: Option<FirstWordFlag> = None;
         // Notes the first `=` of the first word, or a `%` that begins it, at byte offset `pos`.
         let note = |flag: &mut Option<FirstWordFlag>, word_is_empty: bool, pos: usize, b: u8| {
             if first && flag.is_none() {
@@ -545,14 +724,18 @@ impl Lexer<'_> {
             let Some(b) = self.peek() else { break Ok(()) };
             match class(b) {
                 Class::Plain => {
-                    note(&mut flag, word.is_empty(), self.pos, b);
-                    word.push(char::from(b));
-                    self.pos += 1;
+                    // A run of plain bytes (ASCII), given to the sink at once.
+                    let run = self.pos;
+                    while let Some(b) = self.peek().filter(|&b| class(b) == Class::Plain) {
+                        note(&mut flag, word.len + (self.pos - run) == 0, self.pos, b);
+                        self.pos += 1;
+                    }
+                    word.push(sink, self.line.get(run..self.pos).unwrap_or_default());
                 }
                 Class::Single | Class::Double => {
                     let open = self.pos;
                     let mut i = open + 1;
-                    let mut empty = word.is_empty();
+                    let mut empty = word.len == 0;
                     let closed = loop {
                         let Some(c) = self.bytes.get(i).copied() else { break Err(Why::UnbalancedQuote) };
                         match c {
@@ -571,9 +754,8 @@ impl Lexer<'_> {
                         let pos = if why == Why::UnbalancedQuote { open } else { i };
                         break Err((pos, why));
                     }
-                    // The bytes between two ASCII quotes of a `str` are valid UTF-8: this borrows, replaces
-                    // nothing, and cannot panic.
-                    word.push_str(&String::from_utf8_lossy(self.bytes.get(open + 1..i).unwrap_or_default()));
+                    // Both ends are ASCII quotes, so the slice is whole characters; `get` cannot fail here.
+                    word.push(sink, self.line.get(open + 1..i).unwrap_or_default());
                     self.pos = i + 1;
                 }
                 Class::Blank | Class::Sep => break Ok(()),
@@ -588,7 +770,7 @@ impl Lexer<'_> {
             (Ok(()), None) => {}
         }
         if first {
-            if let Some(reserved) = RESERVED.iter().find(|&&r| r == word) {
+            if let Some(reserved) = word.reserved() {
                 return Err(NotJudgeable {
                     column: self.column(start),
                     found: Found::Word(reserved),
@@ -596,6 +778,6 @@ impl Lexer<'_> {
                 });
             }
         }
-        Ok(word)
+        Ok(())
     }
 }

@@ -712,3 +712,136 @@ fn explain_shows_the_budget_a_tool_spends_from() {
     let v: serde_json::Value = serde_json::from_str(&stock.stdout).expect("JSON");
     assert!(v["budget"].is_null());
 }
+
+// ---------------------------------------------------------------------------------------------------
+// decide
+
+/// A refund desk: small refunds alone by a condition, others proposed by the default, routed to Noor.
+const REFUNDS: &str = r#"entity Order { total }
+role Manager
+person Noor { roles [Manager] }
+person Mia
+agent Clerk "Refunds orders." {
+    sponsor Noor
+    may {
+        alone [Refund when amount <= 1000]
+        never [Refund when reason == "goodwill" and amount > 5000]
+    }
+    route Refund to person Noor
+    skills [Desk]
+}
+skill Desk "Refund orders." {
+    tools [Refund]
+}
+tool Refund "Refund an order" (order: Order, amount: money, reason: string) { write Order.total }
+"#;
+
+fn decide_refund(t: &Temp, table: &Path, args: &str) -> Value {
+    let _ = t;
+    let run = permitc(&[
+        "decide".as_ref(),
+        "--table".as_ref(),
+        table.as_os_str(),
+        "--agent".as_ref(),
+        "Clerk".as_ref(),
+        "--skill".as_ref(),
+        "Desk".as_ref(),
+        "--tool".as_ref(),
+        "Refund".as_ref(),
+        "--args".as_ref(),
+        std::ffi::OsStr::new(args),
+        "--requester".as_ref(),
+        "Mia".as_ref(),
+    ]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    json(&run)
+}
+
+/// The rules of a decision's reasons, in order.
+fn rules(d: &Value) -> Vec<String> {
+    d["reasons"].as_array().expect("reasons").iter().map(|r| r["rule"].as_str().unwrap_or("").to_string()).collect()
+}
+
+/// Issue #15: `permitc decide` said the same reasons for `alone` and `propose` of one conditional entry, and
+/// named a decider for an `alone` call. Now the reasons are the rules that decide these arguments, and only a
+/// proposed call has a decider.
+#[test]
+fn decide_names_the_entry_whose_condition_held_and_no_decider_when_alone() {
+    let t = Temp::new("decide-reasons");
+    let pkg = t.write("refunds.permits", REFUNDS);
+    let table = t.path("refunds.json");
+    let run = permitc(&["compile".as_ref(), pkg.as_os_str(), "-o".as_ref(), table.as_os_str()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let alone = decide_refund(&t, &table, r#"{"order": "O-1", "amount": 500, "reason": "damaged"}"#);
+    assert_eq!(alone["level"], "alone");
+    assert_eq!(rules(&alone), ["alone [Refund when amount <= 1000]"]);
+    assert!(alone["decider"].is_null(), "an alone call has no decider: {alone:#}");
+
+    let proposed = decide_refund(&t, &table, r#"{"order": "O-1", "amount": 2500, "reason": "damaged"}"#);
+    assert_eq!(proposed["level"], "propose");
+    assert_eq!(rules(&proposed), ["default: changes -> propose (agent Clerk)"]);
+    assert_eq!(proposed["decider"]["persons"], serde_json::json!(["Noor"]));
+
+    let never = decide_refund(&t, &table, r#"{"order": "O-1", "amount": 9000, "reason": "goodwill"}"#);
+    assert_eq!(never["level"], "never");
+    assert_eq!(rules(&never), [r#"never [Refund when reason == "goodwill" and amount > 5000]"#]);
+    assert!(never["decider"].is_null());
+    // A shell-free decision has no `parts`.
+    assert!(never.get("parts").is_none());
+}
+
+/// Issue #15: an entity id given as the number `5` was "an integer out of range".
+#[test]
+fn decide_says_an_entity_id_given_as_a_number_is_an_integer() {
+    let t = Temp::new("decide-entity-number");
+    let pkg = t.write("refunds.permits", REFUNDS);
+    let table = t.path("refunds.json");
+    let run = permitc(&["compile".as_ref(), pkg.as_os_str(), "-o".as_ref(), table.as_os_str()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let d = decide_refund(&t, &table, r#"{"order": 5, "amount": 500, "reason": "damaged"}"#);
+    assert_eq!(d["level"], "never");
+    assert_eq!(d["refusal"], "argument `order` of `Refund` must be the id of a `Order` (a string), found an integer");
+}
+
+/// A `shell` decision lists each part with its level, and the human summary shows them visibly.
+#[test]
+fn decide_lists_the_parts_of_a_command_line() {
+    let t = Temp::new("decide-shell-parts");
+    let table = t.path("coding-agent.json");
+    let run = permitc(&["compile".as_ref(), "policies/coding-agent".as_ref(), "-o".as_ref(), table.as_os_str()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let args = serde_json::json!({ "command": "cargo test --all && npm install 'x\u{202e}'" }).to_string();
+    let decide = |format: &str| {
+        permitc(&[
+            "decide",
+            "--table",
+            &table.to_string_lossy(),
+            "--agent",
+            "Coder",
+            "--skill",
+            "FixBug",
+            "--tool",
+            "RunCommand",
+            "--args",
+            &args,
+            "--format",
+            format,
+        ])
+    };
+    let d = json(&decide("json"));
+    assert_eq!(d["level"], "propose");
+    assert_eq!(
+        d["parts"],
+        serde_json::json!([
+            { "text": "cargo test --all", "level": "alone" },
+            { "text": "npm install x\u{202e}", "level": "propose" },
+        ])
+    );
+    assert_eq!(rules(&d), ["changes_alone: reaches_out -> propose"]);
+    let human = decide("human");
+    assert_eq!(
+        human.stdout.trim_end(),
+        "`Coder` / `FixBug` / `RunCommand`: propose (waits on a decision from Ada); parts: `cargo test --all` alone, `npm install x\\u{202e}` propose"
+    );
+}

@@ -254,8 +254,11 @@ pub(super) struct TripleFacts<'a> {
     pub(super) tool: NodeId,
     /// The layers in order: package-wide (if any), agent, skill (if it has a `may`).
     pub(super) layers: Vec<LayerEval>,
-    /// The least the agent layer gives: a skill entry below it can never take effect.
+    /// The most the agent layer gives: a skill entry below it cannot take effect for the arguments that
+    /// give it.
     pub(super) agent_level: Option<Level>,
+    /// The least the agent layer gives: a skill entry below it can take effect for no arguments at all.
+    pub(super) agent_least: Option<Level>,
     /// Every level the triple can take (the strictest layer, over every combination).
     pub(super) possible: BTreeSet<Level>,
     pub(super) because: Vec<(Reason, Option<Span>)>,
@@ -304,7 +307,7 @@ pub(super) fn compute<'a>(a: &Analysis<'a>) -> Vec<TripleFacts<'a>> {
                     layers.push(eval_layer(a, r, "", tool, level_set, reach_t));
                 }
                 let agent_eval = eval_layer(a, &agent.rules, agent_name, tool, level_set, reach_t);
-                let agent_level = agent_eval.min();
+                let (agent_least, agent_level) = (agent_eval.min(), agent_eval.max());
                 layers.push(agent_eval);
                 if let Some(r) = &skill.rules {
                     layers.push(eval_layer(a, r, skill_name, tool, level_set, reach_t));
@@ -348,6 +351,7 @@ pub(super) fn compute<'a>(a: &Analysis<'a>) -> Vec<TripleFacts<'a>> {
                     tool,
                     layers,
                     agent_level,
+                    agent_least,
                     possible,
                     because,
                     reserved,

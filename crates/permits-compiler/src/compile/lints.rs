@@ -66,6 +66,9 @@ pub(super) fn lints(a: &Analysis<'_>, facts: &[TripleFacts<'_>]) -> Vec<Diagnost
         if let Some(skill_rules) = &skill.rules {
             if let Some(n) = skill_rules.named_level(tool) {
                 if f.agent_level.is_some_and(|al| n.level < al) && loosen_warned.insert((n.span, agent_name)) {
+                    // A conditional agent entry: the skill's entry loses only where the agent is stricter,
+                    // so say when.
+                    let sometimes = f.agent_least.is_some_and(|least| n.level >= least);
                     // Name the agent rule that decides, not merely the first one.
                     let agent_reason = f
                         .layers
@@ -75,13 +78,21 @@ pub(super) fn lints(a: &Analysis<'_>, facts: &[TripleFacts<'_>]) -> Vec<Diagnost
                     let mut d = Diagnostic::new(
                         Code::LevelsSkillLoosens,
                         format!(
-                            "the skill `{skill_name}` names `{}` `{}`, but the agent `{agent_name}` says `{}`",
+                            "the skill `{skill_name}` names `{}` `{}`, but the agent `{agent_name}` says `{}`{}",
                             a.model.nodes[tool].name,
                             n.level,
-                            f.agent_level.unwrap_or(Level::Alone)
+                            f.agent_level.unwrap_or(Level::Alone),
+                            if sometimes { " for some arguments" } else { "" }
                         ),
                     )
-                    .at(n.span, "this entry cannot take effect");
+                    .at(
+                        n.span,
+                        if sometimes {
+                            "this entry cannot take effect where the agent is stricter"
+                        } else {
+                            "this entry cannot take effect"
+                        },
+                    );
                     match agent_reason {
                         Some((r, Some(span))) => d = d.with(span, format!("the agent's rule `{}` wins", r.rule)),
                         Some((r, None)) => {

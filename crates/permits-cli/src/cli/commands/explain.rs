@@ -87,6 +87,11 @@ fn explain_text(e: &Explanation) -> String {
             b.by, b.alone_up_to
         ));
     }
+    if let Some(param) = &d.shell {
+        out.push_str(&format!(
+            "  shell: `{param}` is judged part by part: each command of the line as if it were the whole call, the strictest part decides, and a line that is not judgeable is never\n"
+        ));
+    }
     if d.level.is_some() {
         out.push_str("  (* marks the rules that decide the level)\n");
     } else {

@@ -2,7 +2,7 @@
 //! the offending character and the reason).
 
 use super::{decode, shown};
-use permits::table::shell::{Found, Separator, ShellLine, Why, split};
+use permits::table::shell::{Found, Separator, ShellLine, Why, part_texts, split};
 
 /// What a corpus case expects.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +119,12 @@ fn corpus_reads_as_expected() {
         }
     }
     assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    // The evaluator's reading: the same texts, or the same error.
+    for case in &cases {
+        let texts = part_texts(&case.line).map(|t| t.iter().map(str::to_string).collect::<Vec<_>>());
+        let parts = split(&case.line).map(|l| l.parts.into_iter().map(|p| p.text).collect::<Vec<_>>());
+        assert_eq!(texts, parts, "line {}: {}", case.number, shown(&case.line));
+    }
 }
 
 /// Every `Why` except the ones only a corpus-free test can reach appears in the corpus, and both outcomes

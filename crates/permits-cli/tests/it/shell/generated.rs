@@ -3,7 +3,7 @@
 
 use super::bash::{Outcome, Sandbox, compare};
 use super::shown;
-use permits::table::shell::{Found, Separator, ShellLine, split};
+use permits::table::shell::{Found, Separator, ShellLine, part_texts, split};
 
 /// xorshift64*: small, seeded, good enough to spread lines over the fragments.
 struct Rng(u64);
@@ -96,8 +96,14 @@ fn requote(line: &ShellLine) -> String {
     out
 }
 
-/// The invariants of one reading of `line`; `Err` says which failed.
+/// The invariants of one reading of `line`; `Err` says which failed. `part_texts`, the evaluator's reading,
+/// gives exactly `split`'s texts, or its error.
 fn check(line: &str) -> Result<bool, String> {
+    let texts = part_texts(line).map(|t| t.iter().map(str::to_string).collect::<Vec<_>>());
+    let split_texts = split(line).map(|l| l.parts.into_iter().map(|p| p.text).collect::<Vec<_>>());
+    if texts != split_texts {
+        return Err(format!("part_texts reads {texts:?}, split {split_texts:?}"));
+    }
     match split(line) {
         Ok(parsed) => {
             let last = parsed.parts.len().checked_sub(1).ok_or("no parts")?;

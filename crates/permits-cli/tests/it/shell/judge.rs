@@ -86,7 +86,7 @@ fn a_line_that_is_not_judgeable_is_never_with_the_first_offending_character() {
     assert_eq!(
         why.as_deref(),
         Some(
-            "the command line `command` of `Run` is not judgeable: `$` at column 12 is not judgeable: command substitution and variables are never read"
+            "the command line `command` of `Run`: `$` at column 12 is not judgeable: command substitution and variables are never read"
         )
     );
     // Whatever the rows say: `Plain` is `alone` unconditionally.
