@@ -256,7 +256,10 @@ pub(crate) async fn approve(
     };
     let read_id = id.clone();
     let recorded = app.run(move |app| Ok(app.rt.proposal(&read_id)?)).await?;
-    let check = version_check(&app, &recorded).await;
+    // The host's URL is asked only for an approval that could be made: by a person who may decide, of
+    // exactly what they were shown. Anyone else is refused by `approve` below, and asks nobody.
+    let may = app.rt.may_decide(&recorded, &person).is_ok() && body.fingerprint == recorded.fingerprint;
+    let check = if may { version_check(&app, &recorded).await } else { None };
     // A person cannot know the subject's version: the host's URL is asked; without one (or without an
     // answer) the version the proposal was made with is stated, and a changed subject is caught at the
     // claim (see `stated`).

@@ -206,3 +206,25 @@ fn a_silent_version_url_leaves_the_approval_to_the_claims_recheck() -> R {
     assert!(metrics.contains("permits_version_checks_total{outcome=\"unanswered\"} 2"), "{metrics}");
     Ok(())
 }
+
+/// The URL is asked only for an approval that could be made: a person who may not decide (the requester
+/// of a routed reply) and a wrong fingerprint are refused without a question to the host.
+#[test]
+fn a_version_url_is_asked_only_for_an_approval_that_could_be_made() -> R {
+    let desk = Desk::start("7");
+    let server = Server::start("support-triage");
+    let (host, riley, sam) = (server.host("Triage"), server.person("Riley"), server.person("Sam"));
+    register(&host, "SendReply", &format!("{}/version", desk.url)).ok();
+    let p = reply(&host, "v-1");
+    let by_requester = approve(&sam, &p);
+    assert_eq!((by_requester.status, by_requester.code()), (403, "not_decider"), "{}", by_requester.body);
+    let wrong = riley.post(
+        &format!("/v1/proposals/{}/approve", p["id"].as_str().unwrap_or("")),
+        &json!({"fingerprint": "sha256:0000"}),
+    );
+    assert_eq!(wrong.code(), "wrong_fingerprint", "{}", wrong.body);
+    assert_eq!(desk.asked(), Vec::<Value>::new(), "nobody who could not approve made the service ask");
+    assert_eq!(approve(&riley, &p).ok()["status"], "granted");
+    assert_eq!(desk.asked().len(), 1);
+    Ok(())
+}
