@@ -153,6 +153,9 @@ def test_the_workshop_steps(workshop: Service) -> None:
     sending = host.confirm("P-2", "claim-2")
     assert (sending.status, sending.confirmed) == ("sending", True)
     assert host.confirm("P-2", "claim-2").status == "sending"
+    # A host that lost the confirmation's answer and calls execute again with its token: nothing runs again.
+    rerun = host.execute("P-2", "claim-2", lambda c: pytest.fail("ran twice"), admits=app.admits, covered_version="r1")
+    assert (rerun.status, rerun.confirmed) == ("sending", True)
     done = host.receipt("P-2", "claim-2", app.run(sending))
     assert (done.status, done.receipt, app.price) == ("done", {"price": 45, "set_as": "Noor"}, 45)
     # The receipt again, and the claim again with the same token: the stored receipt, nothing runs.
@@ -383,3 +386,20 @@ def _deep(n: int) -> dict[str, Any]:
 def test_a_bad_client(url: Any, key: Any) -> None:
     with pytest.raises(permits.InputError):
         permits.Client(url, key)
+
+
+def test_a_tool_that_raises_is_reported_unknown(workshop: Service) -> None:
+    host = permits.Client(workshop.url, workshop.key("--agents", "Estimator"))
+    noor = workshop.key("--person", "Noor")
+    p = proposed(estimate(host, Workshop(), "Noor", "EstimateRepair", "noor-1", 45))
+    approve(workshop.url, noor, p.id, p.fingerprint)
+
+    def broken(claimed: permits.Claimed) -> Any:
+        raise ConnectionError("the till went away")
+
+    with pytest.raises(ConnectionError):
+        host.execute(p.id, "claim-1", broken, covered_version="r1")
+    after = host.execution(p.id)
+    assert (after.status, after.reason) == ("unknown", "the tool raised ConnectionError: the till went away")
+    # Reported: a retry with the same token runs nothing.
+    assert host.execute(p.id, "claim-1", broken, covered_version="r1").status == "unknown"

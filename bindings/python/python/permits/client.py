@@ -497,7 +497,9 @@ class Client:
         admits, `(principal, reason)` refuses → `refuse`, and the refused execution is returned); `confirm`;
         `run(claimed)` (the tool: its return value is the receipt, or a `permits.Failed` / `permits.Unknown`);
         `receipt`. A tool that raises is reported `unknown` (it may have acted) and its exception re-raised.
-        An execution that is already `done` returns its stored receipt, and nothing runs again."""
+        Nothing runs twice: an execution that is already `done` is returned with its stored receipt, and one
+        an earlier attempt with this token confirmed (`sending`: that attempt may have run the tool) is
+        returned as it is, for the host to report what that attempt did with `receipt`."""
         claimed = self.claim(
             execution_id,
             token,
@@ -505,14 +507,15 @@ class Client:
             covered_version=covered_version,
             instruction_version=instruction_version,
         )
-        if claimed.status == "done":
+        if claimed.status != "granted" or claimed.confirmed:
+            # Done (its stored receipt), failed, or confirmed by an earlier attempt with this token, which may
+            # have run the tool: nothing runs again (report that attempt's outcome with `receipt`).
             return claimed
-        if not claimed.confirmed:
-            refusal = admits(claimed) if admits is not None else None
-            if refusal is not None:
-                principal, reason = refusal
-                return self.refuse(execution_id, token, principal=principal, reason=reason)
-            claimed = self.confirm(execution_id, token)
+        refusal = admits(claimed) if admits is not None else None
+        if refusal is not None:
+            principal, reason = refusal
+            return self.refuse(execution_id, token, principal=principal, reason=reason)
+        claimed = self.confirm(execution_id, token)
         if claimed.status != "sending":
             return claimed
         try:
