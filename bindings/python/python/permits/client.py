@@ -144,7 +144,8 @@ def _segment(name: str, value: object) -> str:
 class Client:
     """A host's connection to the approval service at `url` (`http://127.0.0.1:7878`) with a host key.
 
-    `timeout` bounds each request in seconds (a long poll gets its wait on top); `retries` is how many times
+    `timeout` is how many seconds a request waits to connect and for each part of the answer (a long poll
+    gets its wait on top) before it is `ServiceError("timeout")`; `retries` is how many times
     a request that may be repeated safely is sent again after no answer or a 503 (see the module's
     documentation), pausing `backoff` seconds, then twice that, and so on.
 
