@@ -7,7 +7,7 @@
 //! the host's place and the host's closure as the run: one admission, one recheck, one way to record an
 //! outcome, whoever runs the tool.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::execute::grant_authorization;
 use crate::*;
@@ -24,7 +24,7 @@ pub(crate) enum Runner {
 /// An execution as a host sees it (a granted proposal `P-n`, or an alone call `A-n`): what to run, for
 /// whom, where, and how far it got. What [`Runtime::claim`], [`Runtime::claim_alone`], [`Runtime::confirm`],
 /// [`Runtime::refuse_claim`], [`Runtime::record_outcome`] and [`Runtime::execution`] return.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Claimed {
     /// The execution's id: the proposal's (`P-3`) or the alone run's (`A-2`).
     pub id: String,

@@ -1,6 +1,6 @@
 //! Deciding one call against the table (spec §3 "The level of (agent, skill, tool)", §5 "Decide").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::records::{Decider, Scope, StandingRule, WorkFor};
@@ -74,8 +74,9 @@ impl Call {
 
 /// The decision for one call (spec §5 "Decide"): its level, why, and who decides a proposal of it.
 ///
-/// Serializes to the JSON that `permitc decide` prints (see [`Decision::to_json`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// Serializes to the JSON that `permitc decide` prints (see [`Decision::to_json`]), and reads back from it
+/// (the approval service's answers, read by its clients).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     /// The agent.
     pub agent: String,

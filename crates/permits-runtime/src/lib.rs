@@ -263,8 +263,9 @@ pub struct NewRule {
     pub expires_at: Option<u64>,
 }
 
-/// A tool as offered to the model in one skill: never a `never` one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A tool as offered to the model in one skill: never a `never` one. Its serde form is what the approval
+/// service answers for it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OfferedTool {
     /// The tool's name.
     pub name: String,
