@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use permits_runtime::table::ParamInfo;
 use permits_runtime::{
     AuditEvent, AuditHead, AuditSink, Authority, BudgetRecord, ChainedEvent, Clock, JsonLinesSink, Naming, Principal,
-    Proposal, Reservation, Run, RunContext, RunOutcome, StandingRule, Store, StoreError, SystemClock, TableInstall, Task,
-    Transaction, VersionQuery, Versions,
+    Proposal, Reservation, Run, RunContext, RunOutcome, StandingRule, Store, StoreError, SystemClock, TableInstall,
+    Task, Transaction, VersionQuery, Versions,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyString};
