@@ -102,8 +102,9 @@ impl Backend for Sqlite {
 /// A database of its own on the server `PERMITS_TEST_POSTGRES` names, dropped when the test ends.
 #[cfg(feature = "postgres")]
 pub(crate) struct TestDatabase {
-    admin: ::postgres::Config,
-    name: String,
+    pub(crate) admin: ::postgres::Config,
+    /// The database's name.
+    pub(crate) name: String,
     /// The configuration of the test's database.
     pub(crate) config: ::postgres::Config,
 }

@@ -254,15 +254,21 @@ fn connect(config: &Config) -> Result<Conn, StoreError> {
 }
 
 /// Maps a client error to a [`StoreError`] saying what could not be done, and whether the connection is
-/// gone.
+/// gone: the client saw it close, or the server said it ends it (SQLSTATE class 08, connection exception,
+/// or 57, operator intervention: a shutdown, a terminated backend).
 fn pg_error(doing: &str, e: &postgres::Error, closed: bool) -> StoreError {
-    if closed || e.is_closed() {
+    let code = e.code().map(|c| c.code().to_string()).unwrap_or_default();
+    let said = match e.as_db_error() {
+        Some(db) => format!("{} ({code})", db.message()),
+        None => e.to_string(),
+    };
+    if closed || e.is_closed() || code.starts_with("08") || code.starts_with("57") {
         StoreError(format!(
-            "{}: cannot {doing} ({e}); the transaction was not committed, and the operation is safe to retry",
+            "{}: cannot {doing} ({said}); the transaction was not committed, and the operation is safe to retry",
             PostgresStore::CONNECTION_LOST
         ))
     } else {
-        StoreError(format!("cannot {doing}: {e}"))
+        StoreError(format!("cannot {doing}: {said}"))
     }
 }
 
@@ -768,5 +774,220 @@ impl Transaction for PostgresTransaction<'_> {
             // A commit the server refused (a deferred constraint): the transaction is rolled back.
             Err(e) => Err(StoreError(format!("cannot commit the transaction: {e}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! What only the PostgreSQL store has: its schema version in a table, a database holding another
+    //! program's tables, lost connections, a failed statement, values a `BIGINT` cannot hold. Everything every
+    //! store does is in the conformance suite (`src/conformance.rs`), run on this store too.
+
+    use std::time::Instant;
+
+    use super::*;
+    use crate::conformance::{TestDatabase, budget, proposal, reservation, run};
+
+    fn admin(db: &TestDatabase) -> Client {
+        let mut config = db.admin.clone();
+        config.dbname(&db.name);
+        config.connect(NoTls).expect("connect to the test database")
+    }
+
+    /// Ends every other connection to the test database, as a server restart or a network cut does.
+    fn cut_connections(db: &TestDatabase) -> u64 {
+        let mut client = admin(db);
+        let rows = client
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&db.name],
+            )
+            .expect("terminate");
+        rows.len() as u64
+    }
+
+    #[test]
+    fn a_new_database_gets_the_schema_at_version_4() {
+        let db = TestDatabase::new("schema");
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect");
+        assert_eq!(store.schema_version().expect("version"), 4);
+        // Connecting again does not migrate again: the one row stays.
+        drop(PostgresStore::with_config(db.config.clone()).expect("connect again"));
+        let rows = admin(&db).query("SELECT version FROM permits_schema", &[]).expect("read");
+        assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [4]);
+        assert!(store.unreadable_records().expect("scan").is_empty());
+    }
+
+    #[test]
+    fn hosts_connecting_to_a_new_database_at_once_migrate_it_once() {
+        let db = TestDatabase::new("migrate-race");
+        let stores: Vec<Result<PostgresStore, StoreError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                (0..4).map(|_| scope.spawn(|| PostgresStore::with_config(db.config.clone()))).collect();
+            handles.into_iter().map(|h| h.join().expect("joined")).collect()
+        });
+        for store in &stores {
+            assert_eq!(store.as_ref().map(|s| s.schema_version().ok()).ok().flatten(), Some(4), "{store:?}");
+        }
+    }
+
+    #[test]
+    fn a_newer_or_unknown_version_is_refused_and_left_untouched() {
+        let db = TestDatabase::new("too-new");
+        admin(&db)
+            .batch_execute(
+                "CREATE TABLE permits_schema (version INTEGER NOT NULL); INSERT INTO permits_schema VALUES (5)",
+            )
+            .expect("version 5");
+        let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
+        assert_eq!(err.0, "the database is at schema version 5; this runtime knows up to 4");
+        admin(&db).batch_execute("UPDATE permits_schema SET version = 2").expect("version 2");
+        let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
+        assert_eq!(
+            err.0,
+            "the database is at schema version 2, which the PostgreSQL store never wrote (it starts at 4)"
+        );
+        let mut client = admin(&db);
+        let version: i32 = client.query_one("SELECT version FROM permits_schema", &[]).expect("read").get(0);
+        assert_eq!(version, 2);
+        let tables: bool = client.query_one("SELECT to_regclass('proposals') IS NULL", &[]).expect("read").get(0);
+        assert!(tables, "nothing was created");
+    }
+
+    #[test]
+    fn another_programs_tables_stop_the_migration_and_nothing_is_created() {
+        let db = TestDatabase::new("other-program");
+        admin(&db)
+            .batch_execute("CREATE TABLE rules (name TEXT); INSERT INTO rules VALUES ('theirs')")
+            .expect("another program's table");
+        let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
+        assert!(
+            err.0.starts_with("cannot create the schema (does the database hold another program's tables?)"),
+            "{err}"
+        );
+        let mut client = admin(&db);
+        let row = client
+            .query_one("SELECT to_regclass('permits_schema') IS NULL, to_regclass('proposals') IS NULL", &[])
+            .expect("read");
+        assert_eq!((row.get::<_, bool>(0), row.get::<_, bool>(1)), (true, true), "the migration was rolled back whole");
+        let theirs: String = client.query_one("SELECT name FROM rules", &[]).expect("read").get(0);
+        assert_eq!(theirs, "theirs");
+    }
+
+    #[test]
+    fn a_bad_url_or_an_unreachable_server_is_an_error() {
+        let err = PostgresStore::connect("postgres://someone:secret@[::1").expect_err("refused");
+        assert!(err.0.starts_with("`postgres://someone:***@[::1` is not a PostgreSQL connection string"), "{err}");
+        let err = PostgresStore::connect("host=127.0.0.1 port=1 user=nobody connect_timeout=2").expect_err("refused");
+        assert!(err.0.starts_with("cannot connect to PostgreSQL: "), "{err}");
+    }
+
+    #[test]
+    fn a_lost_connection_is_a_typed_error_nothing_is_written_and_a_retry_works() {
+        let db = TestDatabase::new("lost");
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let mut tx = store.begin().expect("begin");
+        tx.put_proposal(&proposal(1, None, None)).expect("put");
+        tx.put_budget(&budget()).expect("put");
+        assert!(cut_connections(&db) >= 1, "the store's connection was cut");
+        let err = tx.put_reservation(&reservation("P-1", 5)).expect_err("the connection is gone");
+        assert!(err.0.starts_with(PostgresStore::CONNECTION_LOST), "{err}");
+        assert!(err.0.contains("not committed") && err.0.contains("safe to retry"), "{err}");
+        let err = tx.commit().expect_err("nothing to commit on");
+        assert!(err.0.contains("rolled back") || err.0.starts_with(PostgresStore::CONNECTION_LOST), "{err}");
+        // The next transaction connects again, and sees nothing of the lost one.
+        let mut tx = store.begin().expect("connects again");
+        assert_eq!(tx.proposal("P-1").expect("read"), None);
+        assert_eq!(tx.budget("Purchases").expect("read"), None);
+        tx.put_proposal(&proposal(1, None, None)).expect("retry");
+        tx.commit().expect("commit");
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.proposal("P-1").expect("read"), Some(proposal(1, None, None)));
+    }
+
+    #[test]
+    fn a_host_cut_off_mid_transaction_releases_the_lock_and_writes_nothing() {
+        let db = TestDatabase::new("cut-holder");
+        let holder = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let other = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let mut tx = holder.begin().expect("begin");
+        tx.put_proposal(&proposal(1, None, None)).expect("put");
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| {
+                let started = Instant::now();
+                let mut tx = other.begin().expect("the other begins once the holder is gone");
+                (started.elapsed(), tx.proposal("P-1").expect("read"))
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(!waiter.is_finished(), "the other waits for the holder's lock");
+            // The holder's process dies: its connection ends (only the holder's is cut: the waiter's own
+            // connection is the other backend waiting on the lock, so cut the holder's by its pid).
+            let mut client = admin(&db);
+            client
+                .batch_execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()
+                     AND pid <> pg_backend_pid() AND wait_event_type IS DISTINCT FROM 'Lock'",
+                )
+                .expect("cut the holder");
+            let (waited, seen) = waiter.join().expect("joined");
+            assert!(waited >= Duration::from_millis(300), "{waited:?}");
+            assert_eq!(seen, None, "nothing of the cut transaction is visible");
+        });
+        drop(tx);
+    }
+
+    #[test]
+    fn a_failed_statement_makes_the_commit_fail_and_nothing_is_written() {
+        let db = TestDatabase::new("failed-statement");
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let mut tx = store.begin().expect("begin");
+        tx.put_run(&run(1, "tok-1")).expect("put");
+        tx.commit().expect("commit");
+        let mut tx = store.begin().expect("begin");
+        tx.put_proposal(&proposal(1, None, None)).expect("put");
+        let err = tx.put_run(&run(2, "tok-1")).expect_err("a token used twice");
+        assert!(err.0.starts_with("cannot store the run `A-2`"), "{err}");
+        let err = tx.proposal("P-1").expect_err("the transaction is aborted");
+        assert!(err.0.contains("an earlier statement of the transaction failed"), "{err}");
+        let err = tx.commit().expect_err("a commit would silently roll back");
+        assert_eq!(err.0, "cannot commit: a statement of the transaction failed, and it is rolled back");
+        let mut tx = store.begin().expect("the connection is usable again");
+        assert_eq!(tx.proposal("P-1").expect("read"), None);
+        assert_eq!(tx.run("A-2").expect("read"), None);
+        assert_eq!(tx.run("A-1").expect("read"), Some(run(1, "tok-1")));
+    }
+
+    #[test]
+    fn values_a_bigint_cannot_hold_are_refused_and_corrupt_rows_are_errors() {
+        let db = TestDatabase::new("values");
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let mut tx = store.begin().expect("begin");
+        let err = tx.put_budget(&BudgetRecord { spent: u64::MAX, ..budget() }).expect_err("too large");
+        assert_eq!(err.0, format!("the spending of the budget `Purchases` is {}: too large to store", u64::MAX));
+        drop(tx);
+        let mut client = admin(&db);
+        client
+            .batch_execute(
+                "INSERT INTO budgets VALUES ('Purchases', 100, -1);
+                 INSERT INTO proposals (id, operation_key, fingerprint, tool, record) VALUES ('P-1', 'k', 'f', 't', '{oops');",
+            )
+            .expect("corrupt rows");
+        let mut tx = store.begin().expect("begin");
+        let err = tx.budget("Purchases").expect_err("corrupt");
+        assert_eq!(err.0, "the spending of the budget `Purchases` is corrupt: it is -1");
+        let err = tx.proposal("P-1").expect_err("corrupt");
+        assert!(err.0.starts_with("the stored proposal `P-1` is corrupt: "), "{err}");
+        assert!(tx.proposals().expect("the list skips it").is_empty());
+        drop(tx);
+        let unreadable = store.unreadable_records().expect("scan");
+        assert_eq!(unreadable.len(), 1, "{unreadable:?}");
+    }
+
+    #[test]
+    fn the_debug_form_shows_no_password() {
+        let config: Config = "postgres://someone:secret@127.0.0.1:1/db".parse().expect("parse");
+        let store = PostgresStore { config, conn: Mutex::new(None) };
+        let shown = format!("{store:?}");
+        assert!(!shown.contains("secret") && shown.contains("db"), "{shown}");
     }
 }
