@@ -225,6 +225,21 @@ impl PostgresStore {
     }
 }
 
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        // The client ends its connection on a small async runtime of its own, which cannot start on a
+        // thread that drives another (a store dropped inside an async host, as `permitd` on shutdown):
+        // it is dropped on a thread of its own.
+        let conn = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(conn) = conn {
+            std::thread::scope(|scope| {
+                let _ =
+                    std::thread::Builder::new().name("permits-pg-close".into()).spawn_scoped(scope, move || drop(conn));
+            });
+        }
+    }
+}
+
 impl Store for PostgresStore {
     fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
         Ok(Box::new(PostgresTransaction::begin(self)?))

@@ -38,7 +38,8 @@ pub struct ServeArgs {
     /// The decision table (written by `permitc compile`); SIGHUP reads it again.
     #[arg(long)]
     pub table: PathBuf,
-    /// The SQLite ledger (created if missing): proposals, grants, rules, budgets, runs, and the keys.
+    /// The ledger: an SQLite file (created if missing), or a PostgreSQL database (`postgres://…`) shared by
+    /// many instances and hosts: proposals, grants, rules, budgets, runs, and the keys.
     #[arg(long)]
     pub store: PathBuf,
     /// The address to listen on; port 0 takes any free port. The bound address is printed on stdout.
@@ -48,7 +49,8 @@ pub struct ServeArgs {
     /// (at startup, on SIGHUP, posted) must then be signed by one of them (`TABLE.sig` beside the file).
     #[arg(long)]
     pub trust: Vec<String>,
-    /// The audit log, JSON lines (default: the store's path with `.audit.jsonl` appended).
+    /// The audit log, JSON lines (default: the store's path with `.audit.jsonl` appended; required with a
+    /// PostgreSQL store).
     #[arg(long)]
     pub audit: Option<PathBuf>,
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use permits_runtime::table::Table;
-use permits_runtime::{Authority, Principal, Runtime, SqliteStore, TableSignature, TrustedKeys};
+use permits_runtime::{Authority, PostgresStore, Principal, Runtime, SqliteStore, TableSignature, TrustedKeys};
 use serde_json::Value;
 
 use crate::api::{self, App};
@@ -41,16 +41,29 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let trusted = trusted_keys(&args.trust)?;
     let table = Table::load_path(&args.table).map_err(|e| e.to_string())?;
     let signature = read_signature(&args.table)?;
-    let store = SqliteStore::open(&args.store).map_err(|e| e.to_string())?;
+    let rt = Runtime::new(table, HostConfirms);
+    // `--store postgres://…` (issue #22): a database shared with other instances and hosts. Its audit log
+    // cannot sit beside a file, so `--audit` names it.
+    let (rt, audit_path) = match crate::store::location(&args.store) {
+        crate::store::Location::Postgres(url) => {
+            let Some(audit) = args.audit.clone() else {
+                return Err("with a PostgreSQL store, `--audit FILE` names this instance's audit log".into());
+            };
+            (rt.with_store(PostgresStore::connect(url).map_err(|e| e.to_string())?), audit)
+        }
+        crate::store::Location::File(path) => {
+            let store = SqliteStore::open(path).map_err(|e| e.to_string())?;
+            let audit = args.audit.clone().unwrap_or_else(|| {
+                let mut audit = path.as_os_str().to_owned();
+                audit.push(".audit.jsonl");
+                PathBuf::from(audit)
+            });
+            (rt.with_store(store), audit)
+        }
+    };
     let keys = KeyStore::open(&args.store)?;
-    let audit_path = args.audit.clone().unwrap_or_else(|| {
-        let mut path = args.store.clone().into_os_string();
-        path.push(".audit.jsonl");
-        PathBuf::from(path)
-    });
     let audit = Arc::new(AuditLog::open(&audit_path)?);
-    let mut rt = Runtime::new(table, HostConfirms)
-        .with_store(store)
+    let mut rt = rt
         .with_versions(crate::stated::Stated)
         .with_naming(crate::stated::Stated)
         .with_audit(Sink(audit.clone()))

@@ -5,6 +5,7 @@
 mod bad_input;
 mod keys;
 mod openapi;
+mod postgres;
 mod protocol;
 mod reload;
 mod support_triage;
