@@ -54,6 +54,7 @@ fn args() -> Result<Args, Error> {
 }
 
 /// Where the hosts' stores are opened.
+#[allow(clippy::large_enum_variant, reason = "one value per run")]
 enum Ledger {
     File(PathBuf),
     Postgres { admin: postgres::Config, name: String, config: postgres::Config },

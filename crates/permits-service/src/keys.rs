@@ -91,7 +91,7 @@ pub struct KeyStore {
 #[derive(Debug)]
 enum Db {
     Sqlite(Mutex<Connection>),
-    Postgres(PostgresKeys),
+    Postgres(Box<PostgresKeys>),
 }
 
 /// The keys in a PostgreSQL store's database: the same table, one connection, connected again when lost.
@@ -237,7 +237,7 @@ impl KeyStore {
     /// reached, or the table cannot be created.
     pub fn open(path: &Path) -> Result<KeyStore, String> {
         if let crate::store::Location::Postgres(url) = crate::store::location(path) {
-            return Ok(KeyStore { db: Db::Postgres(PostgresKeys::open(url)?) });
+            return Ok(KeyStore { db: Db::Postgres(Box::new(PostgresKeys::open(url)?)) });
         }
         let conn = Connection::open(path).map_err(|e| format!("cannot open the database `{}`: {e}", path.display()))?;
         conn.busy_timeout(Duration::from_secs(10)).map_err(|e| format!("cannot set the busy timeout: {e}"))?;
