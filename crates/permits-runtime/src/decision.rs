@@ -106,7 +106,7 @@ pub struct Decision {
     pub decider: Option<Decider>,
     /// For a tool with a `shell` parameter whose line was judged (spec §3a): each part's normalized text
     /// and level, in order; the call's level is the strictest. Absent from the JSON otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<Vec<PartLevel>>,
     /// The standing rule that makes the call `alone`, if one does.
     pub standing_rule: Option<String>,
@@ -117,7 +117,7 @@ pub struct Decision {
 }
 
 /// One part of a `shell` argument and the level it gets as if it were the whole call (spec §3a).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartLevel {
     /// The part, normalized: quotes removed, words joined by one space.
     pub text: String,

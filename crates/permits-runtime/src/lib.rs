@@ -55,6 +55,8 @@ mod error;
 mod host;
 mod ledger;
 pub mod limits;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod records;
 pub mod signing;
 #[cfg(feature = "sqlite")]
@@ -76,6 +78,8 @@ mod tasks; // tasks: the operation key's binding, `end_task`
 mod words; // what a person reads: refusal messages, reasons, routes
 
 #[cfg(test)]
+mod conformance;
+#[cfg(test)]
 mod tests;
 
 use std::collections::BTreeMap;
@@ -93,6 +97,8 @@ pub use decision::{Call, Decision, FINGERPRINT_FORMAT, PartLevel, decide_table, 
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 pub use records::{
     Basis, BudgetRecord, Decider, Evidence, Grant, HostClaim, Proposal, Reservation, RuleRevocation, Run, Scope,
     ShownArgument, StandingRule, Status, TableInstall, Task, WorkFor,

@@ -280,6 +280,10 @@ impl Transaction for MemoryTransaction<'_> {
     }
 
     fn put_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        // A claim token is bound to one run, as the durable stores' unique index keeps it.
+        if self.guard.runs.values().any(|r| r.token == run.token && r.id != run.id) {
+            return Err(StoreError(format!("cannot store the run `{}`: its claim token is another run's", run.id)));
+        }
         self.write().runs.insert(run.id.clone(), run.clone());
         Ok(())
     }
@@ -289,6 +293,10 @@ impl Transaction for MemoryTransaction<'_> {
     }
 
     fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
+        // A place in the chain is taken once, as the durable stores' primary key keeps it.
+        if self.guard.audit.iter().any(|e| e.seq == event.seq) {
+            return Err(StoreError(format!("cannot store audit event {}: its place is taken", event.seq)));
+        }
         if self.audit_len.is_none() {
             self.audit_len = Some(self.guard.audit.len());
         }

@@ -38,7 +38,8 @@ pub struct ServeArgs {
     /// The decision table (written by `permitc compile`); SIGHUP reads it again.
     #[arg(long)]
     pub table: PathBuf,
-    /// The SQLite ledger (created if missing): proposals, grants, rules, budgets, runs, and the keys.
+    /// The ledger: an SQLite file (created if missing), or a PostgreSQL database (`postgres://…`) shared by
+    /// many instances and hosts: proposals, grants, rules, budgets, runs, and the keys.
     #[arg(long)]
     pub store: PathBuf,
     /// The address to listen on; port 0 takes any free port. The bound address is printed on stdout.
@@ -48,7 +49,8 @@ pub struct ServeArgs {
     /// (at startup, on SIGHUP, posted) must then be signed by one of them (`TABLE.sig` beside the file).
     #[arg(long)]
     pub trust: Vec<String>,
-    /// When a commit reaches the disk (the ledger is in WAL mode): `full` syncs the log at every commit, so
+    /// When a commit reaches the disk, for an SQLite ledger (in WAL mode; PostgreSQL's own `synchronous_commit`
+    /// decides for a PostgreSQL store): `full` syncs the log at every commit, so
     /// no acknowledged state change is lost to a power loss or an operating-system crash; `normal` syncs
     /// only at checkpoints: faster, and a power loss or an OS crash may lose the last acknowledged commits
     /// (a crash of the service itself, SIGKILL included, loses nothing either way).
@@ -64,7 +66,8 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = crate::version_urls::DEFAULT_TIMEOUT_MS,
           value_parser = clap::value_parser!(u64).range(1..=crate::version_urls::MAX_TIMEOUT_MS))]
     pub version_url_timeout_ms: u64,
-    /// The audit log, JSON lines (default: the store's path with `.audit.jsonl` appended).
+    /// The audit log, JSON lines (default: the store's path with `.audit.jsonl` appended; required with a
+    /// PostgreSQL store).
     #[arg(long)]
     pub audit: Option<PathBuf>,
 }

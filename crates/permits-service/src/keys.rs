@@ -5,8 +5,9 @@
 //!
 //! A key is 32 bytes from the operating system's generator (`getrandom`), written as
 //! `permits_<kind>_<64 hex digits>`, and shown once, when it is made. The service keeps only its SHA-256
-//! digest, in the table `service_keys` of the store's database file (beside the runtime's tables, in the
-//! service's own schema). A slow password hash (argon2, bcrypt) protects **low-entropy** secrets from
+//! digest, in the table `service_keys` of the store's database (beside the runtime's tables, in the
+//! service's own schema): the SQLite file, or the PostgreSQL database of a `postgres://` store, so every
+//! instance of the service on that database knows every key. A slow password hash (argon2, bcrypt) protects **low-entropy** secrets from
 //! guessing; a 256-bit random token cannot be guessed, so its SHA-256 digest is as safe to keep, and
 //! checking it costs a microsecond instead of the milliseconds a password hash spends on every request.
 //! Keys are revoked, never deleted, so the audit's `who` stays explainable.
@@ -81,10 +82,140 @@ pub enum NewKey {
     Admin,
 }
 
-/// The keys, in the store's database file.
+/// The keys, in the store's database (an SQLite file or a PostgreSQL database).
 #[derive(Debug)]
 pub struct KeyStore {
-    conn: Mutex<Connection>,
+    db: Db,
+}
+
+#[derive(Debug)]
+enum Db {
+    Sqlite(Mutex<Connection>),
+    Postgres(Box<PostgresKeys>),
+}
+
+/// The keys in a PostgreSQL store's database: the same table, one connection, connected again when lost.
+struct PostgresKeys {
+    config: postgres::Config,
+    client: Mutex<Option<postgres::Client>>,
+}
+
+impl std::fmt::Debug for PostgresKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresKeys").field("dbname", &self.config.get_dbname()).finish_non_exhaustive()
+    }
+}
+
+impl Drop for PostgresKeys {
+    fn drop(&mut self) {
+        // As for the runtime's store: the client's own async runtime cannot end the connection on a thread
+        // of the service's, so it is dropped on a thread of its own.
+        let client = self.client.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(client) = client {
+            std::thread::scope(|scope| {
+                let _ = std::thread::Builder::new().spawn_scoped(scope, move || drop(client));
+            });
+        }
+    }
+}
+
+/// The PostgreSQL form of [`SCHEMA`].
+const POSTGRES_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS service_keys (
+    id TEXT PRIMARY KEY,
+    digest TEXT NOT NULL UNIQUE,
+    kind TEXT NOT NULL,
+    agents TEXT NOT NULL,
+    person TEXT,
+    label TEXT,
+    created_at BIGINT NOT NULL,
+    revoked_at BIGINT
+)";
+
+const POSTGRES_COLUMNS: &str = "SELECT id, kind, agents, person, label, created_at, revoked_at FROM service_keys";
+
+impl PostgresKeys {
+    fn open(url: &str) -> Result<PostgresKeys, String> {
+        let config: postgres::Config =
+            url.parse().map_err(|e| format!("`--store` is not a PostgreSQL connection string: {e}"))?;
+        let keys = PostgresKeys { config, client: Mutex::new(None) };
+        keys.with(|client| {
+            client
+                .batch_execute(POSTGRES_SCHEMA)
+                .map_err(|e| format!("cannot create the table of keys in PostgreSQL: {e}"))
+        })?;
+        Ok(keys)
+    }
+
+    /// Runs `f` on the connection, connecting first when there is none or it was lost. The synchronous
+    /// client drives its own small async runtime, which cannot run on a thread of the service's: a key is
+    /// looked up on an async worker (in the request's extractor), so it is moved off it first.
+    fn with<T: Send>(&self, f: impl FnOnce(&mut postgres::Client) -> Result<T, String> + Send) -> Result<T, String> {
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        match Handle::try_current() {
+            Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
+                tokio::task::block_in_place(|| self.with_here(f))
+            }
+            Ok(_) => std::thread::scope(|s| s.spawn(|| self.with_here(f)).join())
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+            Err(_) => self.with_here(f),
+        }
+    }
+
+    fn with_here<T>(&self, f: impl FnOnce(&mut postgres::Client) -> Result<T, String>) -> Result<T, String> {
+        let mut guard = self.client.lock().unwrap_or_else(PoisonError::into_inner);
+        if guard.as_ref().is_none_or(postgres::Client::is_closed) {
+            *guard =
+                Some(self.config.connect(postgres::NoTls).map_err(|e| format!("cannot connect to PostgreSQL: {e}"))?);
+        }
+        let Some(client) = guard.as_mut() else { return Err("no connection to PostgreSQL".into()) };
+        let result = f(client);
+        if client.is_closed() {
+            *guard = None;
+        }
+        result
+    }
+
+    fn add(&self, row: (&str, &str, &str, Option<&str>, Option<&str>, i64)) -> Result<String, String> {
+        let (digest, kind, agents, person, label, now) = row;
+        self.with(|client| {
+            let mut tx = client.transaction().map_err(|e| format!("cannot add a key: {e}"))?;
+            // Numbering is read-then-write: serialize it with every other writer of the database.
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&permits_runtime::PostgresStore::LOCK_KEY])
+                .map_err(|e| format!("cannot add a key: {e}"))?;
+            let next: i64 = tx
+                .query_one("SELECT COALESCE(MAX(CAST(substr(id, 3) AS BIGINT)), 0) + 1 FROM service_keys", &[])
+                .map_err(|e| format!("cannot number the key: {e}"))?
+                .get(0);
+            let id = format!("K-{next}");
+            tx.execute(
+                "INSERT INTO service_keys (id, digest, kind, agents, person, label, created_at, revoked_at)
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)",
+                &[&id, &digest, &kind, &agents, &person, &label, &now],
+            )
+            .map_err(|e| format!("cannot add a key: {e}"))?;
+            tx.commit().map_err(|e| format!("cannot add a key: {e}"))?;
+            Ok(id)
+        })
+    }
+
+    fn rows(&self, query: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<Vec<Row>, String> {
+        self.with(|client| {
+            let rows = client.query(query, params).map_err(|e| format!("cannot read the keys: {e}"))?;
+            rows.iter()
+                .map(|r| {
+                    Ok((
+                        r.try_get(0).map_err(|e| e.to_string())?,
+                        r.try_get(1).map_err(|e| e.to_string())?,
+                        r.try_get(2).map_err(|e| e.to_string())?,
+                        r.try_get(3).map_err(|e| e.to_string())?,
+                        r.try_get(4).map_err(|e| e.to_string())?,
+                        r.try_get(5).map_err(|e| e.to_string())?,
+                        r.try_get(6).map_err(|e| e.to_string())?,
+                    ))
+                })
+                .collect()
+        })
+    }
 }
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS service_keys (
@@ -99,15 +230,20 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS service_keys (
 )";
 
 impl KeyStore {
-    /// Opens the keys of the database at `path` (created if there is none).
+    /// Opens the keys of the store `path` names (created if there are none): an SQLite file, or a
+    /// PostgreSQL database when it is a `postgres://` URL ([`crate::store::location`]).
     ///
-    /// Errors: the file cannot be opened, or is not an SQLite database.
+    /// Errors: the file cannot be opened, or is not an SQLite database; the PostgreSQL server cannot be
+    /// reached, or the table cannot be created.
     pub fn open(path: &Path) -> Result<KeyStore, String> {
+        if let crate::store::Location::Postgres(url) = crate::store::location(path) {
+            return Ok(KeyStore { db: Db::Postgres(Box::new(PostgresKeys::open(url)?)) });
+        }
         let conn = Connection::open(path).map_err(|e| format!("cannot open the database `{}`: {e}", path.display()))?;
         conn.busy_timeout(Duration::from_secs(10)).map_err(|e| format!("cannot set the busy timeout: {e}"))?;
         conn.execute_batch(SCHEMA)
             .map_err(|e| format!("cannot create the table of keys in `{}`: {e}", path.display()))?;
-        Ok(KeyStore { conn: Mutex::new(conn) })
+        Ok(KeyStore { db: Db::Sqlite(Mutex::new(conn)) })
     }
 
     /// Makes a key and returns it with its token, which is shown only now.
@@ -130,7 +266,31 @@ impl KeyStore {
         getrandom::fill(&mut secret).map_err(|e| format!("the operating system's random generator failed: {e}"))?;
         let token = format!("permits_{}_{}", kind.as_str(), hex(&secret));
         let agents_json = serde_json::to_string(&agents).map_err(|e| e.to_string())?;
-        let mut conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = match &self.db {
+            Db::Sqlite(conn) => conn,
+            Db::Postgres(pg) => {
+                let row = (
+                    digest(&token),
+                    kind.as_str(),
+                    agents_json.as_str(),
+                    person.as_deref(),
+                    label,
+                    i64::try_from(now).unwrap_or(i64::MAX),
+                );
+                let id = pg.add((&row.0, row.1, row.2, row.3, row.4, row.5))?;
+                let key = Key {
+                    id,
+                    kind,
+                    agents,
+                    person,
+                    label: label.map(str::to_string),
+                    created_at: now,
+                    revoked_at: None,
+                };
+                return Ok((key, token));
+            }
+        };
+        let mut conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         let tx = conn
             .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
             .map_err(|e| format!("cannot add a key: {e}"))?;
@@ -163,7 +323,15 @@ impl KeyStore {
     ///
     /// Errors: the database failed, or a record is corrupt.
     pub fn list(&self) -> Result<Vec<Key>, String> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = match &self.db {
+            Db::Sqlite(conn) => conn,
+            Db::Postgres(pg) => {
+                let rows =
+                    pg.rows(&format!("{POSTGRES_COLUMNS} ORDER BY created_at, CAST(substr(id, 3) AS BIGINT)"), &[])?;
+                return rows.into_iter().map(decode).collect();
+            }
+        };
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut stmt = conn
             .prepare("SELECT id, kind, agents, person, label, created_at, revoked_at FROM service_keys ORDER BY created_at, CAST(substr(id, 3) AS INTEGER)")
             .map_err(|e| format!("cannot read the keys: {e}"))?;
@@ -179,7 +347,23 @@ impl KeyStore {
     ///
     /// Errors: no key has this id, or the database failed.
     pub fn revoke(&self, id: &str, now: u64) -> Result<Key, String> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = match &self.db {
+            Db::Sqlite(conn) => conn,
+            Db::Postgres(pg) => {
+                let now = i64::try_from(now).unwrap_or(i64::MAX);
+                pg.with(|client| {
+                    client
+                        .execute(
+                            "UPDATE service_keys SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+                            &[&id, &now],
+                        )
+                        .map_err(|e| format!("cannot revoke the key `{id}`: {e}"))
+                })?;
+                let found = pg.rows(&format!("{POSTGRES_COLUMNS} WHERE id = $1"), &[&id])?.into_iter().next();
+                return decode(found.ok_or_else(|| format!("there is no key `{id}`"))?);
+            }
+        };
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         conn.execute(
             "UPDATE service_keys SET revoked_at = ?2 WHERE id = ?1 AND revoked_at IS NULL",
             params![id, i64::try_from(now).unwrap_or(i64::MAX)],
@@ -200,7 +384,15 @@ impl KeyStore {
     ///
     /// Errors: the database failed, or the record is corrupt.
     pub fn find(&self, token: &str) -> Result<Option<Key>, String> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = match &self.db {
+            Db::Sqlite(conn) => conn,
+            Db::Postgres(pg) => {
+                let rows = pg
+                    .rows(&format!("{POSTGRES_COLUMNS} WHERE digest = $1 AND revoked_at IS NULL"), &[&digest(token)])?;
+                return rows.into_iter().next().map(decode).transpose();
+            }
+        };
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         let found = conn
             .prepare_cached(
                 "SELECT id, kind, agents, person, label, created_at, revoked_at FROM service_keys

@@ -30,6 +30,7 @@
 pub mod cli;
 pub mod keys;
 pub mod server;
+pub mod store;
 
 mod api;
 mod audit;

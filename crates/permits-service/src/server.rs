@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use permits_runtime::table::Table;
-use permits_runtime::{Authority, Principal, Runtime, SqliteStore, TableSignature, TrustedKeys};
+use permits_runtime::{Authority, PostgresStore, Principal, Runtime, SqliteStore, TableSignature, TrustedKeys};
 use serde_json::Value;
 
 use crate::api::{self, App};
@@ -41,27 +41,39 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let trusted = trusted_keys(&args.trust)?;
     let table = Table::load_path(&args.table).map_err(|e| e.to_string())?;
     let signature = read_signature(&args.table)?;
-    let store = SqliteStore::open(&args.store).map_err(|e| e.to_string())?;
-    // Issue #16: every state change durably committed: `--sync full` (the default) syncs each commit.
-    let synchronous = store.set_synchronous(args.sync.into()).map_err(|e| e.to_string())?;
-    let storage = crate::api::Storage {
-        journal_mode: store.journal_mode().map_err(|e| e.to_string())?,
-        synchronous: synchronous.as_str(),
+    let rt = Runtime::new(table, HostConfirms);
+    let timeout = std::time::Duration::from_millis(args.version_url_timeout_ms);
+    // `--store postgres://…` (issue #22): a database shared with other instances and hosts. Its audit log
+    // cannot sit beside a file, so `--audit` names it; its durability is the server's (`synchronous_commit`).
+    let (rt, audit_path, storage, versions) = match crate::store::location(&args.store) {
+        crate::store::Location::Postgres(url) => {
+            let Some(audit) = args.audit.clone() else {
+                return Err("with a PostgreSQL store, `--audit FILE` names this instance's audit log".into());
+            };
+            let storage = crate::api::Storage { journal_mode: "postgresql".into(), synchronous: "server" };
+            let store = PostgresStore::connect(url).map_err(|e| e.to_string())?;
+            (rt.with_store(store), audit, storage, crate::version_urls::VersionUrls::unavailable(timeout))
+        }
+        crate::store::Location::File(path) => {
+            let store = SqliteStore::open(path).map_err(|e| e.to_string())?;
+            // Issue #16: every state change durably committed: `--sync full` (the default) syncs each commit.
+            let synchronous = store.set_synchronous(args.sync.into()).map_err(|e| e.to_string())?;
+            let storage = crate::api::Storage {
+                journal_mode: store.journal_mode().map_err(|e| e.to_string())?,
+                synchronous: synchronous.as_str(),
+            };
+            let versions = crate::version_urls::VersionUrls::open(path, args.version_url_host.clone(), timeout)?;
+            let audit = args.audit.clone().unwrap_or_else(|| {
+                let mut audit = path.as_os_str().to_owned();
+                audit.push(".audit.jsonl");
+                PathBuf::from(audit)
+            });
+            (rt.with_store(store), audit, storage, versions)
+        }
     };
     let keys = KeyStore::open(&args.store)?;
-    let versions = crate::version_urls::VersionUrls::open(
-        &args.store,
-        args.version_url_host.clone(),
-        std::time::Duration::from_millis(args.version_url_timeout_ms),
-    )?;
-    let audit_path = args.audit.clone().unwrap_or_else(|| {
-        let mut path = args.store.clone().into_os_string();
-        path.push(".audit.jsonl");
-        PathBuf::from(path)
-    });
     let audit = Arc::new(AuditLog::open(&audit_path)?);
-    let mut rt = Runtime::new(table, HostConfirms)
-        .with_store(store)
+    let mut rt = rt
         .with_versions(crate::stated::Stated)
         .with_naming(crate::stated::Stated)
         .with_audit(Sink(audit.clone()))

@@ -58,12 +58,17 @@ pub(crate) struct Registration {
 /// The registrations, in the store's database file, and where URLs may point.
 #[derive(Debug)]
 pub(crate) struct VersionUrls {
-    conn: Mutex<Connection>,
+    /// `None` with a PostgreSQL store: registrations are not kept there yet, so none is taken.
+    conn: Option<Mutex<Connection>>,
     /// Host names allowed besides loopback (`--version-url-host`).
     allowed_hosts: Vec<String>,
     /// How long a URL has to answer.
     pub(crate) timeout: Duration,
 }
+
+/// Why a registration is refused on a PostgreSQL store.
+pub(crate) const UNAVAILABLE: &str =
+    "version URLs are not kept in a PostgreSQL store yet: approvals are checked against the proposal's version, and the claim rechecks it";
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS service_version_urls (
     agent TEXT NOT NULL,
@@ -84,7 +89,18 @@ impl VersionUrls {
         conn.execute_batch(SCHEMA)
             .map_err(|e| format!("cannot create the table of version URLs in `{}`: {e}", path.display()))?;
         let allowed_hosts = allowed_hosts.into_iter().map(|h| h.to_ascii_lowercase()).collect();
-        Ok(VersionUrls { conn: Mutex::new(conn), allowed_hosts, timeout })
+        Ok(VersionUrls { conn: Some(Mutex::new(conn)), allowed_hosts, timeout })
+    }
+
+    /// No registrations (a PostgreSQL store, issue #22): registering is refused with [`UNAVAILABLE`], and
+    /// every approval is checked against the proposal's version, the claim rechecking it.
+    pub(crate) fn unavailable(timeout: Duration) -> VersionUrls {
+        VersionUrls { conn: None, allowed_hosts: Vec::new(), timeout }
+    }
+
+    /// Whether registrations are kept (not with a PostgreSQL store).
+    pub(crate) fn available(&self) -> bool {
+        self.conn.is_some()
     }
 
     /// Whether `url` may be registered: `http://HOST[:PORT][/PATH]`, HOST loopback or allowed.
@@ -112,7 +128,8 @@ impl VersionUrls {
     ///
     /// Errors: the database failed.
     pub(crate) fn register(&self, r: &Registration) -> Result<(), String> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(conn) = &self.conn else { return Err(UNAVAILABLE.into()) };
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         conn.execute(
             "INSERT OR REPLACE INTO service_version_urls (agent, tool, url, key_id, registered_at)
              VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -126,7 +143,8 @@ impl VersionUrls {
     ///
     /// Errors: the database failed.
     pub(crate) fn remove(&self, agent: &str, tool: &str) -> Result<bool, String> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(conn) = &self.conn else { return Ok(false) };
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         let n = conn
             .execute("DELETE FROM service_version_urls WHERE agent = ?1 AND tool = ?2", params![agent, tool])
             .map_err(|e| format!("cannot remove the version URL: {e}"))?;
@@ -137,7 +155,8 @@ impl VersionUrls {
     ///
     /// Errors: the database failed.
     pub(crate) fn list(&self) -> Result<Vec<Registration>, String> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(conn) = &self.conn else { return Ok(Vec::new()) };
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut stmt = conn
             .prepare(
                 "SELECT v.agent, v.tool, v.url, v.key_id, v.registered_at FROM service_version_urls v
@@ -153,7 +172,8 @@ impl VersionUrls {
     ///
     /// Errors: the database failed.
     pub(crate) fn find(&self, agent: &str, tool: &str) -> Result<Option<Registration>, String> {
-        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let Some(conn) = &self.conn else { return Ok(None) };
+        let conn = conn.lock().unwrap_or_else(PoisonError::into_inner);
         conn.prepare_cached(
             "SELECT v.agent, v.tool, v.url, v.key_id, v.registered_at FROM service_version_urls v
              JOIN service_keys k ON k.id = v.key_id WHERE v.agent = ?1 AND v.tool = ?2 AND k.revoked_at IS NULL",

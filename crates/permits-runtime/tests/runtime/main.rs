@@ -6,6 +6,8 @@ mod claims;
 mod failures;
 mod fuzz_regressions;
 mod holes;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[path = "../fixtures/registry.rs"]
 #[allow(dead_code, reason = "the registry's helpers serve the compiler-side test that writes the fixtures")]
 mod registry;

@@ -60,6 +60,13 @@ pub(crate) async fn register(
         ));
     }
     app.versions.check_url(&body.url).map_err(|m| ApiError::bad_request("bad_url", m))?;
+    if !app.versions.available() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "unavailable",
+            crate::version_urls::UNAVAILABLE,
+        ));
+    }
     let registration = Registration {
         agent: body.agent,
         tool: body.tool,

@@ -6,6 +6,7 @@ mod bad_input;
 mod durability;
 mod keys;
 mod openapi;
+mod postgres;
 mod protocol;
 mod reload;
 mod shop;
