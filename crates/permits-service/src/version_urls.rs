@@ -67,8 +67,7 @@ pub(crate) struct VersionUrls {
 }
 
 /// Why a registration is refused on a PostgreSQL store.
-pub(crate) const UNAVAILABLE: &str =
-    "version URLs are not kept in a PostgreSQL store yet: approvals are checked against the proposal's version, and the claim rechecks it";
+pub(crate) const UNAVAILABLE: &str = "version URLs are not kept in a PostgreSQL store yet: approvals are checked against the proposal's version, and the claim rechecks it";
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS service_version_urls (
     agent TEXT NOT NULL,

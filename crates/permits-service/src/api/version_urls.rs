@@ -42,6 +42,13 @@ pub(crate) async fn register(
     Json(body): Json<RegisterBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
     caller.host_of(&body.agent)?;
+    if !app.versions.available() {
+        return Err(ApiError::new(
+            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "unavailable",
+            crate::version_urls::UNAVAILABLE,
+        ));
+    }
     let table = app.rt.table();
     let offered =
         table.entries.get(&body.agent).is_some_and(|skills| skills.values().any(|t| t.contains_key(&body.tool)));
@@ -60,13 +67,6 @@ pub(crate) async fn register(
         ));
     }
     app.versions.check_url(&body.url).map_err(|m| ApiError::bad_request("bad_url", m))?;
-    if !app.versions.available() {
-        return Err(ApiError::new(
-            axum::http::StatusCode::UNPROCESSABLE_ENTITY,
-            "unavailable",
-            crate::version_urls::UNAVAILABLE,
-        ));
-    }
     let registration = Registration {
         agent: body.agent,
         tool: body.tool,

@@ -100,6 +100,11 @@ fn postgres_store_propose_approve_claim_receipt_and_a_restart_keeps_everything()
     // The store's audit chain is whole across both runs of the service.
     let audit = max.get("/v1/audit/verify").ok();
     assert_eq!(audit["ok"], json!(true), "{audit}");
+    // Version URLs are not kept in PostgreSQL yet: registering one is refused, and none is listed.
+    let url = json!({"agent": "Clerkbot", "tool": "PlaceOrder", "url": "http://127.0.0.1:9/v"});
+    let refused = host.post("/v1/version-urls", &url);
+    assert_eq!((refused.status, refused.code()), (422, "unavailable"), "{}", refused.body);
+    assert_eq!(host.get("/v1/version-urls").ok()["version_urls"], json!([]));
     Ok(())
 }
 
