@@ -94,13 +94,14 @@ pub fn runtime_error(py: Python<'_>, e: RuntimeError) -> PyErr {
         RuntimeError::UnknownRule(id) => error(py, Exc::NotFound, ("rule", id, message)),
         RuntimeError::UnknownTask(key) => error(py, Exc::NotFound, ("task", key, message)),
         RuntimeError::UnknownBudget(id) => error(py, Exc::NotFound, ("budget", id, message)),
+        RuntimeError::UnknownExecution(id) => error(py, Exc::NotFound, ("execution", id, message)),
         RuntimeError::Table(refusal) => error(py, Exc::Table, (table_refusal_kind(&refusal), message)),
         RuntimeError::Store(_) => error(py, Exc::Store, (message,)),
     }
 }
 
 /// The kind of a table the runtime did not install (or that is not the store's current one).
-fn table_refusal_kind(refusal: &TableRefusal) -> &'static str {
+pub fn table_refusal_kind(refusal: &TableRefusal) -> &'static str {
     match refusal {
         TableRefusal::Unsigned { .. } => "unsigned",
         TableRefusal::OtherTable { .. } => "other_table",
@@ -381,7 +382,8 @@ impl<'py> FromPyObject<'_, 'py> for Mode {
     }
 }
 
-/// For whose work a standing rule applies: a person's name, or `permits.EVERYBODY`.
+/// For whose work a standing rule applies: a person's name, `permits.EVERYBODY`, or `None` (work done for
+/// nobody: calls with no requester).
 #[derive(Clone, Debug)]
 pub struct WorkForArg(pub WorkFor);
 
@@ -392,11 +394,14 @@ impl<'py> FromPyObject<'_, 'py> for WorkForArg {
         if obj.cast::<Everybody>().is_ok() {
             return Ok(WorkForArg(WorkFor::Everybody));
         }
+        if obj.is_none() {
+            return Ok(WorkForArg(WorkFor::Nobody));
+        }
         match obj.cast::<PyString>() {
             Ok(s) => text_of(&s, "work_for").map(|p| WorkForArg(WorkFor::Person(p))),
             Err(_) => Err(input_error(
                 obj.py(),
-                format!("work_for is a person's name or permits.EVERYBODY, {}", not_this(&obj)),
+                format!("work_for is a person's name, permits.EVERYBODY or None (nobody's work), {}", not_this(&obj)),
             )),
         }
     }

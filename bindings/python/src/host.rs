@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use permits_runtime::table::ParamInfo;
 use permits_runtime::{
     AuditEvent, AuditHead, AuditSink, Authority, BudgetRecord, ChainedEvent, Clock, JsonLinesSink, Naming, Principal,
-    Proposal, Reservation, RunContext, RunOutcome, StandingRule, Store, StoreError, SystemClock, TableInstall, Task,
-    Transaction, VersionQuery, Versions,
+    Proposal, Reservation, Run, RunContext, RunOutcome, StandingRule, Store, StoreError, SystemClock, TableInstall,
+    Task, Transaction, VersionQuery, Versions,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyString};
@@ -357,6 +357,15 @@ impl Transaction for VetoTransaction<'_> {
     }
     fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError> {
         self.0.put_installed_table(install)
+    }
+    fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {
+        self.0.run(id)
+    }
+    fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError> {
+        self.0.run_by_token(token)
+    }
+    fn put_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        self.0.put_run(run)
     }
     fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {
         self.0.task(key)

@@ -3,6 +3,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | `client` | what `permits.Client` needs from Rust: bodies checked as the runtime checks input, answers read into its records |
 //! | `convert` | Python ↔ JSON, typed arguments (`permits.InputError` for anything else), errors → exceptions |
 //! | `host` | the host's callbacks, the per-operation scope (clock, failures, re-entry), the vetoing store |
 //! | `results` | the typed objects Python sees (`Decision`, `Proposal`, `Ran`, …) |
@@ -15,6 +16,7 @@
 //! was called in and raises `permits.Refused(kind="callback")`, never an allow; a callback that calls back
 //! into the runtime is refused (`kind="reentry"`); a Rust panic is caught and raised as `permits.Error`.
 
+mod client;
 mod convert;
 mod host;
 mod results;
@@ -31,6 +33,7 @@ fn _permits(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<results::AdmitAll>()?;
     m.add_class::<results::AuditEvent>()?;
     m.add_class::<results::BudgetStatus>()?;
+    m.add_class::<results::Claimed>()?;
     m.add_class::<results::Decider>()?;
     m.add_class::<results::Decision>()?;
     m.add_class::<results::Everybody>()?;
@@ -48,8 +51,12 @@ fn _permits(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<results::RuleRevocation>()?;
     m.add_class::<results::RunContext>()?;
     m.add_class::<results::StandingRule>()?;
+    m.add_class::<results::Task>()?;
     m.add_class::<results::Unknown>()?;
     m.add_class::<results::VersionQuery>()?;
+    m.add_function(wrap_pyfunction!(client::_encode, m)?)?;
+    m.add_function(wrap_pyfunction!(client::_evidence, m)?)?;
+    m.add_function(wrap_pyfunction!(client::_decode, m)?)?;
     m.add("ADMIT_ALL", results::AdmitAll)?;
     m.add("EVERYBODY", results::Everybody)?;
     m.add("MAX_DEPTH", convert::MAX_DEPTH)?;

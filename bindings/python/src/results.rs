@@ -1018,7 +1018,145 @@ impl OfferedTool {
     fn level(&self) -> Option<&'static str> {
         self.0.level.map(level_word)
     }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_of(py, &self.0)
+    }
     fn __repr__(&self) -> String {
         format!("OfferedTool({:?})", self.0.name)
+    }
+}
+
+/// An execution as a host that runs the tool itself sees it (`permits.Client`'s claim, confirm, refuse,
+/// receipt and execution): a granted proposal (`P-n`) or an alone call (`A-n`), what to run, the accounts
+/// the host's permissions must admit, the person it runs as, and how far it got.
+#[pyclass(frozen, module = "permits")]
+#[derive(Clone, Debug)]
+pub struct Claimed(pub rt::Claimed);
+
+#[pymethods]
+impl Claimed {
+    /// `P-n` (a proposal) or `A-n` (an alone call).
+    #[getter]
+    fn id(&self) -> &str {
+        &self.0.id
+    }
+    #[getter]
+    fn operation_key(&self) -> &str {
+        &self.0.operation_key
+    }
+    #[getter]
+    fn agent(&self) -> &str {
+        &self.0.agent
+    }
+    #[getter]
+    fn skill(&self) -> &str {
+        &self.0.skill
+    }
+    #[getter]
+    fn tool(&self) -> &str {
+        &self.0.tool
+    }
+    #[getter]
+    fn arguments<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        json_to_py(py, &self.0.arguments)
+    }
+    #[getter]
+    fn requester(&self) -> Option<&str> {
+        self.0.requester.as_deref()
+    }
+    /// The agent accounts the host's permissions must admit.
+    #[getter]
+    fn accounts(&self) -> Vec<String> {
+        self.0.accounts.clone()
+    }
+    /// The person it runs as (empty before a claim).
+    #[getter]
+    fn runs_as(&self) -> &str {
+        &self.0.runs_as
+    }
+    #[getter]
+    fn destination(&self) -> Option<&str> {
+        self.0.destination.as_deref()
+    }
+    /// The operation id to send to the other side: `OPERATION_KEY:P-n`, or `A-n`.
+    #[getter]
+    fn operation(&self) -> &str {
+        &self.0.operation
+    }
+    /// `granted` (claimed, not confirmed), `sending` (confirmed: run it now), `done`, `failed`, `unknown`,
+    /// or whatever else the proposal became.
+    #[getter]
+    fn status(&self) -> &'static str {
+        self.0.status.as_str()
+    }
+    /// The claim token that holds it, when the caller holds it (`None` otherwise).
+    #[getter]
+    fn claim_token(&self) -> Option<&str> {
+        self.0.claim_token.as_deref()
+    }
+    #[getter]
+    fn confirmed(&self) -> bool {
+        self.0.confirmed
+    }
+    #[getter]
+    fn receipt<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.0.receipt.as_ref().map(|r| json_to_py(py, r)).transpose()
+    }
+    #[getter]
+    fn reason(&self) -> Option<&str> {
+        self.0.reason.as_deref()
+    }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_of(py, &self.0)
+    }
+    fn __repr__(&self) -> String {
+        format!("Claimed({} {} {}, runs as {:?})", self.0.id, self.0.tool, self.0.status.as_str(), self.0.runs_as)
+    }
+}
+
+/// A task: an operation key, bound on its first call to its root agent and skill, the person the work is
+/// for and the mode; `ended_at` once it was ended (its task rules end, the binding stays).
+#[pyclass(frozen, module = "permits")]
+#[derive(Clone, Debug)]
+pub struct Task(pub rt::Task);
+
+#[pymethods]
+impl Task {
+    #[getter]
+    fn key(&self) -> &str {
+        &self.0.key
+    }
+    #[getter]
+    fn root_agent(&self) -> &str {
+        &self.0.root_agent
+    }
+    #[getter]
+    fn root_skill(&self) -> &str {
+        &self.0.root_skill
+    }
+    /// The person the work is for; `None` when it is for nobody.
+    #[getter]
+    fn person(&self) -> Option<&str> {
+        self.0.person.as_deref()
+    }
+    #[getter]
+    fn mode(&self) -> Option<&str> {
+        self.0.mode.as_deref()
+    }
+    /// Seconds since the Unix epoch.
+    #[getter]
+    fn bound_at(&self) -> u64 {
+        self.0.bound_at
+    }
+    /// Seconds since the Unix epoch, once ended.
+    #[getter]
+    fn ended_at(&self) -> Option<u64> {
+        self.0.ended_at
+    }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_of(py, &self.0)
+    }
+    fn __repr__(&self) -> String {
+        format!("Task({:?}, root {:?})", self.0.key, self.0.root_agent)
     }
 }

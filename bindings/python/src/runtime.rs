@@ -22,8 +22,8 @@ use crate::convert::{
     internal_error, refused, runtime_error, seconds, type_name,
 };
 use crate::host::{self, OpScope, PyAudit, PyAuthority, PyNaming, PyVersions, ScopeClock, VetoStore};
-use crate::results::{self, BudgetStatus, Decision, Execution, OfferedTool, Proposal, Ran, StandingRule};
-use crate::table::{Indexed, PyTable, level_str, no_arguments};
+use crate::results::{self, BudgetStatus, Decision, Execution, OfferedTool, Proposal, Ran, StandingRule, Task};
+use crate::table::{Indexed, PyTable, Signed, level_str, no_arguments};
 
 /// The host's authority: `permits.ADMIT_ALL` (in Rust), or a Python callable.
 enum HostAuthority {
@@ -61,15 +61,16 @@ impl AuditSink for SharedAudit {
 #[pyclass(frozen, module = "permits", name = "Runtime")]
 pub struct PyRuntime {
     rt: Runtime,
-    /// The table in force with its level index (`level`), swapped with the runtime's by `replace_table`.
-    index: RwLock<Arc<Indexed>>,
+    /// The table in force with its level index (`level`) and its signature, swapped with the runtime's by
+    /// `replace_table`.
+    index: RwLock<(Arc<Indexed>, Option<Arc<Signed>>)>,
     clock: HostClock,
     audit: Option<Arc<PyAudit>>,
 }
 
-fn table_arg<'py>(obj: &Bound<'py, PyAny>) -> PyResult<Arc<Indexed>> {
+fn table_arg<'py>(obj: &Bound<'py, PyAny>) -> PyResult<(Arc<Indexed>, Option<Arc<Signed>>)> {
     match obj.cast::<PyTable>() {
-        Ok(t) => Ok(t.get().indexed.clone()),
+        Ok(t) => Ok((t.get().indexed.clone(), t.get().signed.clone())),
         Err(_) => Err(input_error(obj.py(), format!("expected a permits.Table, not `{}`", type_name(obj)))),
     }
 }
@@ -229,7 +230,7 @@ impl PyRuntime {
         audit: Option<&Bound<'_, PyAny>>,
         clock: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<PyRuntime> {
-        let indexed = table_arg(table)?;
+        let (indexed, signed) = table_arg(table)?;
         let authority = if authority.cast::<results::AdmitAll>().is_ok() {
             HostAuthority::All(AdmitAll)
         } else {
@@ -279,6 +280,11 @@ impl PyRuntime {
         let source = indexed.clone();
         let table = py.detach(move || source.table().clone());
         let mut rt = Runtime::new(table, authority).with_store(VetoStore(store));
+        if let Some(signed) = &signed {
+            // A table loaded with `trust=`: the runtime trusts those keys from now on, and installs its table
+            // with its signature (the store's serials refuse a rollback).
+            rt = rt.with_trusted_keys(signed.trusted.clone()).with_signature(signed.signature.clone());
+        }
         rt = match &clock {
             HostClock::System => rt.with_clock(SystemClock),
             HostClock::Manual(m) => rt.with_clock(m.clone()),
@@ -293,22 +299,27 @@ impl PyRuntime {
         if let Some(a) = &audit {
             rt = rt.with_audit(SharedAudit(a.clone()));
         }
-        Ok(PyRuntime { rt, index: RwLock::new(indexed), clock, audit })
+        Ok(PyRuntime { rt, index: RwLock::new((indexed, signed)), clock, audit })
     }
 
     /// The table in force.
     #[getter]
     fn table(&self) -> PyTable {
-        PyTable { indexed: self.index.read().unwrap_or_else(PoisonError::into_inner).clone() }
+        let (indexed, signed) = self.index.read().unwrap_or_else(PoisonError::into_inner).clone();
+        PyTable { indexed, signed }
     }
 
     /// Swaps in another table (a recompiled policy): waiting and granted proposals are re-decided on it
     /// when they are approved or executed.
     fn replace_table(&self, py: Python<'_>, table: &Bound<'_, PyAny>) -> PyResult<()> {
-        let indexed = table_arg(table)?;
+        let (indexed, signed) = table_arg(table)?;
         let next = indexed.clone();
-        self.op(py, move |rt| rt.replace_table(next.table().clone()))?;
-        *self.index.write().unwrap_or_else(PoisonError::into_inner) = indexed;
+        let signature = signed.as_ref().map(|s| s.signature.clone());
+        self.op(py, move |rt| match signature {
+            Some(signature) => rt.replace_table_signed(next.table().clone(), signature),
+            None => rt.replace_table(next.table().clone()),
+        })?;
+        *self.index.write().unwrap_or_else(PoisonError::into_inner) = (indexed, signed);
         Ok(())
     }
 
@@ -333,7 +344,7 @@ impl PyRuntime {
         requester: Option<Text>,
     ) -> Bound<'py, PyString> {
         let arguments = arguments.map_or_else(no_arguments, |a| a.0);
-        let index = self.index.read().unwrap_or_else(PoisonError::into_inner).clone();
+        let index = self.index.read().unwrap_or_else(PoisonError::into_inner).0.clone();
         let level = index.level(&agent.0, &skill.0, &tool.0, &arguments, requester.as_ref().map(|r| r.0.as_str()));
         level_str(py, level)
     }
@@ -389,7 +400,9 @@ impl PyRuntime {
     }
 
     /// Runs an `alone` call through `run`; any other level raises `Refused` (`must_propose`, `never`).
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, run, requester = None))]
+    /// `operation_key` puts the call in that task (bound on its first call to its root agent, skill and
+    /// person: a call that is not the task's is `never`); without one it is in no task.
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, run, requester = None, operation_key = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the call")]
     fn run_alone(
         &self,
@@ -400,8 +413,10 @@ impl PyRuntime {
         arguments: Option<Arguments>,
         run: Callable,
         requester: Option<Text>,
+        operation_key: Option<Text>,
     ) -> PyResult<Py<PyAny>> {
-        let call = call_of(agent, skill, tool, arguments, requester);
+        let mut call = call_of(agent, skill, tool, arguments, requester);
+        call.operation_key = operation_key.map(|k| k.0);
         self.with_tool(
             py,
             &run.0,
@@ -450,20 +465,30 @@ impl PyRuntime {
     /// Executes a granted proposal through `run` toward `destination` (the approved one): the single
     /// authorization point, everything rechecked. A `done` proposal returns its stored receipt and runs
     /// nothing.
-    #[pyo3(signature = (proposal_id, *, run, destination = None))]
+    ///
+    /// `claim_token` (spec §5a "Idempotent execution"): the host's token for this execution, kept until it
+    /// knows the outcome. A retry with the same token after a lost answer returns the same claim or receipt
+    /// and runs nothing, whatever the proposal's status since; another token on a consumed grant is refused
+    /// (`Refused(kind="claimed")`). Without one, a retry while the proposal is `sending` or `unknown` is
+    /// refused (`status`).
+    #[pyo3(signature = (proposal_id, *, run, destination = None, claim_token = None))]
     fn execute(
         &self,
         py: Python<'_>,
         proposal_id: Text,
         run: Callable,
         destination: Option<Text>,
+        claim_token: Option<Text>,
     ) -> PyResult<Py<PyAny>> {
-        // TODO(runtime hardening): a claim token for idempotent execution (spec §5a), once the runtime takes one.
         let destination = destination.map(|d| d.0);
+        let claim = claim_token.map(|c| c.0);
         self.with_tool(
             py,
             &run.0,
-            |rt, tool| rt.execute(&proposal_id.0, destination.as_deref(), tool),
+            |rt, tool| match &claim {
+                Some(claim) => rt.execute_claimed(&proposal_id.0, destination.as_deref(), claim, tool),
+                None => rt.execute(&proposal_id.0, destination.as_deref(), tool),
+            },
             |py, e| Ok(Py::new(py, Execution(e))?.into_any()),
         )
     }
@@ -555,6 +580,35 @@ impl PyRuntime {
     /// Revokes a standing rule, by its maker or a supervisor, with a reason.
     fn revoke_rule(&self, py: Python<'_>, rule_id: Text, by: Text, why: Text) -> PyResult<StandingRule> {
         self.op(py, |rt| rt.revoke_rule(&rule_id.0, &by.0, &why.0)).map(StandingRule)
+    }
+
+    /// The task bound to an operation key (by its first call), or `None` when no call bound it.
+    fn task(&self, py: Python<'_>, operation_key: Text) -> PyResult<Option<Task>> {
+        self.op(py, |rt| rt.task(&operation_key.0)).map(|t| t.map(Task))
+    }
+
+    /// Ends a task: its task rules end; the key keeps its binding (a later call under it must still be the
+    /// same root, person and mode). Ending an ended task changes nothing. `NotFound(kind="task")` when no
+    /// call bound the key.
+    fn end_task(&self, py: Python<'_>, operation_key: Text) -> PyResult<Task> {
+        self.op(py, |rt| rt.end_task(&operation_key.0)).map(Task)
+    }
+
+    /// A supervisor settles an `unknown` proposal with a conclusive receipt from the other side
+    /// (`{"operation": "KEY:P-n", "outcome": "accepted" | "rejected", …}`): `done` or `failed`.
+    fn resolve(&self, py: Python<'_>, proposal_id: Text, by: Text, receipt: Json) -> PyResult<Proposal> {
+        self.op(py, |rt| rt.resolve(&proposal_id.0, &by.0, &receipt.0)).map(Proposal)
+    }
+
+    /// A supervisor (`by`, of the table in force) installs `table` over a rollback refusal; a signature (a
+    /// table loaded with `trust=`), when the runtime trusts keys, must still verify. Audited as forced.
+    fn force_table(&self, py: Python<'_>, table: &Bound<'_, PyAny>, by: Text) -> PyResult<()> {
+        let (indexed, signed) = table_arg(table)?;
+        let next = indexed.clone();
+        let signature = signed.as_ref().map(|s| s.signature.clone());
+        self.op(py, move |rt| rt.force_table(next.table().clone(), signature, &by.0))?;
+        *self.index.write().unwrap_or_else(PoisonError::into_inner) = (indexed, signed);
+        Ok(())
     }
 
     /// The proposal with this id, as it is now.

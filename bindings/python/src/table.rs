@@ -2,17 +2,22 @@
 //!
 //! `LevelIndex` borrows the table it indexes. The Python object owns both in one [`Indexed`] cell (the
 //! `self_cell` crate: the table on the heap, the index borrowing it, freed together), shared by `Arc` with
-//! every runtime built on it, so `Runtime.level` never rebuilds the index and never outlives its table.
+//! every runtime built on it, so `Runtime.level` never rebuilds the index and never outlives its table. A
+//! table loaded with `trust=` carries its verified signature and the trusted keys to the runtime.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use permits_runtime::decide_table;
+use permits_runtime::signing::SIGNATURE_SUFFIX;
 use permits_runtime::table::{CallRef, Level, LevelIndex, Table};
+use permits_runtime::{TableRefusal, TableSignature, TrustedKeys, decide_table};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 use serde_json::Value;
 
-use crate::convert::{Arguments, PathArg, Text, input_error, table_error, type_name};
+use crate::convert::{
+    Arguments, Exc, PathArg, Text, dict_of, error, input_error, table_error, table_refusal_kind, type_name,
+};
 use crate::results::Decision;
 
 self_cell::self_cell!(
@@ -64,30 +69,102 @@ pub fn level_str(py: Python<'_>, level: Level) -> Bound<'_, PyString> {
 pub struct PyTable {
     /// The table and its index.
     pub indexed: Arc<Indexed>,
+    /// Its verified signature and the keys that were trusted to verify it (`Table.load(trust=…)`).
+    pub signed: Option<Arc<Signed>>,
+}
+
+/// A table's verified signature, and the keys it was verified with: a runtime built on the table trusts
+/// them.
+#[derive(Debug)]
+pub struct Signed {
+    /// The signature (`PATH.sig`).
+    pub signature: TableSignature,
+    /// The keys `trust=` named.
+    pub trusted: TrustedKeys,
+}
+
+/// `trust=`: a non-empty list or tuple of public keys in hex (an empty one would trust nothing and check
+/// nothing, so it is refused).
+fn trusted_keys(py: Python<'_>, trust: &Bound<'_, PyAny>) -> PyResult<TrustedKeys> {
+    let items: Vec<Bound<'_, PyAny>> = if let Ok(l) = trust.cast::<PyList>() {
+        l.iter().collect()
+    } else if let Ok(t) = trust.cast::<PyTuple>() {
+        t.iter().collect()
+    } else {
+        return Err(input_error(
+            py,
+            format!(
+                "trust is a list of public keys (hex, as in `permitc keygen`'s KEY.pub), not `{}`",
+                type_name(trust)
+            ),
+        ));
+    };
+    if items.is_empty() {
+        return Err(input_error(py, "trust=[] trusts no key and would check nothing: name at least one public key"));
+    }
+    let mut keys = Vec::with_capacity(items.len());
+    for item in &items {
+        let Text(key) = item.extract()?;
+        keys.push(key);
+    }
+    TrustedKeys::from_hex(keys.iter().map(String::as_str)).map_err(|e| input_error(py, format!("trust: {e}")))
+}
+
+/// The signature beside the table at `path` (`PATH.sig`): `unsigned` when there is none.
+fn read_signature(py: Python<'_>, path: &Path, table: &Table) -> PyResult<TableSignature> {
+    let mut name = path.as_os_str().to_owned();
+    name.push(SIGNATURE_SUFFIX);
+    let sig_path = PathBuf::from(name);
+    let text = match py.detach(|| std::fs::read_to_string(&sig_path)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let refusal = TableRefusal::Unsigned { digest: table.header.table_digest.clone() };
+            return Err(error(
+                py,
+                Exc::Table,
+                ("unsigned", format!("`{}`: {refusal} (no `{}` beside it)", path.display(), sig_path.display())),
+            ));
+        }
+        Err(e) => return Err(error(py, Exc::Table, ("io", format!("cannot read `{}`: {e}", sig_path.display())))),
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        error(py, Exc::Table, ("bad_signature", format!("`{}` is not a table signature: {e}", sig_path.display())))
+    })
 }
 
 #[pymethods]
 impl PyTable {
     /// Loads and verifies the table at `path` (a `str` or `os.PathLike`).
     ///
-    /// `trust` (public keys for signed tables) is not in this runtime yet: giving it is refused, so that
-    /// code written for signed tables never runs on an unchecked one.
+    /// `trust`: the public keys (hex, as `permitc keygen` writes them in `KEY.pub`) of whoever signs the
+    /// policy's releases. With them, the table must come with its signature beside it (`PATH.sig`, written
+    /// by `permitc compile --sign`) that names this table and verifies under one of the keys; a runtime built
+    /// on it trusts these keys from then on (it installs only tables signed by one of them, and refuses an
+    /// older serial: a rollback). Without `trust`, the table's signature is not read.
     #[staticmethod]
     #[pyo3(signature = (path, *, trust = None))]
     fn load(py: Python<'_>, path: PathArg, trust: Option<&Bound<'_, PyAny>>) -> PyResult<PyTable> {
-        // TODO(runtime hardening): `trust=[public keys]` once the runtime verifies signed tables (spec §5a).
-        if trust.is_some() {
-            return Err(crate::convert::error(
-                py,
-                crate::convert::Exc::Table,
-                ("unsupported", "signed tables (`trust=`) are not supported by this runtime yet: nothing was loaded"),
-            ));
-        }
+        let trusted = trust.map(|t| trusted_keys(py, t)).transpose()?;
         let loaded = py.detach(|| Table::load_path(&path.0));
-        match loaded {
-            Ok(table) => Ok(PyTable { indexed: py.detach(|| Indexed::of(table)) }),
-            Err(e) => Err(table_error(py, &e)),
-        }
+        let table = loaded.map_err(|e| table_error(py, &e))?;
+        let signed = match trusted {
+            None => None,
+            Some(trusted) => {
+                let signature = read_signature(py, &path.0, &table)?;
+                trusted.verify(&table, Some(&signature)).map_err(|r| {
+                    error(py, Exc::Table, (table_refusal_kind(&r), format!("`{}`: {r}", path.0.display())))
+                })?;
+                Some(Arc::new(Signed { signature, trusted }))
+            }
+        };
+        Ok(PyTable { indexed: py.detach(|| Indexed::of(table)), signed })
+    }
+
+    /// The signature the table was loaded with (`trust=`): `{"table_digest", "serial", "key",
+    /// "signature"}`; `None` for a table loaded without `trust`.
+    #[getter]
+    fn signature<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        self.signed.as_ref().map(|s| dict_of(py, &s.signature)).transpose()
     }
 
     /// Loads and verifies a table from its JSON text (`str` or `bytes`).
@@ -101,7 +178,7 @@ impl PyTable {
             return Err(input_error(py, format!("a table's JSON is a str or bytes, not `{}`", type_name(data))));
         };
         match py.detach(|| Table::load(&bytes)) {
-            Ok(table) => Ok(PyTable { indexed: py.detach(|| Indexed::of(table)) }),
+            Ok(table) => Ok(PyTable { indexed: py.detach(|| Indexed::of(table)), signed: None }),
             Err(e) => Err(table_error(py, &e)),
         }
     }

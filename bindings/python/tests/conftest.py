@@ -1,5 +1,5 @@
-"""Shared fixtures: the repository's paths, the runtime's fixture tables, and the real `permitc` and supplier
-binaries (built with cargo once per session when the environment does not name them).
+"""Shared fixtures: the repository's paths, the runtime's fixture tables, and the real `permitc`, `permitd`
+and supplier binaries (built with cargo once per session when the environment does not name them).
 
 Nothing here reaches the network: LangChain's tracing is switched off before any test imports it.
 """
@@ -51,6 +51,12 @@ def permitc() -> Path:
 def supplier_exe() -> Path:
     """The supplier peer of the shop case (`$PERMITS_SUPPLIER`, or `cargo build -p permits --example supplier`)."""
     return _cargo_binary("PERMITS_SUPPLIER", ["-p", "permits", "--example", "supplier"], "examples/supplier")
+
+
+@pytest.fixture(scope="session")
+def permitd() -> Path:
+    """The real approval service, `permitd` (`$PERMITD`, or `cargo build -p permits-service`)."""
+    return _cargo_binary("PERMITD", ["-p", "permits-service", "--bin", "permitd"], "permitd")
 
 
 @pytest.fixture

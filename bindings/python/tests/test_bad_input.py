@@ -72,15 +72,25 @@ GOOD: dict[str, dict[str, Any]] = {
         "destination": None,
         "lifetime": None,
     },
-    "run_alone": {"agent": "Estimator", "skill": "EstimateRepair", "tool": "NoteRepair", "arguments": NOTE, "run": ok},
+    "run_alone": {
+        "agent": "Estimator",
+        "skill": "EstimateRepair",
+        "tool": "NoteRepair",
+        "arguments": NOTE,
+        "run": ok,
+        "operation_key": "k",
+    },
     "approve": {"proposal_id": "P-1", "person": "Noor", "fingerprint": "0" * 64, "mode": "once"},
     "approve_and_run": {"proposal_id": "P-1", "person": "Noor", "fingerprint": "0" * 64, "run": ok, "mode": "once"},
-    "execute": {"proposal_id": "P-1", "run": ok, "destination": None},
+    "execute": {"proposal_id": "P-1", "run": ok, "destination": None, "claim_token": "t"},
     "reject": {"proposal_id": "P-1", "person": "Noor", "reason": "no"},
     "revoke": {"proposal_id": "P-1", "person": "Noor", "why": "no"},
     "withdraw": {"proposal_id": "P-1", "by": permits.Principal.agent("Estimator")},
     "allow_alone": {"agent": "Estimator", "tool": "SetPrice", "work_for": "Noor", "by": "Noor", "skill": "EstimateRepair"},
     "revoke_rule": {"rule_id": "R-1", "by": "Noor", "why": "no"},
+    "task": {"operation_key": "k"},
+    "end_task": {"operation_key": "k"},
+    "resolve": {"proposal_id": "P-1", "by": "Noor", "receipt": {"operation": "k:P-1", "outcome": "accepted"}},
     "proposal": {"proposal_id": "P-1"},
     "waiting_for": {"person": "Noor"},
     "budget": {"name": "Supplies"},
@@ -100,10 +110,15 @@ BAD: dict[str, list[Any]] = {
     "lifetime": [-1, 2**64, 1.5, "60", True],
     "mode": ["always", "ONCE", 1, True],
     "run": [None, "not callable", 1],
-    "work_for": [None, b"Noor", 1],
+    "work_for": [b"Noor", 1, ["Noor"]],
     "receipt": [{"a": math.inf}, {"a": {1, 2}}, b"x", float("nan")],
 }
-BAD_FOR: dict[tuple[str, str], list[Any]] = {("withdraw", "by"): [None, "Estimator", 1, ("agent", "Estimator")]}
+BAD_FOR: dict[tuple[str, str], list[Any]] = {
+    ("withdraw", "by"): [None, "Estimator", 1, ("agent", "Estimator")],
+    # Optional here (None: no task, no claim token), so only wrong types.
+    ("run_alone", "operation_key"): [b"k", 1, ["k"]],
+    ("execute", "claim_token"): [b"t", 1, ["t"]],
+}
 
 
 def cases() -> list[tuple[str, str, Any]]:
@@ -213,9 +228,9 @@ def test_the_constructor_refuses_wrong_types(tmp_path: Path) -> None:
     with pytest.raises(permits.TableError) as err:
         permits.Table.from_json(tampered)
     assert err.value.kind == "digest_mismatch"
-    with pytest.raises(permits.TableError) as err:
+    # A trusted key that is not one is bad input, before the table is read (tests/test_signed_tables.py).
+    with pytest.raises(permits.InputError, match="is not 64 hex digits"):
         permits.Table.load(tmp_path / "t.json", trust=["ed25519:..."])
-    assert err.value.kind == "unsupported"
 
 
 # -------------------------------------------------------------------------------------------------------

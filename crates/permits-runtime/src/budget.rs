@@ -75,9 +75,20 @@ impl Runtime {
         let table = self.table();
         self.transact(|tx, events| {
             let mut proposal = tx.proposal(holder)?;
-            let who = proposal.as_ref().map_or_else(String::new, |p| p.agent.clone());
+            let mut run = if proposal.is_none() { tx.run(holder)? } else { None };
+            let who = proposal.as_ref().map(|p| p.agent.clone()).or_else(|| run.as_ref().map(|r| r.agent.clone()));
+            let who = who.unwrap_or_default();
             if let Err(message) = limits::check_value("the receipt", receipt, limits::MAX_RECEIPT_BYTES) {
                 return Err(self.refuse(events, &who, About::Operation(holder), Refusal::TooLarge, message));
+            }
+            if let Some(r) = &run {
+                if r.host_claim.confirmed_at.is_none() {
+                    let message = format!(
+                        "run `{}` is `{}` and was never sent: only what was sent is settled; nothing changes",
+                        r.id, r.status
+                    );
+                    return Err(self.refuse(events, &who, About::Operation(holder), Refusal::NotSent, message));
+                }
             }
             if let Some(p) = &proposal {
                 let admitted = p.ran_as.is_some()
@@ -131,6 +142,14 @@ impl Runtime {
                 p.receipt = Some(receipt.clone());
                 tx.put_proposal(p)?;
                 events.push(self.proposal_event(EventKind::Execution, None, p));
+            }
+            if let Some(r) = &mut run {
+                if matches!(r.status, Status::Unknown | Status::Sending) {
+                    r.status = if accepted { Status::Done } else { Status::Failed };
+                    r.reason = (!accepted).then(|| "the other side rejected the operation: nothing was spent".to_string());
+                }
+                r.receipt = Some(receipt.clone());
+                tx.put_run(r)?;
             }
             let info = table.budgets.get(&reservation.budget).cloned().unwrap_or(crate::table::BudgetInfo {
                 currency: String::new(),

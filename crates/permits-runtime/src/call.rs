@@ -1,5 +1,6 @@
 //! One call of the agent (spec §5 "Decide", "Execution admission"): decide it, run it alone, or hand it to `propose`.
 
+use crate::claim::Runner;
 use crate::*;
 
 impl Runtime {
@@ -48,77 +49,15 @@ impl Runtime {
     /// not `alone`, [`Refusal::Authority`], [`RuntimeError::Store`].
     pub fn run_alone(&self, call: &Call, run: impl FnOnce(&RunContext<'_>) -> RunOutcome) -> Result<Ran, RuntimeError> {
         let table = self.table();
+        let now = self.clock.now();
         let admitted = self.transact(|tx, events| {
-            let mut decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
-            if let Some(key) = &call.operation_key {
-                if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
-                    not_this_task(&mut decision, why);
-                }
-            }
-            match decision.level {
-                Level::Alone => {}
-                Level::Never => {
-                    return Err(self.refuse(
-                        events,
-                        &call.agent,
-                        About::Call(call, &decision),
-                        Refusal::Never,
-                        refusal_message(&decision),
-                    ));
-                }
-                Level::Propose | Level::ProposeEveryTime => {
-                    return Err(self.refuse(
-                        events,
-                        &call.agent,
-                        About::Call(call, &decision),
-                        Refusal::MustPropose,
-                        refusal_message(&decision),
-                    ));
-                }
-            }
-            let sponsor = table.agents.get(&call.agent).map(|a| a.sponsor.clone()).unwrap_or_default();
-            let runs_as = call.requester.clone().unwrap_or(sponsor);
-            if let Err(message) = self.admit(&call.agent, &runs_as, &call.tool, &call.arguments) {
-                return Err(self.refuse(
-                    events,
-                    &call.agent,
-                    About::Call(call, &decision),
-                    Refusal::Authority,
-                    message,
-                ));
-            }
-            // Spec §6: the amount of an alone spend is reserved at execution admission.
-            let mut holder = None;
-            if let Some(tool) = table.tools.get(&call.tool) {
-                if let Ok(Some(spend)) = ledger::spend_of(&table, &call.tool, tool, &call.arguments) {
-                    let id = format!("A-{}", tx.next_number("run")?);
-                    if let Reserve::NoRoom(message) = ledger::reserve(tx, &id, &spend, self.clock.now())? {
-                        return Err(self.refuse(
-                            events,
-                            &call.agent,
-                            About::Call(call, &decision),
-                            Refusal::Budget,
-                            message,
-                        ));
-                    }
-                    holder = Some((id, spend.amount));
-                }
-            }
-            if let Some(rule_id) = &decision.standing_rule {
-                if let Some(mut rule) = tx.rules()?.into_iter().find(|r| &r.id == rule_id) {
-                    rule.uses += 1;
-                    tx.put_rule(&rule)?;
-                }
-            }
-            // Spec §5a: the first call under a key binds the task (the check above found no other).
-            if let Some(key) = &call.operation_key {
-                self.check_task(tx, events, key, call, Binding::Bind)?;
-            }
-            let mut e = self.call_event(EventKind::Execution, Some(&runs_as), call, &decision);
+            let admitted = self.admit_alone_in(tx, events, &table, call, now, Runner::Closure)?;
+            let mut e = self.call_event(EventKind::Execution, Some(&admitted.runs_as), call, &admitted.decision);
             e.outcome = "admitted".into();
-            e.authorized_by = Some(alone_authorization(&decision));
+            e.authorized_by = Some(alone_authorization(&admitted.decision));
             events.push(e);
-            Ok((decision, runs_as, holder))
+            let holder = admitted.holder.and_then(|(id, amount)| amount.map(|a| (id, a)));
+            Ok((admitted.decision, admitted.runs_as, holder))
         })?;
         let (decision, runs_as, holder) = admitted;
         let operation = holder.as_ref().map_or("", |(id, _)| id.as_str());
@@ -167,7 +106,7 @@ impl Runtime {
 }
 
 /// How an alone call was authorized: by a standing rule, or by the policy.
-fn alone_authorization(decision: &Decision) -> Authorization {
+pub(crate) fn alone_authorization(decision: &Decision) -> Authorization {
     match &decision.standing_rule {
         Some(rule) if decision.task_rule => Authorization::TaskRule(rule.clone()),
         Some(rule) => Authorization::StandingRule(rule.clone()),

@@ -1,6 +1,6 @@
 //! Deciding one call against the table (spec §3 "The level of (agent, skill, tool)", §5 "Decide").
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::records::{Decider, Scope, StandingRule, WorkFor};
@@ -85,8 +85,9 @@ impl Call {
 
 /// The decision for one call (spec §5 "Decide"): its level, why, and who decides a proposal of it.
 ///
-/// Serializes to the JSON that `permitc decide` prints (see [`Decision::to_json`]).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// Serializes to the JSON that `permitc decide` prints (see [`Decision::to_json`]), and reads back from it
+/// (the approval service's answers, read by its clients).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Decision {
     /// The agent.
     pub agent: String,
@@ -119,7 +120,7 @@ pub struct Decision {
     pub decider: Option<Decider>,
     /// For a tool with a `shell` parameter whose line was judged (spec §3a): each part's normalized text
     /// and level, in order; the call's level is the strictest. Absent from the JSON otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parts: Option<Vec<PartLevel>>,
     /// The standing rule that makes the call `alone`, if one does (a task rule too: see `task_rule`).
     pub standing_rule: Option<String>,
@@ -135,7 +136,7 @@ pub struct Decision {
 }
 
 /// One part of a `shell` argument and the level it gets as if it were the whole call (spec §3a).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PartLevel {
     /// The part, normalized: quotes removed, words joined by one space.
     pub text: String,
@@ -149,6 +150,12 @@ impl Decision {
     pub fn to_json(&self) -> String {
         let value = serde_json::to_value(self).unwrap_or(Value::Null);
         serde_json::to_string_pretty(&value).unwrap_or_default()
+    }
+
+    /// The message a call refused with this decision gets (what [`crate::Runtime::call`] says of a `never`
+    /// call): the triple, and the refusal or the rules behind the level with their places.
+    pub fn refusal_message(&self) -> String {
+        crate::words::refusal_message(self)
     }
 
     /// One line a person reads: "`Estimator` / `EstimateRepair` / `SetPrice`: propose (waits on a decision

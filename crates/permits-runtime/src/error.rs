@@ -61,6 +61,10 @@ pub enum Refusal {
     /// `settle` or `resolve` of an operation whose execution was never admitted (spec §5a "Settlement
     /// follows a send"): nothing changes.
     NotSent,
+    /// The execution protocol's order was not kept (a host that runs the tool itself): the execution is not
+    /// claimed with this token, not confirmed yet (or confirmed already), or the table changed since the
+    /// claim (claim it again). Nothing runs.
+    NotClaimed,
 }
 
 /// An error of a [`crate::Runtime`] operation.
@@ -80,6 +84,9 @@ pub enum RuntimeError {
     /// No standing rule has this id.
     #[error("there is no standing rule `{0}`")]
     UnknownRule(String),
+    /// No proposal or alone run has this id.
+    #[error("there is no execution `{0}`")]
+    UnknownExecution(String),
     /// No call ever bound this operation key (spec §5a "Tasks").
     #[error("there is no task `{0}`")]
     UnknownTask(String),

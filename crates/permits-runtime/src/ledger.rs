@@ -8,7 +8,7 @@
 //! what was **spent**, and the **reservations** held for granted, unsent spends (by holder: a proposal id,
 //! or `A-n` for a call that ran alone). Amounts are whole numbers in the budget's minor unit (cents).
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::error::StoreError;
@@ -19,7 +19,7 @@ use super::records::{BudgetRecord, Reservation};
 
 /// A budget as it stands now (spec §6), for a host or a person to read: the table's figures and the
 /// ledger's. Amounts in the minor unit.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BudgetStatus {
     /// The budget's name.
     pub name: String,

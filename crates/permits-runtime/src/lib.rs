@@ -55,6 +55,8 @@ mod error;
 mod host;
 mod ledger;
 pub mod limits;
+#[cfg(feature = "postgres")]
+mod postgres;
 mod records;
 pub mod signing;
 #[cfg(feature = "sqlite")]
@@ -64,6 +66,7 @@ mod store;
 // The `Runtime`'s operations, one family per file, each an `impl Runtime` block (spec §5, §6).
 mod budget; // budgets, raising a ceiling, settlement
 mod call; // decide, call, run alone
+mod claim; // the execution protocol: claim, confirm or refuse, the outcome
 mod events; // audit events and the one refusal helper
 mod execute; // the single authorization point
 mod install; // one current table per store: installs, rollbacks, signatures
@@ -74,6 +77,8 @@ mod rules; // standing rules
 mod tasks; // tasks: the operation key's binding, `end_task`
 mod words; // what a person reads: refusal messages, reasons, routes
 
+#[cfg(test)]
+mod conformance;
 #[cfg(test)]
 mod tests;
 
@@ -86,17 +91,20 @@ pub use audit::{
     AuditEvent, AuditHead, AuditSink, Authorization, ChainError, ChainedEvent, EventKind, GENESIS, JsonLinesSink,
     MemorySink, NullSink, read_export, verify_chain,
 };
+pub use claim::{Claimed, Refused};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, FINGERPRINT_FORMAT, PartLevel, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
 pub use ledger::{BudgetStatus, conclusive};
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 pub use records::{
-    Basis, BudgetRecord, Decider, Evidence, Grant, Proposal, Reservation, RuleRevocation, Scope, ShownArgument,
-    StandingRule, Status, TableInstall, Task, WorkFor,
+    Basis, BudgetRecord, Decider, Evidence, Grant, HostClaim, Proposal, Reservation, RuleRevocation, Run, Scope,
+    ShownArgument, StandingRule, Status, TableInstall, Task, WorkFor,
 };
 #[cfg(feature = "sqlite")]
-pub use sqlite::SqliteStore;
+pub use sqlite::{SqliteStore, Synchronous};
 pub use store::{MemoryStore, Store, Transaction};
 
 use decision::{decide_with, holds, resolve_decider};
@@ -272,8 +280,9 @@ pub struct NewRule {
     pub mode: Option<String>,
 }
 
-/// A tool as offered to the model in one skill: never a `never` one.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A tool as offered to the model in one skill: never a `never` one. Its serde form is what the approval
+/// service answers for it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct OfferedTool {
     /// The tool's name.
     pub name: String,
@@ -407,12 +416,13 @@ impl Runtime {
     }
 
     pub(crate) fn admit(&self, agent: &str, runs_as: &str, tool: &str, arguments: &Value) -> Result<(), String> {
+        use claim::{Refused, authority_message};
         self.authority
             .admits(Principal::Agent(agent), tool, arguments)
-            .map_err(|why| format!("the agent's account `{agent}` may not run `{tool}`: {why}"))?;
+            .map_err(|why| authority_message(agent, runs_as, tool, Refused::Agent, &why))?;
         self.authority
             .admits(Principal::Person(runs_as), tool, arguments)
-            .map_err(|why| format!("`{agent}` runs `{tool}` on behalf of `{runs_as}`, who may not: {why}"))
+            .map_err(|why| authority_message(agent, runs_as, tool, Refused::Person, &why))
     }
 
     pub(crate) fn covered_version(&self, table: &Table, call: &Call) -> Result<Option<String>, String> {

@@ -241,6 +241,14 @@ impl Runtime {
         })
     }
 
+    /// Whether `person` may decide proposal `p` now under the current table (spec §5 "Who decides"):
+    /// `Err` with the message naming who decides and why, as [`Runtime::approve`] would refuse it. Reads
+    /// nothing from the store and records nothing: for a transport that must check before it does more
+    /// (the approval service asks a host's version URL only for a person who may decide).
+    pub fn may_decide(&self, p: &Proposal, person: &str) -> Result<(), String> {
+        may_decide(&self.table(), p, person)
+    }
+
     /// Every proposal, oldest first, as they are now (expiring what is due).
     ///
     /// Errors: [`RuntimeError::Store`].

@@ -129,6 +129,7 @@ impl Runtime {
                 receipt: None,
                 reason: None,
                 decided_by: None,
+                host_claim: None,
             };
             let mut proposal = proposal;
             tx.put_proposal(&proposal)?;

@@ -224,6 +224,10 @@ pub struct Proposal {
     pub reason: Option<String>,
     /// Who last decided it (approved, rejected, revoked, withdrew), if anyone.
     pub decided_by: Option<String>,
+    /// The state of a claim by a host that runs the tool itself ([`crate::Runtime::claim`]): whom it runs
+    /// as, and whether the host confirmed it; the token is [`Proposal::claim`]. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_claim: Option<HostClaim>,
 }
 
 /// The fingerprint format of a record written before the format was recorded.
@@ -267,6 +271,59 @@ impl Proposal {
             (status, None) => status.to_string(),
         }
     }
+}
+
+/// A claim by a host that runs the tool itself (the execution protocol, [`crate::Runtime::claim`]): the
+/// execution is bound to the claim token, and runs only once the host confirms it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HostClaim {
+    /// The person the execution runs for (see [`crate::RunContext::runs_as`]).
+    pub runs_as: String,
+    /// When it was claimed, in seconds since the Unix epoch.
+    pub claimed_at: u64,
+    /// When the host confirmed it (its own permissions admitted the agent's account and the person): the
+    /// execution is then `sending`. `None` while the host has not answered.
+    pub confirmed_at: Option<u64>,
+    /// The `table_digest` of the table the claim was checked on: a confirmation on another table is refused.
+    pub table_digest: String,
+}
+
+/// An `alone` call admitted for a host that runs it itself (spec §5 "Execution admission"; the approval
+/// service's execution protocol): claimed, then confirmed or refused by the host, then its outcome. Its id
+/// (`A-n`) is also the operation id sent to the other side, and the holder of its reservation when it spends.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    /// The runtime's id (`A-1`).
+    pub id: String,
+    /// The host's operation key (the task the call belongs to).
+    pub operation_key: String,
+    /// The agent.
+    pub agent: String,
+    /// The skill.
+    pub skill: String,
+    /// The tool.
+    pub tool: String,
+    /// The checked arguments (a JSON object).
+    pub arguments: Value,
+    /// The person the work is for; `None` when it is for nobody.
+    pub requester: Option<String>,
+    /// The standing rule that made the call `alone`, if one did.
+    pub standing_rule: Option<String>,
+    /// The amount reserved under the run's id, when the tool spends from a budget.
+    pub amount: Option<u64>,
+    /// `granted` (claimed, the host has not confirmed), `sending` (confirmed), then `done`, `failed` or
+    /// `unknown`.
+    pub status: Status,
+    /// The claim token that admitted it.
+    pub token: String,
+    /// The claim: the person it runs for, and whether the host confirmed it.
+    pub host_claim: HostClaim,
+    /// The receipt the host returned.
+    pub receipt: Option<Value>,
+    /// Why it failed or is unknown, when it did or is.
+    pub reason: Option<String>,
+    /// When it was admitted, in seconds since the Unix epoch.
+    pub created_at: u64,
 }
 
 /// For whose work a standing rule applies (spec §5 "Standing rules").

@@ -6,9 +6,11 @@
 //! runtimes in one process) serialize — the second `begin` waits (up to a busy timeout of ten seconds)
 //! instead of failing, and then sees everything the first committed. Dropping a transaction without
 //! committing rolls it back. The file is in WAL mode with `synchronous=NORMAL`: a commit survives the
-//! process ending; the last commits may be lost only if the machine itself loses power.
+//! process ending; the last commits may be lost only if the machine itself loses power or its operating
+//! system crashes. [`SqliteStore::set_synchronous`] with [`Synchronous::Full`] syncs every commit instead
+//! (what `permitd` does by default).
 //!
-//! # The schema (version 3, [`SqliteStore::SCHEMA_VERSION`])
+//! # The schema (version 4, [`SqliteStore::SCHEMA_VERSION`])
 //!
 //! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
 //! lookups need. The version is SQLite's `PRAGMA user_version`.
@@ -42,6 +44,13 @@
 //! );
 //! CREATE TABLE installed_tables (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);  -- each TableInstall, in
 //!                                          -- order; the last is the store's current table (spec §5a)
+//! -- version 4:
+//! CREATE TABLE runs (                      -- alone runs a host claimed (the execution protocol)
+//!     slot INTEGER PRIMARY KEY AUTOINCREMENT,
+//!     id TEXT NOT NULL UNIQUE,             -- A-n
+//!     token TEXT NOT NULL UNIQUE,          -- the claim token
+//!     record TEXT NOT NULL                 -- the Run, as JSON
+//! );
 //! ```
 //!
 //! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
@@ -54,16 +63,19 @@
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
 //! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
-//! - **3**: the current schema: the `tasks` table (spec §5a "Tasks"), the `audit` chain (§5a "Audit") and
+//! - **3**: the `tasks` table (spec §5a "Tasks"), the `audit` chain (§5a "Audit") and
 //!   the `installed_tables` history (§5a "One current table per store"). Proposal records gain
 //!   `fingerprint_format` and `instruction_version`; a record without them reads as format 1, which is
 //!   `stale` when it is decided or executed (fingerprint format 2), and standing rules gain `scope` and
 //!   `expires_at`, read as any arguments and no expiry when absent. Migration 2 → 3 only adds the table:
 //!   the records need no rewrite.
+//! - **4**: the current schema: version 3 and the `runs` table (alone runs claimed by a host that runs the
+//!   tool itself, with their claim token). A proposal's record may carry a `host_claim`; a record without
+//!   one reads as not claimed by such a host. Migration 3 → 4 only adds the table.
 //!
 //! Migrations run in one transaction when the file is opened, each after the one before. Migration 1 → 2: every proposal record whose `grant` is
 //! an object without `basis` gets `"basis": "unknown"` (spec §6: a record from before bases existed never
-//! authorizes an execution), then `user_version` becomes 2 (and 3 after migration 2 → 3). A corrupt record stops the migration, which is
+//! authorizes an execution), then `user_version` becomes 2 (3 after migration 2 → 3, 4 after 3 → 4). A corrupt record stops the migration, which is
 //! rolled back, and the file stays at version 1. A file at a newer version than this runtime knows is
 //! refused, and left untouched.
 //!
@@ -85,7 +97,7 @@ use serde_json::Value;
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, TableInstall, Task};
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
 use super::store::{Store, Transaction};
 
 /// What version 3 adds to the tables of versions 1 and 2 (a new file gets [`SqliteStore::SCHEMA_V1`] and
@@ -96,6 +108,17 @@ CREATE TABLE audit (seq INTEGER PRIMARY KEY, prev TEXT NOT NULL, hash TEXT NOT N
 CREATE TABLE installed_tables (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);
 ";
 
+/// What version 4 adds: alone runs claimed by a host that runs the tool itself ([`crate::Run`]), found by
+/// id or claim token (a new file gets it too; migration 3 → 4 runs it alone).
+const SCHEMA_V4_ADDS: &str = "
+CREATE TABLE runs (
+    slot INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT NOT NULL UNIQUE,
+    token TEXT NOT NULL UNIQUE,
+    record TEXT NOT NULL
+);
+";
+
 /// How long a `begin` (or an open that must migrate) waits for another connection's write transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -103,10 +126,11 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 ///
 /// Each transaction is a `BEGIN IMMEDIATE … COMMIT`; several stores on one file (several processes)
 /// serialize, a `begin` waiting up to ten seconds for another's transaction. Records are kept as JSON
-/// beside the key columns their lookups need, in tables `sequences`, `proposals`, `rules`, `budgets` and
-/// `reservations`; the schema version is `PRAGMA user_version` ([`SqliteStore::SCHEMA_VERSION`]). A file
+/// beside the key columns their lookups need, in tables `sequences`, `proposals`, `rules`, `budgets`,
+/// `reservations` and `runs`; the schema version is `PRAGMA user_version` ([`SqliteStore::SCHEMA_VERSION`]). A file
 /// at version 1 ([`SqliteStore::SCHEMA_V1`], from before grants had a basis) is migrated when opened: its
-/// grants get basis `unknown`, which never authorizes an execution. A newer file is refused. The DDL and
+/// grants get basis `unknown`, which never authorizes an execution; a file at version 2 gains the `runs`
+/// table. A newer file is refused. The DDL and
 /// every migration are described at the top of `src/runtime/sqlite.rs`.
 ///
 /// Transactions hold the store's connection for their whole life, like [`super::MemoryStore`]'s: never begin
@@ -116,9 +140,31 @@ pub struct SqliteStore {
     conn: Mutex<Connection>,
 }
 
+/// When SQLite syncs a commit to the disk (its `PRAGMA synchronous`), the ledger being in WAL mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Synchronous {
+    /// `FULL`: every commit is synced to the write-ahead log before it returns, so a commit survives the
+    /// process ending, an operating-system crash and a power loss. One sync per transaction.
+    Full,
+    /// `NORMAL` (what [`SqliteStore::open`] sets): the log is synced only at checkpoints, so a commit survives
+    /// the process ending (`SIGKILL` included), but an operating-system crash or a power loss may lose the
+    /// last commits (never corrupting the file: it reopens at an earlier consistent state).
+    Normal,
+}
+
+impl Synchronous {
+    /// The pragma's value: `FULL` or `NORMAL`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal => "NORMAL",
+        }
+    }
+}
+
 impl SqliteStore {
     /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
-    pub const SCHEMA_VERSION: u32 = 3;
+    pub const SCHEMA_VERSION: u32 = 4;
 
     /// The version-1 schema, kept so migrations can be tested and old files understood.
     ///
@@ -170,6 +216,30 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         let conn =
             Connection::open_in_memory().map_err(|e| StoreError(format!("cannot open a database in memory: {e}")))?;
         SqliteStore::setup(conn)
+    }
+
+    /// Sets when a commit is synced to the disk ([`Synchronous`]); it holds for this store's connection
+    /// from the next transaction on. Answers the setting read back from SQLite.
+    ///
+    /// Errors: SQLite's, when the pragma cannot be set or read back, or reads back as something else.
+    pub fn set_synchronous(&self, mode: Synchronous) -> Result<Synchronous, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.pragma_update(None, "synchronous", mode.as_str()).map_err(sql("set `synchronous`"))?;
+        let now: i64 =
+            conn.pragma_query_value(None, "synchronous", |row| row.get(0)).map_err(sql("read `synchronous`"))?;
+        // SQLite answers a number: 1 is NORMAL, 2 FULL.
+        match (mode, now) {
+            (Synchronous::Normal, 1) | (Synchronous::Full, 2) => Ok(mode),
+            _ => Err(StoreError(format!("`synchronous` reads back as {now} after setting it to {}", mode.as_str()))),
+        }
+    }
+
+    /// The journal mode of the database (`wal` for a file, `memory` in memory).
+    ///
+    /// Errors: SQLite's, when it cannot be read.
+    pub fn journal_mode(&self) -> Result<String, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        conn.pragma_query_value(None, "journal_mode", |row| row.get(0)).map_err(sql("read the journal mode"))
     }
 
     /// The schema version of the database (`PRAGMA user_version`): [`SqliteStore::SCHEMA_VERSION`] once opened.
@@ -295,6 +365,7 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
     if version == 0 {
         conn.execute_batch(SqliteStore::SCHEMA_V1)
             .and_then(|()| conn.execute_batch(SCHEMA_V3_ADDS))
+            .and_then(|()| conn.execute_batch(SCHEMA_V4_ADDS))
             .map_err(sql("create the schema (is this a database of another program?)"))?;
         version = SqliteStore::SCHEMA_VERSION;
     }
@@ -305,6 +376,10 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
     if version == 2 {
         conn.execute_batch(SCHEMA_V3_ADDS).map_err(sql("add the tables of schema version 3"))?;
         version = 3;
+    }
+    if version == 3 {
+        conn.execute_batch(SCHEMA_V4_ADDS).map_err(sql("add the table of runs (schema version 4)"))?;
+        version = 4;
     }
     conn.pragma_update(None, "user_version", version).map_err(sql("record the schema version"))
 }
@@ -449,6 +524,12 @@ trait HasId {
 }
 
 impl HasId for Proposal {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl HasId for Run {
     fn id(&self) -> &str {
         &self.id
     }
@@ -661,6 +742,26 @@ impl Transaction for SqliteTransaction<'_> {
         from_sql(total, || format!("the sum of the reservations of the budget `{budget}`"))
     }
 
+    fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {
+        self.record("run", "SELECT id, record FROM runs WHERE id = ?1", [id])
+    }
+
+    fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError> {
+        self.record("run", "SELECT id, record FROM runs WHERE token = ?1", [token])
+    }
+
+    fn put_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        let record = encode("run", &run.id, run)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO runs (id, token, record) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (id) DO UPDATE SET token = excluded.token, record = excluded.record",
+            )
+            .and_then(|mut stmt| stmt.execute(params![run.id, run.token, record]))
+            .map_err(|e| StoreError(format!("cannot store the run `{}`: {e}", run.id)))?;
+        Ok(())
+    }
+
     fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
         let row: Option<(i64, String)> = self
             .conn
@@ -751,261 +852,13 @@ impl Transaction for SqliteTransaction<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-    use std::sync::mpsc;
-
-    use serde_json::json;
+    //! What only the SQLite store has: migrations from old files, files that are not databases, corrupt
+    //! columns, values SQLite cannot hold. Everything every store does is in the conformance suite
+    //! (`src/conformance.rs`), run on this store too.
 
     use super::*;
-    use crate::records::{Basis, Decider, Grant, RuleRevocation, Status, WorkFor};
-    use crate::table::{Level, Route};
-
-    /// A fresh directory under the system's temporary directory, removed when dropped (even when a test
-    /// fails).
-    struct TempDir(PathBuf);
-
-    impl TempDir {
-        fn new(name: &str) -> TempDir {
-            static COUNTER: AtomicU32 = AtomicU32::new(0);
-            let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-            let dir = std::env::temp_dir().join(format!("permits-sqlite-{}-{name}-{n}", std::process::id()));
-            let _ = std::fs::remove_dir_all(&dir);
-            std::fs::create_dir_all(&dir).expect("create the temporary directory");
-            TempDir(dir)
-        }
-
-        fn db(&self) -> PathBuf {
-            self.0.join("permits.db")
-        }
-    }
-
-    impl Drop for TempDir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-
-    fn proposal(n: u64, subject: Option<&str>, grant: Option<Grant>) -> Proposal {
-        Proposal {
-            id: format!("P-{n}"),
-            operation_key: "order-1".into(),
-            agent: "Buyer".into(),
-            skill: "Restock".into(),
-            tool: "PlaceOrder".into(),
-            label: "Place an order".into(),
-            arguments: json!({"supplier": "acme", "amount": 4500 + n}),
-            shown: vec![],
-            covered_version: None,
-            destination: Some("https://acme.example/orders".into()),
-            why: "the shelf is empty".into(),
-            evidence: vec![],
-            requester: Some("Mia".into()),
-            decider: Decider { route: Route::Requester, persons: vec!["Mia".into()] },
-            level: Level::Propose,
-            entry_digest: "e".repeat(64),
-            mode: None,
-            definition_digest: "d".repeat(64),
-            subject: subject.map(str::to_string),
-            fingerprint: format!("{n:064}"),
-            fingerprint_format: 2,
-            claim: None,
-            instruction_version: Some("prompts-3".into()),
-            created_at: 1_700_000_000 + n,
-            expires_at: 1_700_600_000,
-            status: if grant.is_some() { Status::Granted } else { Status::Waiting },
-            grant,
-            ran_as: None,
-            receipt: None,
-            reason: None,
-            decided_by: None,
-        }
-    }
-
-    fn grant(basis: Basis) -> Grant {
-        Grant { approver: Some("Noor".into()), basis, granted_at: 1_700_000_100, expires_at: 1_700_086_500 }
-    }
-
-    fn rule(n: u64) -> StandingRule {
-        StandingRule {
-            id: format!("R-{n}"),
-            agent: "Buyer".into(),
-            tool: "PlaceOrder".into(),
-            skill: Some("Restock".into()),
-            work_for: WorkFor::Person("Mia".into()),
-            by: "Noor".into(),
-            definition_digest: "d".repeat(64),
-            covered: [("Restock".to_string(), "e".repeat(64))].into_iter().collect(),
-            scope: crate::records::Scope::these(&json!({"sku": "acme", "amount": 4_502})),
-            expires_at: Some(1_800_000_000),
-            mode: None,
-            task: None,
-            created_at: 1_700_000_000,
-            uses: n,
-            revoked: None,
-        }
-    }
-
-    fn budget() -> BudgetRecord {
-        BudgetRecord { name: "Purchases".into(), installed_ceiling: 100_000, spent: 2_500 }
-    }
-
-    fn reservation(holder: &str, amount: u64) -> Reservation {
-        Reservation { holder: holder.into(), budget: "Purchases".into(), amount, created_at: 1_700_000_200 }
-    }
-
-    /// Writes a proposal, a rule, a budget and reservations, and commits.
-    fn fill(store: &SqliteStore) {
-        let mut tx = store.begin().expect("begin");
-        tx.put_proposal(&proposal(1, Some("\"acme\""), None)).expect("put");
-        tx.put_proposal(&proposal(2, Some("\"acme\""), Some(grant(Basis::Operator)))).expect("put");
-        tx.put_proposal(&proposal(3, None, None)).expect("put");
-        tx.put_rule(&rule(1)).expect("put rule");
-        tx.put_budget(&budget()).expect("put budget");
-        tx.put_reservation(&reservation("P-2", 4_502)).expect("put reservation");
-        tx.put_reservation(&reservation("A-1", 300)).expect("put reservation");
-        tx.commit().expect("commit");
-    }
-
-    /// Checks everything [`fill`] wrote, as a new transaction reads it.
-    fn check_filled(store: &SqliteStore) {
-        let mut tx = store.begin().expect("begin");
-        assert_eq!(
-            tx.proposal("P-2").expect("read"),
-            Some(proposal(2, Some("\"acme\""), Some(grant(Basis::Operator))))
-        );
-        assert_eq!(tx.proposal("P-9").expect("read"), None);
-        let ids: Vec<String> = tx.proposals().expect("read").into_iter().map(|p| p.id).collect();
-        assert_eq!(ids, ["P-1", "P-2", "P-3"]);
-        let by_fp = tx.proposal_by_fingerprint("order-1", &format!("{:064}", 3)).expect("read");
-        assert_eq!(by_fp.map(|p| p.id), Some("P-3".to_string()));
-        assert_eq!(tx.proposal_by_fingerprint("order-2", &format!("{:064}", 3)).expect("read"), None);
-        let same: Vec<String> = tx
-            .proposals_for_subject("order-1", "PlaceOrder", "\"acme\"")
-            .expect("read")
-            .into_iter()
-            .map(|p| p.id)
-            .collect();
-        assert_eq!(same, ["P-1", "P-2"]);
-        assert!(tx.proposals_for_subject("order-1", "PlaceOrder", "\"other\"").expect("read").is_empty());
-        assert!(tx.proposals_for_subject("order-1", "Refund", "\"acme\"").expect("read").is_empty());
-        assert_eq!(tx.rules().expect("read"), vec![rule(1)]);
-        assert_eq!(tx.budget("Purchases").expect("read"), Some(budget()));
-        assert_eq!(tx.budget("Travel").expect("read"), None);
-        assert_eq!(tx.reservation("P-2").expect("read"), Some(reservation("P-2", 4_502)));
-        assert_eq!(tx.reservation("P-1").expect("read"), None);
-        assert_eq!(tx.reserved_total("Purchases").expect("sum"), 4_802);
-        assert_eq!(tx.reserved_total("Travel").expect("sum"), 0);
-    }
-
-    #[test]
-    fn records_round_trip() {
-        let store = SqliteStore::open_in_memory().expect("open");
-        assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
-        fill(&store);
-        check_filled(&store);
-    }
-
-    #[test]
-    fn replacing_keeps_the_slot_and_updates_keys() {
-        let store = SqliteStore::open_in_memory().expect("open");
-        fill(&store);
-        let mut tx = store.begin().expect("begin");
-        // P-1 is replaced: its subject changes, and it stays first.
-        let mut p1 = proposal(1, Some("\"globex\""), Some(grant(Basis::Automatic)));
-        p1.status = Status::Superseded;
-        tx.put_proposal(&p1).expect("put");
-        let all = tx.proposals().expect("read");
-        assert_eq!(all.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["P-1", "P-2", "P-3"]);
-        assert_eq!(all[0], p1);
-        let acme: Vec<String> = tx
-            .proposals_for_subject("order-1", "PlaceOrder", "\"acme\"")
-            .expect("read")
-            .into_iter()
-            .map(|p| p.id)
-            .collect();
-        assert_eq!(acme, ["P-2"]);
-        let mut r1 = rule(7);
-        r1.id = "R-1".into();
-        r1.revoked = Some(RuleRevocation { by: "Noor".into(), why: "too broad".into(), at: 1_700_000_900 });
-        tx.put_rule(&rule(2)).expect("put rule");
-        tx.put_rule(&r1).expect("put rule");
-        assert_eq!(tx.rules().expect("read"), vec![r1, rule(2)]);
-        tx.put_budget(&BudgetRecord { spent: 7_000, ..budget() }).expect("put budget");
-        assert_eq!(tx.budget("Purchases").expect("read").map(|b| b.spent), Some(7_000));
-        tx.put_reservation(&reservation("P-2", 10)).expect("put reservation");
-        tx.remove_reservation("A-1").expect("remove");
-        tx.remove_reservation("A-404").expect("removing nothing is fine");
-        assert_eq!(tx.reserved_total("Purchases").expect("sum"), 10);
-        tx.commit().expect("commit");
-    }
-
-    #[test]
-    fn sequences_count_from_one() {
-        let store = SqliteStore::open_in_memory().expect("open");
-        let mut tx = store.begin().expect("begin");
-        assert_eq!(tx.next_number("proposal").expect("next"), 1);
-        assert_eq!(tx.next_number("proposal").expect("next"), 2);
-        assert_eq!(tx.next_number("rule").expect("next"), 1);
-        tx.commit().expect("commit");
-        let mut tx = store.begin().expect("begin");
-        assert_eq!(tx.next_number("proposal").expect("next"), 3);
-    }
-
-    #[test]
-    fn dropping_a_transaction_rolls_it_back() {
-        let dir = TempDir::new("rollback");
-        {
-            let store = SqliteStore::open(&dir.db()).expect("open");
-            let mut tx = store.begin().expect("begin");
-            assert_eq!(tx.next_number("proposal").expect("next"), 1);
-            tx.put_proposal(&proposal(1, None, None)).expect("put");
-            tx.put_rule(&rule(1)).expect("put rule");
-            tx.put_budget(&budget()).expect("put budget");
-            tx.put_reservation(&reservation("P-1", 5)).expect("put reservation");
-            assert_eq!(tx.proposals().expect("read").len(), 1, "a transaction reads its own writes");
-            drop(tx);
-            // The same store, right after the drop, sees nothing.
-            let mut tx = store.begin().expect("begin");
-            assert!(tx.proposals().expect("read").is_empty());
-        }
-        let store = SqliteStore::open(&dir.db()).expect("reopen");
-        let mut tx = store.begin().expect("begin");
-        assert!(tx.proposals().expect("read").is_empty());
-        assert!(tx.rules().expect("read").is_empty());
-        assert_eq!(tx.budget("Purchases").expect("read"), None);
-        assert_eq!(tx.reservation("P-1").expect("read"), None);
-        assert_eq!(tx.reserved_total("Purchases").expect("sum"), 0);
-        assert_eq!(tx.next_number("proposal").expect("next"), 1, "the rolled-back number is handed out again");
-    }
-
-    #[test]
-    fn everything_survives_closing_and_reopening() {
-        let dir = TempDir::new("reopen");
-        {
-            let store = SqliteStore::open(&dir.db()).expect("open");
-            let mut tx = store.begin().expect("begin");
-            for _ in 0..3 {
-                tx.next_number("proposal").expect("next");
-            }
-            tx.commit().expect("commit");
-            fill(&store);
-        }
-        let store = SqliteStore::open(&dir.db()).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
-        check_filled(&store);
-        let mut tx = store.begin().expect("begin");
-        assert_eq!(tx.next_number("proposal").expect("next"), 4);
-        // A proposal written after reopening comes after the old ones.
-        tx.put_proposal(&proposal(4, None, None)).expect("put");
-        tx.commit().expect("commit");
-        drop(store);
-        let store = SqliteStore::open(&dir.db()).expect("reopen again");
-        let mut tx = store.begin().expect("begin");
-        let ids: Vec<String> = tx.proposals().expect("read").into_iter().map(|p| p.id).collect();
-        assert_eq!(ids, ["P-1", "P-2", "P-3", "P-4"]);
-        assert_eq!(tx.next_number("proposal").expect("next"), 5);
-    }
+    use crate::conformance::{TempDir, budget, fill, grant, proposal, reservation, run};
+    use crate::records::Basis;
 
     /// A version-1 file: [`SqliteStore::SCHEMA_V1`], `user_version = 1`, and proposals whose grant has no basis.
     fn write_v1(path: &Path, proposals: &[Proposal]) {
@@ -1038,7 +891,7 @@ mod tests {
         drop(conn);
 
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 3);
+        assert_eq!(store.schema_version().expect("version"), 4);
         let mut tx = store.begin().expect("begin");
         let p1 = tx.proposal("P-1").expect("read").expect("P-1 is kept");
         assert_eq!(p1.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown));
@@ -1049,7 +902,7 @@ mod tests {
         drop(store);
         // Opening again does not migrate again.
         let store = SqliteStore::open(&dir.db()).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 3);
+        assert_eq!(store.schema_version().expect("version"), 4);
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.proposal("P-1").expect("read").and_then(|p| p.grant).map(|g| g.basis), Some(Basis::Unknown));
         // Migration 2 → 3 added the tasks.
@@ -1082,13 +935,13 @@ mod tests {
         let dir = TempDir::new("too-new");
         let conn = Connection::open(dir.db()).expect("open");
         conn.execute_batch(SqliteStore::SCHEMA_V1).expect("schema");
-        conn.pragma_update(None, "user_version", 4).expect("version 4");
+        conn.pragma_update(None, "user_version", 5).expect("version 5");
         drop(conn);
         let err = SqliteStore::open(&dir.db()).expect_err("refused");
-        assert_eq!(err, StoreError("the database is at schema version 4; this runtime knows up to 3".into()));
+        assert_eq!(err, StoreError("the database is at schema version 5; this runtime knows up to 4".into()));
         let conn = Connection::open(dir.db()).expect("open");
         let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
-        assert_eq!(version, 4, "the file is left untouched");
+        assert_eq!(version, 5, "the file is left untouched");
     }
 
     #[test]
@@ -1148,35 +1001,47 @@ mod tests {
     }
 
     #[test]
-    fn two_stores_on_one_file_serialize() {
-        let dir = TempDir::new("two");
-        let first = SqliteStore::open(&dir.db()).expect("open the first");
-        let second = SqliteStore::open(&dir.db()).expect("open the second");
-        let mut tx = first.begin().expect("begin");
-        assert_eq!(tx.next_number("proposal").expect("next"), 1);
-        tx.put_proposal(&proposal(1, None, None)).expect("put");
-        let began = AtomicBool::new(false);
-        let (ready, starting) = mpsc::channel();
-        std::thread::scope(|scope| {
-            let waiter = scope.spawn(|| {
-                ready.send(()).expect("signal");
-                let mut tx = second.begin().expect("the second waits, then begins");
-                began.store(true, Ordering::SeqCst);
-                let seen = tx.proposal("P-1").expect("read");
-                let next = tx.next_number("proposal").expect("next");
-                tx.commit().expect("commit");
-                (seen, next)
-            });
-            starting.recv().expect("the waiter started");
-            std::thread::sleep(Duration::from_millis(300));
-            assert!(!began.load(Ordering::SeqCst), "the second transaction began while the first was open");
-            tx.commit().expect("commit the first");
-            let (seen, next) = waiter.join().expect("the waiter finished");
-            assert_eq!(seen, Some(proposal(1, None, None)), "the second sees the first's committed write");
-            assert_eq!(next, 2);
-        });
-        let mut tx = first.begin().expect("begin");
-        assert_eq!(tx.next_number("proposal").expect("next"), 3, "the first sees the second's write");
+    fn a_version_2_file_gains_the_tables_of_3_and_4() {
+        let dir = TempDir::new("migrate-2-3");
+        write_v1(&dir.db(), &[proposal(1, None, Some(grant(Basis::Operator)))]);
+        {
+            // A version-2 file: version 1's tables, grants with a basis.
+            let store = {
+                let conn = Connection::open(dir.db()).expect("open");
+                conn.execute(
+                    "UPDATE proposals SET record = ?1",
+                    [serde_json::to_string(&proposal(1, None, Some(grant(Basis::Operator)))).expect("encode")],
+                )
+                .expect("update");
+                conn.pragma_update(None, "user_version", 2).expect("version 2");
+                drop(conn);
+                SqliteStore::open(&dir.db()).expect("open and migrate")
+            };
+            assert_eq!(store.schema_version().expect("version"), 4);
+            let mut tx = store.begin().expect("begin");
+            assert_eq!(tx.proposal("P-1").expect("read"), Some(proposal(1, None, Some(grant(Basis::Operator)))));
+            tx.put_run(&run(1, "tok-1")).expect("the new table");
+            tx.commit().expect("commit");
+        }
+        let store = SqliteStore::open(&dir.db()).expect("reopen");
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.run("A-1").expect("read"), Some(run(1, "tok-1")));
+    }
+
+    #[test]
+    fn the_sync_setting_is_set_and_read_back() {
+        let dir = TempDir::new("sync");
+        let store = SqliteStore::open(&dir.db()).expect("open");
+        assert_eq!(store.journal_mode().expect("journal"), "wal");
+        let read = |s: &SqliteStore| -> i64 {
+            let conn = s.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            conn.pragma_query_value(None, "synchronous", |row| row.get(0)).expect("read")
+        };
+        assert_eq!(read(&store), 1, "open sets NORMAL");
+        assert_eq!(store.set_synchronous(Synchronous::Full).expect("full"), Synchronous::Full);
+        assert_eq!(read(&store), 2);
+        assert_eq!(store.set_synchronous(Synchronous::Normal).expect("normal"), Synchronous::Normal);
+        assert_eq!(read(&store), 1);
     }
 
     #[test]

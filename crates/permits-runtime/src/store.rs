@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, StandingRule, TableInstall, Task};
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
 
 /// A store of proposals and standing rules.
 pub trait Store {
@@ -63,6 +63,12 @@ pub trait Transaction {
     fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError>;
     /// The sum of a budget's reservations, in its minor unit.
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError>;
+    /// The alone run with this id (`A-n`).
+    fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError>;
+    /// The alone run claimed with this claim token (at most one exists).
+    fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError>;
+    /// Inserts or replaces an alone run (by id).
+    fn put_run(&mut self, run: &Run) -> Result<(), StoreError>;
     /// The head of the store's audit chain (its last event), if it has any (spec §5a).
     fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError>;
     /// Appends an event to the audit chain; its `seq` follows the head's.
@@ -108,6 +114,7 @@ struct MemoryState {
     next_slot: u64,
     budgets: BTreeMap<String, BudgetRecord>,
     reservations: BTreeMap<String, Reservation>,
+    runs: BTreeMap<String, Run>,
     tasks: BTreeMap<String, Task>,
     audit: Vec<ChainedEvent>,
     tables: Vec<TableInstall>,
@@ -264,11 +271,32 @@ impl Transaction for MemoryTransaction<'_> {
             .fold(0u64, |sum, r| sum.saturating_add(r.amount)))
     }
 
+    fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {
+        Ok(self.guard.runs.get(id).cloned())
+    }
+
+    fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError> {
+        Ok(self.guard.runs.values().find(|r| r.token == token).cloned())
+    }
+
+    fn put_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        // A claim token is bound to one run, as the durable stores' unique index keeps it.
+        if self.guard.runs.values().any(|r| r.token == run.token && r.id != run.id) {
+            return Err(StoreError(format!("cannot store the run `{}`: its claim token is another run's", run.id)));
+        }
+        self.write().runs.insert(run.id.clone(), run.clone());
+        Ok(())
+    }
+
     fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
         Ok(self.guard.audit.last().map(ChainedEvent::head))
     }
 
     fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
+        // A place in the chain is taken once, as the durable stores' primary key keeps it.
+        if self.guard.audit.iter().any(|e| e.seq == event.seq) {
+            return Err(StoreError(format!("cannot store audit event {}: its place is taken", event.seq)));
+        }
         if self.audit_len.is_none() {
             self.audit_len = Some(self.guard.audit.len());
         }

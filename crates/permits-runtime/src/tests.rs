@@ -266,6 +266,17 @@ fn world() -> World {
     World { rt, shop, clock, audit }
 }
 
+/// A proposal made through a runtime on `store` (the store conformance suite's runtime test).
+pub(crate) fn propose_on_store(store: impl Store + Send + Sync + 'static) -> Result<Proposal, RuntimeError> {
+    let shop = Shop::new();
+    let rt = Runtime::new(workshop(), shop.clone())
+        .with_clock(ManualClock::at(1_000_000))
+        .with_versions(shop)
+        .with_naming(Tickets)
+        .with_store(store);
+    rt.propose(&ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "job-1", "Pads and a cable."))
+}
+
 fn set_price(price: i64, person: &str, skill: &str) -> Call {
     Call::new("Estimator", skill, "SetPrice")
         .with_arguments(json!({"repair": "T-7", "price": price}))

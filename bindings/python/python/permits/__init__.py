@@ -1,18 +1,20 @@
 """permits: what AI agents may do alone, must propose to a person, and never do — the runtime, in process.
 
 Load a table that `permitc compile` wrote, build one `Runtime` over it with the host's callbacks, and pass
-every tool call of the model through `Runtime.call`. See the README's "From Python" section.
+every tool call of the model through `Runtime.call`; or, against the approval service (`permitd`), a
+`Client(url, host_key)`. See the README's "From Python" section.
 """
 
 from __future__ import annotations
 
-from permits._errors import Error, InputError, NotFound, Refused, StoreError, TableError, ToolError
+from permits._errors import Error, InputError, NotFound, Refused, ServiceError, StoreError, TableError, ToolError
 from permits._permits import (
     ADMIT_ALL,
     EVERYBODY,
     AdmitAll,
     AuditEvent,
     BudgetStatus,
+    Claimed,
     Decider,
     Decision,
     Everybody,
@@ -32,9 +34,11 @@ from permits._permits import (
     Runtime,
     StandingRule,
     Table,
+    Task,
     Unknown,
     VersionQuery,
 )
+from permits.client import Client
 
 __all__ = [
     "ADMIT_ALL",
@@ -42,6 +46,8 @@ __all__ = [
     "AdmitAll",
     "AuditEvent",
     "BudgetStatus",
+    "Claimed",
+    "Client",
     "Decider",
     "Decision",
     "Error",
@@ -64,9 +70,11 @@ __all__ = [
     "RunContext",
     "Runtime",
     "StandingRule",
+    "ServiceError",
     "StoreError",
     "Table",
     "TableError",
+    "Task",
     "ToolError",
     "Unknown",
     "VersionQuery",

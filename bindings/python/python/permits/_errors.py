@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["Error", "InputError", "NotFound", "Refused", "StoreError", "TableError", "ToolError"]
+__all__ = ["Error", "InputError", "NotFound", "Refused", "ServiceError", "StoreError", "TableError", "ToolError"]
 
 
 class Error(Exception):
@@ -22,7 +22,9 @@ class Refused(Error):
     `now_never`, `not_approved`, `proposal_expired`, `grant_expired`, `basis`, `authority`, `destination`,
     `reason_required`, `status`, `rule`, `unresolved`, `budget`, `not_conclusive`, `unknown_version`, `too_large`,
     `claimed`, `not_sent`), or one of
-    the binding's own: `callback` (a host callback raised or answered with the wrong type: the transaction it
+    the service's own refusals of a key, from `permits.Client`: `not_your_agent` (a host key for other
+    agents), `host_only`, `person_only` (only a person's key decides, and a host key is never one); or one
+    of the binding's own: `callback` (a host callback raised or answered with the wrong type: the transaction it
     was called in was rolled back; the exception is `__cause__`) and `reentry` (a callback called back into
     the runtime).
     """
@@ -42,11 +44,12 @@ class StoreError(Error):
 
 
 class TableError(Error):
-    """A table could not be loaded: `kind` is `io`, `malformed`, `unknown_format`, `digest_mismatch` or
-    `unsupported` (a signed table: `trust=` is not in this runtime yet); or the runtime did not install it, or
-    its table is not the store's current one (then nothing changes): `unsigned`, `other_table`,
-    `untrusted_key`, `bad_signature`, `rollback`, `not_current` (`replace_table` or `install_table` first)
-    or `not_supervisor`."""
+    """A table could not be loaded: `kind` is `io`, `malformed`, `unknown_format`, `digest_mismatch`,
+    `unsigned` (`Table.load(trust=…)` found no `PATH.sig`), `other_table`, `untrusted_key` or
+    `bad_signature` (its signature names another table, another key, or does not verify); or the runtime
+    did not install it, or its table is not the store's current one (then nothing changes): the same four,
+    `rollback`, `not_current` (`replace_table` or `install_table` first) or `not_supervisor`; or, from
+    `permits.Client`, `table` (the service's runtime refused for its table: the message says why)."""
 
     kind: str
 
@@ -56,8 +59,8 @@ class TableError(Error):
 
 
 class NotFound(Error, LookupError):
-    """No proposal, standing rule, task or budget has this id: `kind` is `proposal`, `rule`, `task` (an
-    operation key no call bound) or `budget`."""
+    """No proposal, standing rule, task, budget or execution has this id: `kind` is `proposal`, `rule`, `task`
+    (an operation key no call bound), `budget` or `execution` (an alone run's id, `A-n`)."""
 
     kind: str
     id: str
@@ -85,6 +88,30 @@ class ToolError(Error):
         self.result = result
 
 
+class ServiceError(Error):
+    """`permits.Client` could not get an answer from the approval service, or got one that is not the API's:
+    the service is unreachable (`code="unreachable"`), did not answer in time (`timeout`), answered something
+    that is not its JSON (`bad_answer`), refused the key (`unauthorized`: none, unknown or revoked), or
+    failed inside (`internal`, or another code the service gave). `status` is the HTTP status when there was
+    one. `sent` is `False` only when the request certainly never reached the service (the connection was
+    refused): then nothing was done. With `sent=True` the operation may have been done: an operation the
+    client retries safely was retried already (see `permits.Client`); for the others (`withdraw`, `settle`),
+    read the record to learn what happened before you try again.
+    """
+
+    code: str
+    message: str
+    status: int | None
+    sent: bool
+
+    def __init__(self, code: str, message: str, status: int | None = None, sent: bool = True) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.status = status
+        self.sent = sent
+
+
 # Shown as `permits.Refused` (where they are re-exported), not `permits._errors.Refused`.
-for _class in (Error, Refused, StoreError, TableError, NotFound, InputError, ToolError):
+for _class in (Error, Refused, StoreError, TableError, NotFound, InputError, ToolError, ServiceError):
     _class.__module__ = "permits"

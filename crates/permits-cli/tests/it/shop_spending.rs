@@ -397,6 +397,15 @@ impl Transaction for FailingTx<'_> {
     fn put_task(&mut self, task: &permits::runtime::Task) -> Result<(), StoreError> {
         self.0.put_task(task)
     }
+    fn run(&mut self, id: &str) -> Result<Option<permits::runtime::Run>, StoreError> {
+        self.0.run(id)
+    }
+    fn run_by_token(&mut self, token: &str) -> Result<Option<permits::runtime::Run>, StoreError> {
+        self.0.run_by_token(token)
+    }
+    fn put_run(&mut self, run: &permits::runtime::Run) -> Result<(), StoreError> {
+        self.0.put_run(run)
+    }
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
         self.0.commit()
     }

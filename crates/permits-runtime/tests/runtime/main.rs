@@ -2,9 +2,12 @@
 //! are fixtures (`tests/fixtures/*.json`, listed in `tests/fixtures/registry.rs`), compiled from
 //! `policies/`; permitc's tests keep them current.
 
+mod claims;
 mod failures;
 mod fuzz_regressions;
 mod holes;
+#[cfg(feature = "postgres")]
+mod postgres;
 #[path = "../fixtures/registry.rs"]
 #[allow(dead_code, reason = "the registry's helpers serve the compiler-side test that writes the fixtures")]
 mod registry;

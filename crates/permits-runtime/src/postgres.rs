@@ -1,0 +1,1008 @@
+//! The shared store (issue #22, "Many hosts, one ledger"): the same records as [`crate::SqliteStore`] in a
+//! PostgreSQL database, so hosts on many machines and the approval service behind a load balancer share
+//! one transactional state.
+//!
+//! A [`PostgresStore`] owns one connection (the synchronous `postgres` client). Each [`Transaction`] is
+//! `BEGIN; SELECT pg_advisory_xact_lock(…); … COMMIT`: the transaction-scoped advisory lock
+//! [`PostgresStore::LOCK_KEY`] serializes every transaction of every store on the database, exactly as
+//! SQLite's `BEGIN IMMEDIATE` does on one file. The trait promises serialized transactions
+//! ([`Store::begin`]); under the lock each statement (`READ COMMITTED`) sees everything committed before
+//! the lock was granted, so a budget check and its reservation, a grant's consumption at execution, a
+//! supersession and a settlement are each one serial step, under any interleaving of hosts. The lock is
+//! released by the server when the transaction ends — commit, rollback, or the connection dropping (a
+//! host killed mid-transaction): nothing of an unfinished transaction is ever visible. A `begin` waits up
+//! to ten seconds for the lock (`lock_timeout`), then fails with a [`StoreError`]. ARCHITECTURE.md says why
+//! this lock and not row locks or `SERIALIZABLE` with retries, with the figures.
+//!
+//! # Connection loss
+//!
+//! A statement that fails because the connection is gone is a [`StoreError`] whose message starts with
+//! [`PostgresStore::CONNECTION_LOST`]; the transaction was not committed (PostgreSQL rolls back a
+//! transaction whose connection drops), so the operation is safe to retry. The next `begin` connects
+//! again. A connection lost during `COMMIT` itself cannot say whether the commit happened: the message
+//! says so, and either all of the transaction is there or none of it.
+//!
+//! # The schema (version 4, [`PostgresStore::SCHEMA_VERSION`])
+//!
+//! The tables of SQLite's version 4, with the same key columns and the records as the same JSON text (not
+//! `jsonb`, which would reorder keys), in the connection's current schema (the first of its
+//! `search_path`; `options=-csearch_path%3Dname` in the URL chooses another). The version is the one row
+//! of `permits_schema`. Version numbers are shared with the SQLite store: version 4 here holds exactly the
+//! records of an SQLite file at version 4. Versions 1 to 3 were never written to PostgreSQL.
+//!
+//! ```sql
+//! CREATE TABLE permits_schema (version INTEGER NOT NULL);
+//! CREATE TABLE sequences (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+//! CREATE TABLE proposals (slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+//!     operation_key TEXT NOT NULL, fingerprint TEXT NOT NULL, tool TEXT NOT NULL, subject TEXT,
+//!     record TEXT NOT NULL);
+//! CREATE INDEX proposals_by_fingerprint ON proposals (operation_key, fingerprint);
+//! CREATE INDEX proposals_by_subject ON proposals (operation_key, tool, subject);
+//! CREATE TABLE rules (slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+//!     record TEXT NOT NULL);
+//! CREATE TABLE budgets (name TEXT PRIMARY KEY, installed_ceiling BIGINT NOT NULL, spent BIGINT NOT NULL);
+//! CREATE TABLE reservations (holder TEXT PRIMARY KEY, budget TEXT NOT NULL, amount BIGINT NOT NULL,
+//!     created_at BIGINT NOT NULL);
+//! CREATE INDEX reservations_by_budget ON reservations (budget);
+//! CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);
+//! CREATE TABLE audit (seq BIGINT PRIMARY KEY, prev TEXT NOT NULL, hash TEXT NOT NULL, event TEXT NOT NULL);
+//! CREATE TABLE installed_tables (seq BIGINT PRIMARY KEY, record TEXT NOT NULL);
+//! CREATE TABLE runs (slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE,
+//!     token TEXT NOT NULL UNIQUE, record TEXT NOT NULL);
+//! ```
+//!
+//! # Versions and migrations
+//!
+//! Opening a store runs the migrations in one transaction under the same advisory lock (PostgreSQL's DDL is
+//! transactional): a database without `permits_schema` (version 0) gets the schema above at version 4.
+//! A failed migration is rolled back whole and the database keeps its version; a database at a newer
+//! version than this runtime knows, or at a version this store never wrote, is refused and left
+//! untouched. A later version adds its step to [`migrate`], after the ones before.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use postgres::types::ToSql;
+use postgres::{Client, Config, GenericClient, NoTls, Row, Statement};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::audit::{AuditHead, ChainedEvent};
+use super::error::StoreError;
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
+use super::store::{Store, Transaction};
+
+/// The schema of version 4, created in a database at version 0.
+const SCHEMA_V4: &str = "
+CREATE TABLE sequences (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
+CREATE TABLE proposals (
+    slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    operation_key TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    subject TEXT,
+    record TEXT NOT NULL
+);
+CREATE INDEX proposals_by_fingerprint ON proposals (operation_key, fingerprint);
+CREATE INDEX proposals_by_subject ON proposals (operation_key, tool, subject);
+CREATE TABLE rules (slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE, record TEXT NOT NULL);
+CREATE TABLE budgets (name TEXT PRIMARY KEY, installed_ceiling BIGINT NOT NULL, spent BIGINT NOT NULL);
+CREATE TABLE reservations (
+    holder TEXT PRIMARY KEY, budget TEXT NOT NULL, amount BIGINT NOT NULL, created_at BIGINT NOT NULL
+);
+CREATE INDEX reservations_by_budget ON reservations (budget);
+CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE audit (seq BIGINT PRIMARY KEY, prev TEXT NOT NULL, hash TEXT NOT NULL, event TEXT NOT NULL);
+CREATE TABLE installed_tables (seq BIGINT PRIMARY KEY, record TEXT NOT NULL);
+CREATE TABLE runs (
+    slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    id TEXT NOT NULL UNIQUE,
+    token TEXT NOT NULL UNIQUE,
+    record TEXT NOT NULL
+);
+CREATE TABLE permits_schema (version INTEGER NOT NULL);
+INSERT INTO permits_schema (version) VALUES (4);
+";
+
+/// How long a `begin` waits for another transaction's lock before failing.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The shared store: a PostgreSQL database (issue #22). Every transaction of every store on one database
+/// is serialized by a transaction-scoped advisory lock; the module documentation (`src/postgres.rs`) has the
+/// schema, the migrations and what a lost connection means.
+///
+/// Like [`crate::SqliteStore`], a store holds one connection, and a transaction holds it for its whole
+/// life: never begin a second transaction, or call [`PostgresStore::schema_version`], on a thread that holds
+/// one. Several hosts (processes, machines) each open their own store on the same database.
+pub struct PostgresStore {
+    config: Config,
+    conn: Mutex<Option<Conn>>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The configuration may hold a password: only where it connects is shown.
+        f.debug_struct("PostgresStore")
+            .field("hosts", &self.config.get_hosts())
+            .field("dbname", &self.config.get_dbname())
+            .finish_non_exhaustive()
+    }
+}
+
+/// A connection and the statements prepared on it.
+struct Conn {
+    client: Client,
+    statements: HashMap<&'static str, Statement>,
+}
+
+impl PostgresStore {
+    /// The schema version this runtime writes and understands (the row of `permits_schema`); the same
+    /// number means the same records as in an SQLite file ([`crate::SqliteStore::SCHEMA_VERSION`]).
+    pub const SCHEMA_VERSION: u32 = 4;
+
+    /// The key of the transaction-scoped advisory lock every transaction takes first (`"permits"` in
+    /// ASCII). Advisory locks are per database: stores on different databases never wait for each other.
+    pub const LOCK_KEY: i64 = 0x0070_6572_6d69_7473;
+
+    /// How the message of a [`StoreError`] starts when the connection to the server was lost: the
+    /// transaction was not committed (unless the loss happened during the commit, which the message says),
+    /// and the operation is safe to retry; the next transaction connects again.
+    pub const CONNECTION_LOST: &str = "the connection to PostgreSQL was lost";
+
+    /// Connects to the database at `url` (`postgres://user:password@host:port/dbname`, or the key-value
+    /// form `host=/tmp/dir port=5432 dbname=permits`; a host that is a directory is a Unix socket) and
+    /// migrates it to [`PostgresStore::SCHEMA_VERSION`]. The connection is not encrypted: use a Unix socket,
+    /// loopback or a private network.
+    ///
+    /// Errors: the URL does not parse; the server cannot be reached or refuses the login; the database is
+    /// at a newer schema version than this runtime knows, or at one this store never wrote; the migration
+    /// failed (it is rolled back, the database keeps its version).
+    pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let config: Config = url
+            .parse()
+            .map_err(|e| StoreError(format!("`{}` is not a PostgreSQL connection string: {e}", redact(url))))?;
+        PostgresStore::with_config(config)
+    }
+
+    /// [`PostgresStore::connect`] with a parsed configuration.
+    ///
+    /// Errors: those of [`PostgresStore::connect`].
+    pub fn with_config(config: Config) -> Result<PostgresStore, StoreError> {
+        let mut conn = connect(&config)?;
+        migrate(&mut conn.client)?;
+        Ok(PostgresStore { config, conn: Mutex::new(Some(conn)) })
+    }
+
+    /// The schema version of the database (the row of `permits_schema`): [`PostgresStore::SCHEMA_VERSION`]
+    /// once connected.
+    ///
+    /// Errors: the server's, or the connection was lost.
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        let mut guard = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = self.connected(&mut guard)?;
+        let version = schema_version(&mut conn.client);
+        if conn.client.is_closed() {
+            *guard = None;
+        }
+        version
+    }
+
+    /// Every stored proposal, standing rule and task whose record cannot be decoded, with why (as
+    /// [`crate::SqliteStore::unreadable_records`]). Empty for a sound database.
+    ///
+    /// Errors: the server's, when the tables cannot be read at all.
+    pub fn unreadable_records(&self) -> Result<Vec<String>, StoreError> {
+        let mut tx = PostgresTransaction::begin(self)?;
+        let mut out = Vec::new();
+        for (kind, query) in [
+            ("proposal", "SELECT id, record FROM proposals ORDER BY slot"),
+            ("standing rule", "SELECT id, record FROM rules ORDER BY slot"),
+            ("task", "SELECT key, record FROM tasks ORDER BY key"),
+        ] {
+            for row in tx.query(query, &[], &format!("read the {kind}s"))? {
+                let (id, text): (String, String) = (row.get(0), row.get(1));
+                let decoded = match kind {
+                    "proposal" => decode::<Proposal>(kind, &id, &text).map(|_| ()),
+                    "standing rule" => decode::<StandingRule>(kind, &id, &text).map(|_| ()),
+                    _ => decode::<Task>(kind, &id, &text).map(|_| ()),
+                };
+                if let Err(e) = decoded {
+                    out.push(e.0);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The connection, connecting again when there is none (it was lost).
+    fn connected<'g>(&self, guard: &'g mut MutexGuard<'_, Option<Conn>>) -> Result<&'g mut Conn, StoreError> {
+        if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
+            **guard = Some(connect(&self.config)?);
+        }
+        guard.as_mut().ok_or_else(|| StoreError("no connection".into()))
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        // The client ends its connection on a small async runtime of its own, which cannot start on a
+        // thread that drives another (a store dropped inside an async host, as `permitd` on shutdown):
+        // it is dropped on a thread of its own.
+        let conn = self.conn.get_mut().unwrap_or_else(PoisonError::into_inner).take();
+        if let Some(conn) = conn {
+            std::thread::scope(|scope| {
+                let _ =
+                    std::thread::Builder::new().name("permits-pg-close".into()).spawn_scoped(scope, move || drop(conn));
+            });
+        }
+    }
+}
+
+impl Store for PostgresStore {
+    fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+        Ok(Box::new(PostgresTransaction::begin(self)?))
+    }
+}
+
+/// A URL with its password (if any) replaced, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let auth = &url[scheme + 3..at];
+            match auth.find(':') {
+                Some(colon) => format!("{}{}:***{}", &url[..scheme + 3], &auth[..colon], &url[at..]),
+                None => url.to_string(),
+            }
+        }
+        _ => url.to_string(),
+    }
+}
+
+fn connect(config: &Config) -> Result<Conn, StoreError> {
+    let mut client = config.connect(NoTls).map_err(|e| StoreError(format!("cannot connect to PostgreSQL: {e}")))?;
+    client
+        .batch_execute(&format!("SET lock_timeout = '{}s'", LOCK_TIMEOUT.as_secs()))
+        .map_err(|e| StoreError(format!("cannot set the lock timeout: {e}")))?;
+    Ok(Conn { client, statements: HashMap::new() })
+}
+
+/// Maps a client error to a [`StoreError`] saying what could not be done, and whether the connection is
+/// gone: the client saw it close, or the server said it ends it (SQLSTATE class 08, connection exception,
+/// or 57, operator intervention: a shutdown, a terminated backend).
+fn pg_error(doing: &str, e: &postgres::Error, closed: bool) -> StoreError {
+    let code = e.code().map(|c| c.code().to_string()).unwrap_or_default();
+    let said = match e.as_db_error() {
+        Some(db) => format!("{} ({code})", db.message()),
+        None => e.to_string(),
+    };
+    if closed || e.is_closed() || code.starts_with("08") || code.starts_with("57") {
+        StoreError(format!(
+            "{}: cannot {doing} ({said}); the transaction was not committed, and the operation is safe to retry",
+            PostgresStore::CONNECTION_LOST
+        ))
+    } else {
+        StoreError(format!("cannot {doing}: {said}"))
+    }
+}
+
+fn schema_version(client: &mut impl GenericClient) -> Result<u32, StoreError> {
+    let exists: bool = client
+        .query_one("SELECT to_regclass('permits_schema') IS NOT NULL", &[])
+        .map_err(|e| pg_error("read the schema version", &e, false))?
+        .get(0);
+    if !exists {
+        return Ok(0);
+    }
+    let rows = client
+        .query("SELECT version FROM permits_schema", &[])
+        .map_err(|e| pg_error("read the schema version", &e, false))?;
+    match rows.as_slice() {
+        [row] => {
+            let version: i32 = row.get(0);
+            u32::try_from(version)
+                .map_err(|_| StoreError(format!("the database's schema version {version} is not valid")))
+        }
+        _ => Err(StoreError(format!("the table `permits_schema` has {} rows instead of one", rows.len()))),
+    }
+}
+
+/// Brings the database to [`PostgresStore::SCHEMA_VERSION`], in one transaction under the store's lock (two
+/// hosts opening a new database at once: the second waits, then finds it migrated).
+fn migrate(client: &mut Client) -> Result<(), StoreError> {
+    let mut tx = client.transaction().map_err(|e| StoreError(format!("cannot begin the migration: {e}")))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PostgresStore::LOCK_KEY])
+        .map_err(|e| StoreError(format!("cannot take the store's lock for the migration: {e}")))?;
+    let version = schema_version(&mut tx)?;
+    match version {
+        PostgresStore::SCHEMA_VERSION => return Ok(()),
+        0 => tx.batch_execute(SCHEMA_V4).map_err(|e| {
+            StoreError(format!("cannot create the schema (does the database hold another program's tables?): {e}"))
+        })?,
+        v if v > PostgresStore::SCHEMA_VERSION => {
+            return Err(StoreError(format!(
+                "the database is at schema version {v}; this runtime knows up to {}",
+                PostgresStore::SCHEMA_VERSION
+            )));
+        }
+        v => {
+            return Err(StoreError(format!(
+                "the database is at schema version {v}, which the PostgreSQL store never wrote (it starts at 4)"
+            )));
+        }
+    }
+    // Dropping `tx` on an error above rolls the migration back.
+    tx.commit().map_err(|e| StoreError(format!("cannot commit the migration: {e}")))
+}
+
+/// An open transaction holding the store's connection and its advisory lock.
+struct PostgresTransaction<'a> {
+    guard: MutexGuard<'a, Option<Conn>>,
+    committed: bool,
+    /// A statement failed: PostgreSQL has aborted the transaction, and a `COMMIT` would roll it back while
+    /// reporting success, so [`Transaction::commit`] refuses.
+    failed: bool,
+}
+
+impl<'a> PostgresTransaction<'a> {
+    fn begin(store: &'a PostgresStore) -> Result<PostgresTransaction<'a>, StoreError> {
+        let mut guard = store.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let conn = store.connected(&mut guard)?;
+        // One round trip: the simple query protocol runs both statements in order.
+        let begun =
+            conn.client.batch_execute(&format!("BEGIN; SELECT pg_advisory_xact_lock({})", PostgresStore::LOCK_KEY));
+        if let Err(e) = begun {
+            let closed = conn.client.is_closed();
+            // A failed lock leaves the server in an aborted transaction: end it, or drop the connection.
+            if closed || conn.client.batch_execute("ROLLBACK").is_err() {
+                *guard = None;
+            }
+            return Err(pg_error("begin a transaction (wait for the store's lock)", &e, closed));
+        }
+        Ok(PostgresTransaction { guard, committed: false, failed: false })
+    }
+
+    fn conn(&mut self) -> Result<&mut Conn, StoreError> {
+        self.guard
+            .as_mut()
+            .ok_or_else(|| StoreError(format!("{}: the transaction was not committed", PostgresStore::CONNECTION_LOST)))
+    }
+
+    fn statement(&mut self, query: &'static str, doing: &str) -> Result<(&mut Client, Statement), StoreError> {
+        if self.failed {
+            return Err(StoreError(format!(
+                "cannot {doing}: an earlier statement of the transaction failed, and it is rolled back"
+            )));
+        }
+        // Marked failed until the statement succeeds (cleared by the caller).
+        self.failed = true;
+        let conn = self.conn()?;
+        let statement = match conn.statements.get(query) {
+            Some(s) => s.clone(),
+            None => {
+                let s = conn.client.prepare(query).map_err(|e| pg_error(doing, &e, conn.client.is_closed()))?;
+                conn.statements.insert(query, s.clone());
+                s
+            }
+        };
+        Ok((&mut conn.client, statement))
+    }
+
+    fn query(
+        &mut self,
+        query: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+        doing: &str,
+    ) -> Result<Vec<Row>, StoreError> {
+        let (client, statement) = self.statement(query, doing)?;
+        let rows = client.query(&statement, params).map_err(|e| pg_error(doing, &e, client.is_closed()))?;
+        self.failed = false;
+        Ok(rows)
+    }
+
+    fn execute(&mut self, query: &'static str, params: &[&(dyn ToSql + Sync)], doing: &str) -> Result<u64, StoreError> {
+        let (client, statement) = self.statement(query, doing)?;
+        let count = client.execute(&statement, params).map_err(|e| pg_error(doing, &e, client.is_closed()))?;
+        self.failed = false;
+        Ok(count)
+    }
+
+    /// The records (`id`, `record` columns) a query returns, decoded, in order.
+    fn records<T: DeserializeOwned + HasId>(
+        &mut self,
+        kind: &str,
+        query: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = self.query(query, params, &format!("read the {kind}s"))?;
+        rows.iter().map(|row| decode(kind, &row.get::<_, String>(0), &row.get::<_, String>(1))).collect()
+    }
+
+    /// The records a list query returns that decode: one record that does not decode affects only itself
+    /// (spec §5a), and [`PostgresStore::unreadable_records`] reports it.
+    fn readable_records<T: DeserializeOwned + HasId>(
+        &mut self,
+        kind: &str,
+        query: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Vec<T>, StoreError> {
+        let rows = self.query(query, params, &format!("read the {kind}s"))?;
+        Ok(rows
+            .iter()
+            .filter_map(|row| decode(kind, &row.get::<_, String>(0), &row.get::<_, String>(1)).ok())
+            .collect())
+    }
+
+    fn record<T: DeserializeOwned + HasId>(
+        &mut self,
+        kind: &str,
+        query: &'static str,
+        params: &[&(dyn ToSql + Sync)],
+    ) -> Result<Option<T>, StoreError> {
+        Ok(self.records(kind, query, params)?.into_iter().next())
+    }
+
+    /// The table installs a query (`seq`, `record` columns) returns; one that does not decode is an error.
+    fn table_installs(&mut self, query: &'static str) -> Result<Vec<TableInstall>, StoreError> {
+        let rows = self.query(query, &[], "read the installed tables")?;
+        rows.iter()
+            .map(|row| {
+                let (seq, text): (i64, String) = (row.get(0), row.get(1));
+                serde_json::from_str(&text)
+                    .map_err(|e| StoreError(format!("the stored table install {seq} is corrupt: {e}")))
+            })
+            .collect()
+    }
+}
+
+impl Drop for PostgresTransaction<'_> {
+    fn drop(&mut self) {
+        if self.committed {
+            return;
+        }
+        if let Some(conn) = self.guard.as_mut()
+            && (conn.client.is_closed() || conn.client.batch_execute("ROLLBACK").is_err())
+        {
+            // The server rolls back a transaction whose connection ends; the next `begin` connects again.
+            *self.guard = None;
+        }
+    }
+}
+
+/// A record with an id, checked against its row's key on decoding.
+trait HasId {
+    fn id(&self) -> &str;
+}
+
+impl HasId for Proposal {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl HasId for Run {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl HasId for StandingRule {
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl HasId for Task {
+    fn id(&self) -> &str {
+        &self.key
+    }
+}
+
+fn decode<T: DeserializeOwned + HasId>(kind: &str, id: &str, text: &str) -> Result<T, StoreError> {
+    let record: T =
+        serde_json::from_str(text).map_err(|e| StoreError(format!("the stored {kind} `{id}` is corrupt: {e}")))?;
+    if record.id() != id {
+        return Err(StoreError(format!(
+            "the stored {kind} `{id}` is corrupt: its record has the id `{}`",
+            record.id()
+        )));
+    }
+    Ok(record)
+}
+
+fn encode<T: Serialize>(kind: &str, id: &str, record: &T) -> Result<String, StoreError> {
+    serde_json::to_string(record).map_err(|e| StoreError(format!("cannot encode the {kind} `{id}`: {e}")))
+}
+
+/// An unsigned value as PostgreSQL's `BIGINT` holds it.
+fn to_pg(value: u64, what: impl FnOnce() -> String) -> Result<i64, StoreError> {
+    i64::try_from(value).map_err(|_| StoreError(format!("{} is {value}: too large to store", what())))
+}
+
+/// An unsigned value read back from a `BIGINT`.
+fn from_pg(value: i64, what: impl FnOnce() -> String) -> Result<u64, StoreError> {
+    u64::try_from(value).map_err(|_| StoreError(format!("{} is corrupt: it is {value}", what())))
+}
+
+impl Transaction for PostgresTransaction<'_> {
+    fn next_number(&mut self, sequence: &str) -> Result<u64, StoreError> {
+        let rows = self.query(
+            "INSERT INTO sequences (name, value) VALUES ($1, 1)
+             ON CONFLICT (name) DO UPDATE SET value = sequences.value + 1 RETURNING value",
+            &[&sequence],
+            &format!("advance the sequence `{sequence}`"),
+        )?;
+        let value: i64 = rows.first().map(|r| r.get(0)).unwrap_or(0);
+        from_pg(value, || format!("the stored sequence `{sequence}`"))
+    }
+
+    fn proposal(&mut self, id: &str) -> Result<Option<Proposal>, StoreError> {
+        self.record("proposal", "SELECT id, record FROM proposals WHERE id = $1", &[&id])
+    }
+
+    fn proposal_by_fingerprint(
+        &mut self,
+        operation_key: &str,
+        fingerprint: &str,
+    ) -> Result<Option<Proposal>, StoreError> {
+        self.record(
+            "proposal",
+            "SELECT id, record FROM proposals WHERE operation_key = $1 AND fingerprint = $2 ORDER BY slot LIMIT 1",
+            &[&operation_key, &fingerprint],
+        )
+    }
+
+    fn proposals_for_subject(
+        &mut self,
+        operation_key: &str,
+        tool: &str,
+        subject: &str,
+    ) -> Result<Vec<Proposal>, StoreError> {
+        self.readable_records(
+            "proposal",
+            "SELECT id, record FROM proposals WHERE operation_key = $1 AND tool = $2 AND subject = $3 ORDER BY slot",
+            &[&operation_key, &tool, &subject],
+        )
+    }
+
+    fn proposals(&mut self) -> Result<Vec<Proposal>, StoreError> {
+        self.readable_records("proposal", "SELECT id, record FROM proposals ORDER BY slot", &[])
+    }
+
+    fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError> {
+        let record = encode("proposal", &proposal.id, proposal)?;
+        self.execute(
+            "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (id) DO UPDATE SET operation_key = EXCLUDED.operation_key,
+                 fingerprint = EXCLUDED.fingerprint, tool = EXCLUDED.tool, subject = EXCLUDED.subject,
+                 record = EXCLUDED.record",
+            &[&proposal.id, &proposal.operation_key, &proposal.fingerprint, &proposal.tool, &proposal.subject, &record],
+            &format!("store the proposal `{}`", proposal.id),
+        )?;
+        Ok(())
+    }
+
+    fn rules(&mut self) -> Result<Vec<StandingRule>, StoreError> {
+        self.readable_records("standing rule", "SELECT id, record FROM rules ORDER BY slot", &[])
+    }
+
+    fn put_rule(&mut self, rule: &StandingRule) -> Result<(), StoreError> {
+        let record = encode("standing rule", &rule.id, rule)?;
+        self.execute(
+            "INSERT INTO rules (id, record) VALUES ($1, $2) ON CONFLICT (id) DO UPDATE SET record = EXCLUDED.record",
+            &[&rule.id, &record],
+            &format!("store the standing rule `{}`", rule.id),
+        )?;
+        Ok(())
+    }
+
+    fn budget(&mut self, name: &str) -> Result<Option<BudgetRecord>, StoreError> {
+        let rows = self.query(
+            "SELECT installed_ceiling, spent FROM budgets WHERE name = $1",
+            &[&name],
+            &format!("read the budget `{name}`"),
+        )?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        let (installed_ceiling, spent): (i64, i64) = (row.get(0), row.get(1));
+        Ok(Some(BudgetRecord {
+            name: name.to_string(),
+            installed_ceiling: from_pg(installed_ceiling, || format!("the installed ceiling of the budget `{name}`"))?,
+            spent: from_pg(spent, || format!("the spending of the budget `{name}`"))?,
+        }))
+    }
+
+    fn put_budget(&mut self, record: &BudgetRecord) -> Result<(), StoreError> {
+        let name = &record.name;
+        let installed_ceiling =
+            to_pg(record.installed_ceiling, || format!("the installed ceiling of the budget `{name}`"))?;
+        let spent = to_pg(record.spent, || format!("the spending of the budget `{name}`"))?;
+        self.execute(
+            "INSERT INTO budgets (name, installed_ceiling, spent) VALUES ($1, $2, $3)
+             ON CONFLICT (name) DO UPDATE SET installed_ceiling = EXCLUDED.installed_ceiling, spent = EXCLUDED.spent",
+            &[name, &installed_ceiling, &spent],
+            &format!("store the budget `{name}`"),
+        )?;
+        Ok(())
+    }
+
+    fn reservation(&mut self, holder: &str) -> Result<Option<Reservation>, StoreError> {
+        let rows = self.query(
+            "SELECT budget, amount, created_at FROM reservations WHERE holder = $1",
+            &[&holder],
+            &format!("read the reservation of `{holder}`"),
+        )?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        let (budget, amount, created_at): (String, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        Ok(Some(Reservation {
+            holder: holder.to_string(),
+            budget,
+            amount: from_pg(amount, || format!("the amount of the reservation of `{holder}`"))?,
+            created_at: from_pg(created_at, || format!("the time of the reservation of `{holder}`"))?,
+        }))
+    }
+
+    fn put_reservation(&mut self, reservation: &Reservation) -> Result<(), StoreError> {
+        let holder = &reservation.holder;
+        let amount = to_pg(reservation.amount, || format!("the amount of the reservation of `{holder}`"))?;
+        let created_at = to_pg(reservation.created_at, || format!("the time of the reservation of `{holder}`"))?;
+        self.execute(
+            "INSERT INTO reservations (holder, budget, amount, created_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (holder) DO UPDATE SET budget = EXCLUDED.budget, amount = EXCLUDED.amount,
+                 created_at = EXCLUDED.created_at",
+            &[holder, &reservation.budget, &amount, &created_at],
+            &format!("store the reservation of `{holder}`"),
+        )?;
+        Ok(())
+    }
+
+    fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError> {
+        self.execute(
+            "DELETE FROM reservations WHERE holder = $1",
+            &[&holder],
+            &format!("remove the reservation of `{holder}`"),
+        )?;
+        Ok(())
+    }
+
+    fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
+        // SUM of BIGINT is NUMERIC in PostgreSQL: cast back, an overflow being the server's error.
+        let rows = self.query(
+            "SELECT COALESCE(SUM(amount), 0)::BIGINT FROM reservations WHERE budget = $1",
+            &[&budget],
+            &format!("sum the reservations of the budget `{budget}`"),
+        )?;
+        let total: i64 = rows.first().map(|r| r.get(0)).unwrap_or(0);
+        from_pg(total, || format!("the sum of the reservations of the budget `{budget}`"))
+    }
+
+    fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {
+        self.record("run", "SELECT id, record FROM runs WHERE id = $1", &[&id])
+    }
+
+    fn run_by_token(&mut self, token: &str) -> Result<Option<Run>, StoreError> {
+        self.record("run", "SELECT id, record FROM runs WHERE token = $1", &[&token])
+    }
+
+    fn put_run(&mut self, run: &Run) -> Result<(), StoreError> {
+        let record = encode("run", &run.id, run)?;
+        self.execute(
+            "INSERT INTO runs (id, token, record) VALUES ($1, $2, $3)
+             ON CONFLICT (id) DO UPDATE SET token = EXCLUDED.token, record = EXCLUDED.record",
+            &[&run.id, &run.token, &record],
+            &format!("store the run `{}`", run.id),
+        )?;
+        Ok(())
+    }
+
+    fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
+        let rows = self.query(
+            "SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1",
+            &[],
+            "read the head of the audit chain",
+        )?;
+        let Some(row) = rows.first() else { return Ok(None) };
+        let (seq, hash): (i64, String) = (row.get(0), row.get(1));
+        Ok(Some(AuditHead { seq: from_pg(seq, || "the head of the audit chain".to_string())?, hash }))
+    }
+
+    fn append_audit(&mut self, event: &ChainedEvent) -> Result<(), StoreError> {
+        let seq = to_pg(event.seq, || "the place of an audit event".to_string())?;
+        let text = serde_json::to_string(&event.event)
+            .map_err(|e| StoreError(format!("cannot encode audit event {}: {e}", event.seq)))?;
+        self.execute(
+            "INSERT INTO audit (seq, prev, hash, event) VALUES ($1, $2, $3, $4)",
+            &[&seq, &event.prev, &event.hash, &text],
+            &format!("store audit event {}", event.seq),
+        )?;
+        Ok(())
+    }
+
+    fn audit_events(&mut self) -> Result<Vec<ChainedEvent>, StoreError> {
+        let rows = self.query("SELECT seq, prev, hash, event FROM audit ORDER BY seq", &[], "read the audit chain")?;
+        rows.iter()
+            .map(|row| {
+                let (seq, prev, hash, text): (i64, String, String, String) =
+                    (row.get(0), row.get(1), row.get(2), row.get(3));
+                let seq = from_pg(seq, || "the place of an audit event".to_string())?;
+                let event = serde_json::from_str(&text)
+                    .map_err(|e| StoreError(format!("the stored audit event {seq} is corrupt: {e}")))?;
+                Ok(ChainedEvent { seq, prev, hash, event })
+            })
+            .collect()
+    }
+
+    fn installed_tables(&mut self) -> Result<Vec<TableInstall>, StoreError> {
+        self.table_installs("SELECT seq, record FROM installed_tables ORDER BY seq")
+    }
+
+    fn current_table(&mut self) -> Result<Option<TableInstall>, StoreError> {
+        Ok(self.table_installs("SELECT seq, record FROM installed_tables ORDER BY seq DESC LIMIT 1")?.pop())
+    }
+
+    fn put_installed_table(&mut self, install: &TableInstall) -> Result<(), StoreError> {
+        let seq = to_pg(install.seq, || "the place of a table install".to_string())?;
+        let record = encode("table install", &install.table_digest, install)?;
+        self.execute(
+            "INSERT INTO installed_tables (seq, record) VALUES ($1, $2)",
+            &[&seq, &record],
+            &format!("record the install of table `{}`", install.table_digest),
+        )?;
+        Ok(())
+    }
+
+    fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError> {
+        self.record("task", "SELECT key, record FROM tasks WHERE key = $1", &[&key])
+    }
+
+    fn put_task(&mut self, task: &Task) -> Result<(), StoreError> {
+        let record = encode("task", &task.key, task)?;
+        self.execute(
+            "INSERT INTO tasks (key, record) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET record = EXCLUDED.record",
+            &[&task.key, &record],
+            &format!("store the task `{}`", task.key),
+        )?;
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        if self.failed {
+            return Err(StoreError(
+                "cannot commit: a statement of the transaction failed, and it is rolled back".into(),
+            ));
+        }
+        let conn = self.conn()?;
+        match conn.client.batch_execute("COMMIT") {
+            Ok(()) => {
+                self.committed = true;
+                Ok(())
+            }
+            Err(e) if conn.client.is_closed() || e.is_closed() => {
+                // Dropping `self` forgets the connection; the next `begin` connects again.
+                Err(StoreError(format!(
+                    "{} during the commit ({e}): the transaction was committed whole or not at all; read the \
+                     record again before retrying",
+                    PostgresStore::CONNECTION_LOST
+                )))
+            }
+            // A commit the server refused (a deferred constraint): the transaction is rolled back.
+            Err(e) => Err(StoreError(format!("cannot commit the transaction: {e}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! What only the PostgreSQL store has: its schema version in a table, a database holding another
+    //! program's tables, lost connections, a failed statement, values a `BIGINT` cannot hold. Everything every
+    //! store does is in the conformance suite (`src/conformance.rs`), run on this store too.
+
+    use std::time::Instant;
+
+    use super::*;
+    use crate::conformance::{TestDatabase, budget, proposal, reservation, run};
+
+    fn admin(db: &TestDatabase) -> Client {
+        let mut config = db.admin.clone();
+        config.dbname(&db.name);
+        config.connect(NoTls).expect("connect to the test database")
+    }
+
+    /// Ends every other connection to the test database, as a server restart or a network cut does.
+    fn cut_connections(db: &TestDatabase) -> u64 {
+        let mut client = admin(db);
+        let rows = client
+            .query(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()",
+                &[&db.name],
+            )
+            .expect("terminate");
+        rows.len() as u64
+    }
+
+    #[test]
+    fn a_new_database_gets_the_schema_at_version_4() {
+        let db = TestDatabase::new("schema");
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect");
+        assert_eq!(store.schema_version().expect("version"), 4);
+        // Connecting again does not migrate again: the one row stays.
+        drop(PostgresStore::with_config(db.config.clone()).expect("connect again"));
+        let rows = admin(&db).query("SELECT version FROM permits_schema", &[]).expect("read");
+        assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [4]);
+        assert!(store.unreadable_records().expect("scan").is_empty());
+    }
+
+    #[test]
+    fn hosts_connecting_to_a_new_database_at_once_migrate_it_once() {
+        let db = TestDatabase::new("migrate-race");
+        let stores: Vec<Result<PostgresStore, StoreError>> = std::thread::scope(|scope| {
+            let handles: Vec<_> =
+                (0..4).map(|_| scope.spawn(|| PostgresStore::with_config(db.config.clone()))).collect();
+            handles.into_iter().map(|h| h.join().expect("joined")).collect()
+        });
+        for store in &stores {
+            assert_eq!(store.as_ref().map(|s| s.schema_version().ok()).ok().flatten(), Some(4), "{store:?}");
+        }
+    }
+
+    #[test]
+    fn a_newer_or_unknown_version_is_refused_and_left_untouched() {
+        let db = TestDatabase::new("too-new");
+        admin(&db)
+            .batch_execute(
+                "CREATE TABLE permits_schema (version INTEGER NOT NULL); INSERT INTO permits_schema VALUES (5)",
+            )
+            .expect("version 5");
+        let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
+        assert_eq!(err.0, "the database is at schema version 5; this runtime knows up to 4");
+        admin(&db).batch_execute("UPDATE permits_schema SET version = 2").expect("version 2");
+        let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
+        assert_eq!(
+            err.0,
+            "the database is at schema version 2, which the PostgreSQL store never wrote (it starts at 4)"
+        );
+        let mut client = admin(&db);
+        let version: i32 = client.query_one("SELECT version FROM permits_schema", &[]).expect("read").get(0);
+        assert_eq!(version, 2);
+        let tables: bool = client.query_one("SELECT to_regclass('proposals') IS NULL", &[]).expect("read").get(0);
+        assert!(tables, "nothing was created");
+    }
+
+    #[test]
+    fn another_programs_tables_stop_the_migration_and_nothing_is_created() {
+        let db = TestDatabase::new("other-program");
+        admin(&db)
+            .batch_execute("CREATE TABLE rules (name TEXT); INSERT INTO rules VALUES ('theirs')")
+            .expect("another program's table");
+        let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
+        assert!(
+            err.0.starts_with("cannot create the schema (does the database hold another program's tables?)"),
+            "{err}"
+        );
+        let mut client = admin(&db);
+        let row = client
+            .query_one("SELECT to_regclass('permits_schema') IS NULL, to_regclass('proposals') IS NULL", &[])
+            .expect("read");
+        assert_eq!((row.get::<_, bool>(0), row.get::<_, bool>(1)), (true, true), "the migration was rolled back whole");
+        let theirs: String = client.query_one("SELECT name FROM rules", &[]).expect("read").get(0);
+        assert_eq!(theirs, "theirs");
+    }
+
+    #[test]
+    fn a_bad_url_or_an_unreachable_server_is_an_error() {
+        let err = PostgresStore::connect("postgres://someone:secret@[::1").expect_err("refused");
+        assert!(err.0.starts_with("`postgres://someone:***@[::1` is not a PostgreSQL connection string"), "{err}");
+        let err = PostgresStore::connect("host=127.0.0.1 port=1 user=nobody connect_timeout=2").expect_err("refused");
+        assert!(err.0.starts_with("cannot connect to PostgreSQL: "), "{err}");
+    }
+
+    #[test]
+    fn a_lost_connection_is_a_typed_error_nothing_is_written_and_a_retry_works() {
+        let db = TestDatabase::new("lost");
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let mut tx = store.begin().expect("begin");
+        tx.put_proposal(&proposal(1, None, None)).expect("put");
+        tx.put_budget(&budget()).expect("put");
+        assert!(cut_connections(&db) >= 1, "the store's connection was cut");
+        let err = tx.put_reservation(&reservation("P-1", 5)).expect_err("the connection is gone");
+        assert!(err.0.starts_with(PostgresStore::CONNECTION_LOST), "{err}");
+        assert!(err.0.contains("not committed") && err.0.contains("safe to retry"), "{err}");
+        let err = tx.commit().expect_err("nothing to commit on");
+        assert!(err.0.contains("rolled back") || err.0.starts_with(PostgresStore::CONNECTION_LOST), "{err}");
+        // The next transaction connects again, and sees nothing of the lost one.
+        let mut tx = store.begin().expect("connects again");
+        assert_eq!(tx.proposal("P-1").expect("read"), None);
+        assert_eq!(tx.budget("Purchases").expect("read"), None);
+        tx.put_proposal(&proposal(1, None, None)).expect("retry");
+        tx.commit().expect("commit");
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.proposal("P-1").expect("read"), Some(proposal(1, None, None)));
+    }
+
+    #[test]
+    fn a_host_cut_off_mid_transaction_releases_the_lock_and_writes_nothing() {
+        let db = TestDatabase::new("cut-holder");
+        let holder = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let other = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let mut tx = holder.begin().expect("begin");
+        tx.put_proposal(&proposal(1, None, None)).expect("put");
+        std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| {
+                let started = Instant::now();
+                let mut tx = other.begin().expect("the other begins once the holder is gone");
+                (started.elapsed(), tx.proposal("P-1").expect("read"))
+            });
+            std::thread::sleep(Duration::from_millis(300));
+            assert!(!waiter.is_finished(), "the other waits for the holder's lock");
+            // The holder's process dies: its connection ends (only the holder's is cut: the waiter's own
+            // connection is the other backend waiting on the lock, so cut the holder's by its pid).
+            let mut client = admin(&db);
+            client
+                .batch_execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database()
+                     AND pid <> pg_backend_pid() AND wait_event_type IS DISTINCT FROM 'Lock'",
+                )
+                .expect("cut the holder");
+            let (waited, seen) = waiter.join().expect("joined");
+            assert!(waited >= Duration::from_millis(300), "{waited:?}");
+            assert_eq!(seen, None, "nothing of the cut transaction is visible");
+        });
+        drop(tx);
+    }
+
+    #[test]
+    fn a_failed_statement_makes_the_commit_fail_and_nothing_is_written() {
+        let db = TestDatabase::new("failed-statement");
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let mut tx = store.begin().expect("begin");
+        tx.put_run(&run(1, "tok-1")).expect("put");
+        tx.commit().expect("commit");
+        let mut tx = store.begin().expect("begin");
+        tx.put_proposal(&proposal(1, None, None)).expect("put");
+        let err = tx.put_run(&run(2, "tok-1")).expect_err("a token used twice");
+        assert!(err.0.starts_with("cannot store the run `A-2`"), "{err}");
+        let err = tx.proposal("P-1").expect_err("the transaction is aborted");
+        assert!(err.0.contains("an earlier statement of the transaction failed"), "{err}");
+        let err = tx.commit().expect_err("a commit would silently roll back");
+        assert_eq!(err.0, "cannot commit: a statement of the transaction failed, and it is rolled back");
+        let mut tx = store.begin().expect("the connection is usable again");
+        assert_eq!(tx.proposal("P-1").expect("read"), None);
+        assert_eq!(tx.run("A-2").expect("read"), None);
+        assert_eq!(tx.run("A-1").expect("read"), Some(run(1, "tok-1")));
+    }
+
+    #[test]
+    fn values_a_bigint_cannot_hold_are_refused_and_corrupt_rows_are_errors() {
+        let db = TestDatabase::new("values");
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect");
+        let mut tx = store.begin().expect("begin");
+        let err = tx.put_budget(&BudgetRecord { spent: u64::MAX, ..budget() }).expect_err("too large");
+        assert_eq!(err.0, format!("the spending of the budget `Purchases` is {}: too large to store", u64::MAX));
+        drop(tx);
+        let mut client = admin(&db);
+        client
+            .batch_execute(
+                "INSERT INTO budgets VALUES ('Purchases', 100, -1);
+                 INSERT INTO proposals (id, operation_key, fingerprint, tool, record) VALUES ('P-1', 'k', 'f', 't', '{oops');",
+            )
+            .expect("corrupt rows");
+        let mut tx = store.begin().expect("begin");
+        let err = tx.budget("Purchases").expect_err("corrupt");
+        assert_eq!(err.0, "the spending of the budget `Purchases` is corrupt: it is -1");
+        let err = tx.proposal("P-1").expect_err("corrupt");
+        assert!(err.0.starts_with("the stored proposal `P-1` is corrupt: "), "{err}");
+        assert!(tx.proposals().expect("the list skips it").is_empty());
+        drop(tx);
+        let unreadable = store.unreadable_records().expect("scan");
+        assert_eq!(unreadable.len(), 1, "{unreadable:?}");
+    }
+
+    #[test]
+    fn the_debug_form_shows_no_password() {
+        let config: Config = "postgres://someone:secret@127.0.0.1:1/db".parse().expect("parse");
+        let store = PostgresStore { config, conn: Mutex::new(None) };
+        let shown = format!("{store:?}");
+        assert!(!shown.contains("secret") && shown.contains("db"), "{shown}");
+    }
+}

@@ -1,0 +1,150 @@
+//! Many hosts, one ledger (issue #22): runtimes with their own [`PostgresStore`] each (their own
+//! connection, as hosts on different machines have) race on one PostgreSQL database, on the compiled
+//! hardening shop (`holes.table.json`: the budget `Supplies`, ceiling 10,000 cents, orders routed to a
+//! buyer). The server is the one `PERMITS_TEST_POSTGRES` names (`.ci/postgres start` starts one); each test
+//! makes its own database and drops it. Without the variable these tests fail, saying how to give it.
+
+use std::path::Path;
+use std::sync::Barrier;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use permits_runtime::table::Table;
+use permits_runtime::{AdmitAll, ApproveMode, Call, PostgresStore, ProposalRequest, Refusal, RunOutcome, Runtime};
+use postgres::{Config, NoTls};
+use serde_json::json;
+
+type R = Result<(), Box<dyn std::error::Error>>;
+
+/// A database of its own on the test server, dropped at the end.
+struct Database {
+    admin: Config,
+    name: String,
+    config: Config,
+}
+
+impl Database {
+    fn new(test: &str) -> Result<Database, Box<dyn std::error::Error>> {
+        static COUNTER: AtomicU32 = AtomicU32::new(0);
+        let url = std::env::var("PERMITS_TEST_POSTGRES").map_err(|_| {
+            "the PostgreSQL tests need a server: set PERMITS_TEST_POSTGRES to a URL whose user may create databases, \
+             e.g. `eval \"$(.ci/postgres start)\"` at the repository's root"
+        })?;
+        let admin: Config = url.parse()?;
+        let name = format!("permits_it_{}_{}_{test}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+        admin.connect(NoTls)?.batch_execute(&format!("CREATE DATABASE {name}"))?;
+        let mut config = admin.clone();
+        config.dbname(&name);
+        Ok(Database { admin, name, config })
+    }
+
+    /// A host: a runtime on its own connection to the database.
+    fn host(&self) -> Result<Runtime, Box<dyn std::error::Error>> {
+        Ok(Runtime::new(shop(), AdmitAll).with_store(PostgresStore::with_config(self.config.clone())?))
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Ok(mut client) = self.admin.connect(NoTls) {
+            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        }
+    }
+}
+
+fn shop() -> Table {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/holes.table.json");
+    Table::load_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn order(amount: u64) -> Call {
+    Call::new("Clerkbot", "Reorder", "PlaceOrder")
+        .with_arguments(json!({"sku": "vanilla", "quantity": 1, "amount": amount}))
+        .for_person("Sam")
+}
+
+const HOSTS: usize = 4;
+
+#[test]
+fn postgres_hosts_racing_to_execute_one_grant_run_it_once() -> R {
+    let db = Database::new("execute")?;
+    let hosts: Vec<Runtime> = (0..HOSTS).map(|_| db.host()).collect::<Result<_, _>>()?;
+    // Ten orders of 900 cents, each settled by its one run: 9,000 of the ceiling's 10,000.
+    const ROUNDS: u32 = 10;
+    let runs = AtomicU32::new(0);
+    for round in 0..ROUNDS {
+        let p = hosts[0].propose(&ProposalRequest::new(order(900), format!("order-{round}"), "we are low"))?;
+        hosts[1].approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once)?;
+        let start = Barrier::new(HOSTS);
+        let outcomes: Vec<Result<bool, Option<Refusal>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = hosts
+                .iter()
+                .map(|rt| {
+                    let (start, runs, id) = (&start, &runs, p.id.clone());
+                    let receipt =
+                        json!({"operation": format!("order-{round}:{id}"), "amount": 900, "outcome": "accepted"});
+                    scope.spawn(move || {
+                        start.wait();
+                        rt.execute(&id, None, |_| {
+                            runs.fetch_add(1, Ordering::SeqCst);
+                            RunOutcome::Done(receipt)
+                        })
+                        .map(|ex| ex.ran)
+                        .map_err(|e| e.refusal())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or(Err(None))).collect()
+        });
+        let ran = outcomes.iter().filter(|o| matches!(o, Ok(true))).count();
+        assert_eq!(ran, 1, "round {round}: {outcomes:?}");
+        // Every other host was refused (the grant was consumed), or came after the run and got its
+        // stored outcome without running; none failed in the store.
+        assert!(outcomes.iter().all(|o| matches!(o, Ok(_) | Err(Some(_)))), "round {round}: {outcomes:?}");
+    }
+    assert_eq!(runs.load(Ordering::SeqCst), ROUNDS, "one run per grant");
+    let budget = hosts[3].budget("Supplies")?;
+    assert_eq!((budget.reserved, budget.spent), (0, 9_000), "each grant settled once");
+    Ok(())
+}
+
+#[test]
+fn postgres_hosts_racing_for_the_last_of_a_ceiling_never_overspend() -> R {
+    let db = Database::new("ceiling")?;
+    let hosts: Vec<Runtime> = (0..HOSTS).map(|_| db.host()).collect::<Result<_, _>>()?;
+    // 24 orders of 900 cents under a ceiling of 10,000: 11 fit (9,900), 13 do not.
+    let proposals = (0..24)
+        .map(|n| hosts[n % HOSTS].propose(&ProposalRequest::new(order(900), format!("order-{n}"), "we are low")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let start = Barrier::new(HOSTS);
+    let outcomes: Vec<Result<(), Option<Refusal>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, rt)| {
+                let (start, mine) = (&start, proposals.iter().skip(i).step_by(HOSTS).collect::<Vec<_>>());
+                scope.spawn(move || {
+                    start.wait();
+                    mine.into_iter()
+                        .map(|p| {
+                            rt.approve(&p.id, "Max", &p.fingerprint, ApproveMode::Once)
+                                .map(|_| ())
+                                .map_err(|e| e.refusal())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    assert_eq!(outcomes.len(), 24);
+    let granted = outcomes.iter().filter(|o| o.is_ok()).count();
+    let over = outcomes.iter().filter(|o| **o == Err(Some(Refusal::Budget))).count();
+    assert_eq!((granted, over), (11, 13), "{outcomes:?}");
+    let budget = hosts[0].budget("Supplies")?;
+    assert_eq!((budget.reserved, budget.spent), (9_900, 0));
+    // Every host reads the same ledger.
+    for rt in &hosts {
+        assert_eq!(rt.budget("Supplies")?.reserved, 9_900);
+    }
+    Ok(())
+}

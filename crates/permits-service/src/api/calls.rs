@@ -1,0 +1,145 @@
+//! Decide and call (spec §5 "Decide", "Execution admission", "Proposals"): a call `alone` becomes an
+//! execution to run (claimed with the request's claim token), `propose` a proposal, `never` a refusal.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use permits_runtime::table::Level;
+use permits_runtime::{Call, Evidence, ProposalRequest};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::proposals::proposal_json;
+use super::{App, Caller};
+use crate::body::Json;
+use crate::error::ApiError;
+use crate::stated::{Statement, stating};
+
+/// The call of `POST /v1/decide`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DecideBody {
+    agent: String,
+    skill: String,
+    tool: String,
+    #[serde(default = "empty_object")]
+    arguments: Value,
+    #[serde(default)]
+    requester: Option<String>,
+}
+
+/// The call of `POST /v1/calls`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CallBody {
+    agent: String,
+    skill: String,
+    tool: String,
+    #[serde(default = "empty_object")]
+    arguments: Value,
+    #[serde(default)]
+    requester: Option<String>,
+    operation_key: String,
+    claim_token: String,
+    #[serde(default)]
+    why: String,
+    #[serde(default)]
+    evidence: Vec<EvidenceBody>,
+    #[serde(default)]
+    destination: Option<String>,
+    #[serde(default)]
+    covered_version: Option<String>,
+    #[serde(default)]
+    shown: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    instruction_version: Option<String>,
+    #[serde(default)]
+    lifetime_seconds: Option<u64>,
+}
+
+/// One item of evidence: a tool run before, and what it returned.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EvidenceBody {
+    tool: String,
+    #[serde(default = "empty_object")]
+    arguments: Value,
+    answer: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(Map::new())
+}
+
+fn call_of(agent: String, skill: String, tool: String, arguments: Value, requester: Option<String>) -> Call {
+    let mut call = Call::new(agent, skill, tool).with_arguments(arguments);
+    call.requester = requester;
+    call
+}
+
+/// `POST /v1/decide`: the decision for one call, standing rules included (recorded in the audit).
+pub(crate) async fn decide(
+    State(app): State<Arc<App>>,
+    caller: Caller,
+    Json(body): Json<DecideBody>,
+) -> Result<axum::Json<Value>, ApiError> {
+    caller.host_of(&body.agent)?;
+    let call = call_of(body.agent, body.skill, body.tool, body.arguments, body.requester);
+    let decision = app.run(move |app| Ok(app.rt.decide(&call)?)).await?;
+    app.metrics.decision(decision.level);
+    Ok(axum::Json(serde_json::to_value(&decision).map_err(|e| ApiError::internal(e.to_string()))?))
+}
+
+/// `POST /v1/calls`: one tool call of the agent. `alone` → `{"outcome": "alone", "execution"}`: admitted
+/// and claimed with `claim_token` (a retry with the same token answers the same); the host confirms or
+/// refuses it, runs it, and reports the receipt. `propose` / `propose_every_time` → `{"outcome":
+/// "proposed", "proposal"}` (a retry under the same operation key is the same proposal). `never` → 403 with
+/// the reason, and nothing is made.
+pub(crate) async fn call(
+    State(app): State<Arc<App>>,
+    caller: Caller,
+    Json(body): Json<CallBody>,
+) -> Result<axum::Json<Value>, ApiError> {
+    caller.host_of(&body.agent)?;
+    let call = call_of(body.agent, body.skill, body.tool, body.arguments, body.requester);
+    let request = ProposalRequest {
+        call,
+        operation_key: body.operation_key,
+        why: body.why,
+        evidence: body
+            .evidence
+            .into_iter()
+            .map(|e| Evidence { tool: e.tool, arguments: e.arguments, answer: e.answer })
+            .collect(),
+        destination: body.destination,
+        lifetime_seconds: body.lifetime_seconds,
+    };
+    let token = body.claim_token;
+    let statement =
+        Statement { version: body.covered_version, shown: body.shown, instruction_version: body.instruction_version };
+    let metrics_app = app.clone();
+    app.change(move |app| {
+        // As `Runtime::call`: decide, then run alone, propose, or refuse.
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        let decision = app.rt.decide(&call)?;
+        metrics_app.metrics.decision(decision.level);
+        let answer = match decision.level {
+            Level::Alone => {
+                let execution = app.rt.claim_alone(&request, &token)?;
+                json!({"outcome": "alone", "decision": decision, "execution": execution})
+            }
+            Level::Never => {
+                return Err(ApiError::from(permits_runtime::RuntimeError::Refused {
+                    refusal: permits_runtime::Refusal::Never,
+                    message: decision.refusal_message(),
+                }));
+            }
+            Level::Propose | Level::ProposeEveryTime => {
+                let proposal = stating(statement, || app.rt.propose(&request))?;
+                json!({"outcome": "proposed", "decision": decision, "proposal": proposal_json(&proposal)})
+            }
+        };
+        Ok(axum::Json(answer))
+    })
+    .await
+}

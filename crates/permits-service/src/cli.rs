@@ -1,0 +1,191 @@
+//! The command line: `permitd serve` and `permitd keys add | list | revoke`.
+//!
+//! Exit codes: 0 done, 1 a failure (the table or the store cannot be opened, the address cannot be bound,
+//! a key cannot be made), 2 a usage error.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::keys::{KeyStore, NewKey};
+
+/// `permitd`: the approval service.
+#[derive(Debug, Parser)]
+#[command(name = "permitd", version, about = "The permits approval service: the runtime behind an HTTP API")]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// A subcommand.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the API on the table and the store until SIGTERM or Ctrl-C (SIGHUP reloads the table).
+    Serve(ServeArgs),
+    /// Make, list and revoke API keys.
+    Keys {
+        /// What to do with keys.
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+/// `permitd serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The decision table (written by `permitc compile`); SIGHUP reads it again.
+    #[arg(long)]
+    pub table: PathBuf,
+    /// The ledger: an SQLite file (created if missing), or a PostgreSQL database (`postgres://…`) shared by
+    /// many instances and hosts: proposals, grants, rules, budgets, runs, and the keys.
+    #[arg(long)]
+    pub store: PathBuf,
+    /// The address to listen on; port 0 takes any free port. The bound address is printed on stdout.
+    #[arg(long, default_value = "127.0.0.1:7878")]
+    pub listen: String,
+    /// Trust this public key (64 hex digits, or a `.pub` file from `permitc keygen`); repeatable. Tables
+    /// (at startup, on SIGHUP, posted) must then be signed by one of them (`TABLE.sig` beside the file).
+    #[arg(long)]
+    pub trust: Vec<String>,
+    /// When a commit reaches the disk, for an SQLite ledger (in WAL mode; PostgreSQL's own `synchronous_commit`
+    /// decides for a PostgreSQL store): `full` syncs the log at every commit, so
+    /// no acknowledged state change is lost to a power loss or an operating-system crash; `normal` syncs
+    /// only at checkpoints: faster, and a power loss or an OS crash may lose the last acknowledged commits
+    /// (a crash of the service itself, SIGKILL included, loses nothing either way).
+    #[arg(long, value_enum, default_value_t = SyncMode::Full)]
+    pub sync: SyncMode,
+    /// Also allow version URLs on this host name, as written in the URL (loopback is always allowed);
+    /// repeatable. Version URLs are plain `http://`.
+    #[arg(long)]
+    pub version_url_host: Vec<String>,
+    /// How long a version URL has to answer when a person approves, in milliseconds (1 to 10000). When it
+    /// does not answer in time, the approval is made against the version the proposal was made with, and
+    /// the claim still rechecks it.
+    #[arg(long, default_value_t = crate::version_urls::DEFAULT_TIMEOUT_MS,
+          value_parser = clap::value_parser!(u64).range(1..=crate::version_urls::MAX_TIMEOUT_MS))]
+    pub version_url_timeout_ms: u64,
+    /// The audit log, JSON lines (default: the store's path with `.audit.jsonl` appended; required with a
+    /// PostgreSQL store).
+    #[arg(long)]
+    pub audit: Option<PathBuf>,
+}
+
+/// `permitd serve --sync`: SQLite's `synchronous` for the ledger.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SyncMode {
+    /// `synchronous=FULL`: every commit is synced before it is acknowledged (the default).
+    Full,
+    /// `synchronous=NORMAL`: the log is synced at checkpoints only.
+    Normal,
+}
+
+impl From<SyncMode> for permits_runtime::Synchronous {
+    fn from(mode: SyncMode) -> Self {
+        match mode {
+            SyncMode::Full => permits_runtime::Synchronous::Full,
+            SyncMode::Normal => permits_runtime::Synchronous::Normal,
+        }
+    }
+}
+
+/// `permitd keys …`.
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Make a key; its token is printed once, on stdout.
+    Add(AddArgs),
+    /// List the keys (never their tokens).
+    List {
+        /// The store whose keys to list.
+        #[arg(long)]
+        store: PathBuf,
+    },
+    /// Revoke a key by its id (`K-1`): it is refused from then on.
+    Revoke {
+        /// The store whose key to revoke.
+        #[arg(long)]
+        store: PathBuf,
+        /// The key's id.
+        id: String,
+    },
+}
+
+/// `permitd keys add`: exactly one of `--agents`, `--person`, `--admin`.
+#[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("kind").required(true).args(["agents", "person", "admin"])))]
+pub struct AddArgs {
+    /// The store to keep the key in.
+    #[arg(long)]
+    pub store: PathBuf,
+    /// A host key for these agents (comma-separated): it never decides for a person.
+    #[arg(long, value_delimiter = ',')]
+    pub agents: Vec<String>,
+    /// A person key: it acts only as this person (approve, reject, revoke, rules, resolve).
+    #[arg(long)]
+    pub person: Option<String>,
+    /// An admin key: it installs tables (`POST /v1/admin/table`).
+    #[arg(long)]
+    pub admin: bool,
+    /// A note shown when the keys are listed.
+    #[arg(long)]
+    pub label: Option<String>,
+}
+
+/// Runs the command line.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() { ExitCode::from(2) } else { ExitCode::SUCCESS };
+        }
+    };
+    let result = match cli.command {
+        Command::Serve(args) => crate::server::serve(&args),
+        Command::Keys { command } => keys(command),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("permitd: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn keys(command: KeysCommand) -> Result<(), String> {
+    let now = crate::server::now();
+    match command {
+        KeysCommand::Add(args) => {
+            let store = KeyStore::open(&args.store)?;
+            let new = match (args.agents.is_empty(), args.person, args.admin) {
+                (false, None, false) => NewKey::Host(args.agents),
+                (true, Some(person), false) => NewKey::Person(person),
+                (true, None, true) => NewKey::Admin,
+                _ => return Err("give exactly one of `--agents`, `--person`, `--admin`".into()),
+            };
+            let (key, token) = store.add(&new, args.label.as_deref(), now)?;
+            println!("{token}");
+            let what = match &new {
+                NewKey::Host(agents) => format!("a host key for {}", agents.join(", ")),
+                NewKey::Person(person) => format!("a person key for {person}"),
+                NewKey::Admin => "an admin key".to_string(),
+            };
+            eprintln!("permitd: key {} is {what}; its token (above) is shown only now", key.id);
+            Ok(())
+        }
+        KeysCommand::List { store } => {
+            for key in KeyStore::open(&store)?.list()? {
+                let line = serde_json::to_string(&key).map_err(|e| e.to_string())?;
+                println!("{line}");
+            }
+            Ok(())
+        }
+        KeysCommand::Revoke { store, id } => {
+            let key = KeyStore::open(&store)?.revoke(&id, now)?;
+            eprintln!("permitd: key {} is revoked", key.id);
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,169 @@
+//! `permitd serve --store postgres://…` (issue #22): the runtime's tables and the service's keys in one
+//! PostgreSQL database, shared by several instances, and kept across restarts. The server is the one
+//! `PERMITS_TEST_POSTGRES` names (`.ci/postgres start` starts one); each test makes its own database and
+//! drops it. Without the variable these tests fail, saying how to give it.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use postgres::{Config, NoTls};
+use serde_json::{Value, json};
+
+use super::{Client, R, Server, Stop, Temp, fixture, permitd};
+
+/// A database of its own on the test server, dropped at the end; `url` is its `postgres://` URL.
+struct Database {
+    admin: Config,
+    name: String,
+    url: String,
+}
+
+impl Database {
+    fn new(test: &str) -> Result<Database, Box<dyn std::error::Error>> {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let admin_url = std::env::var("PERMITS_TEST_POSTGRES").map_err(|_| {
+            "the PostgreSQL tests need a server: set PERMITS_TEST_POSTGRES to a postgres:// URL whose user may \
+             create databases, e.g. `eval \"$(.ci/postgres start)\"` at the repository's root"
+        })?;
+        let admin: Config = admin_url.parse()?;
+        let name = format!("permitd_{}_{}_{test}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        admin.connect(NoTls)?.batch_execute(&format!("CREATE DATABASE {name}"))?;
+        // The URL with its database replaced: `postgres://user@host:port/DB`.
+        let base = admin_url.rsplit_once('/').map(|(base, _)| base).ok_or("PERMITS_TEST_POSTGRES has no database")?;
+        Ok(Database { admin, name: name.clone(), url: format!("{base}/{name}") })
+    }
+
+    fn store(&self) -> &Path {
+        Path::new(&self.url)
+    }
+}
+
+impl Drop for Database {
+    fn drop(&mut self) {
+        if let Ok(mut client) = self.admin.connect(NoTls) {
+            let _ = client.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name));
+        }
+    }
+}
+
+fn order(sku: &str, amount: u64, key: &str) -> Value {
+    json!({"agent": "Clerkbot", "skill": "Reorder", "tool": "PlaceOrder",
+        "arguments": {"sku": sku, "quantity": 1, "amount": amount}, "requester": "Sam",
+        "operation_key": key, "claim_token": format!("{key}-{sku}")})
+}
+
+fn serve(db: &Database, dir: &Temp, name: &str) -> Server {
+    let audit = dir.path(&format!("{name}.audit.jsonl"));
+    let audit = audit.to_str().unwrap_or_default().to_string();
+    Server::with(&fixture("holes.table"), db.store(), &["--audit", &audit])
+}
+
+#[test]
+fn postgres_store_propose_approve_claim_receipt_and_a_restart_keeps_everything() -> R {
+    let db = Database::new("restart")?;
+    let dir = Temp::new("pg-restart");
+    let server = serve(&db, &dir, "one");
+    let host = server.host("Clerkbot");
+    let max = server.person("Max");
+    let budget = |c: &Client| c.get("/v1/budgets/Supplies").ok()["budget"].clone();
+    // Propose → approve → claim → confirm → receipt.
+    let p1 = host.post("/v1/calls", &order("vanilla", 900, "order-1")).ok()["proposal"].clone();
+    assert_eq!((&p1["id"], &p1["status"]), (&json!("P-1"), &json!("waiting")));
+    max.post("/v1/proposals/P-1/approve", &json!({"fingerprint": p1["fingerprint"]})).ok();
+    assert_eq!((&budget(&host)["reserved"], &budget(&host)["spent"]), (&json!(900), &json!(0)));
+    let claimed = host.post("/v1/executions/P-1/claim", &json!({"token": "go-1"})).ok();
+    assert_eq!((&claimed["runs_as"], &claimed["status"]), (&json!("Max"), &json!("granted")));
+    host.post("/v1/executions/P-1/confirm", &json!({"token": "go-1"})).ok();
+    let receipt = json!({"operation": "order-1:P-1", "amount": 900, "outcome": "accepted"});
+    let done =
+        host.post("/v1/executions/P-1/receipt", &json!({"token": "go-1", "outcome": "done", "receipt": receipt})).ok();
+    assert_eq!(done["status"], "done");
+    assert_eq!((&budget(&host)["reserved"], &budget(&host)["spent"]), (&json!(0), &json!(900)));
+    // A second proposal waits across the restart.
+    let p2 = host.post("/v1/calls", &order("mint", 800, "order-2")).ok()["proposal"].clone();
+    let tokens = (host.token.clone(), max.token.clone());
+    let (_, _, _) = server.stop(Stop::Term);
+
+    // The records and the keys are in PostgreSQL, not beside the process.
+    let rows: i64 = db.admin_query("SELECT count(*) FROM service_keys")?;
+    assert_eq!(rows, 2, "the host's and Max's keys");
+    let server = serve(&db, &dir, "two");
+    let (host, max) = (Client::new(&server.url, &tokens.0), Client::new(&server.url, &tokens.1));
+    let after = host.get("/v1/proposals/P-1").ok();
+    assert_eq!((&after["status"], &after["receipt"]), (&json!("done"), &receipt));
+    assert_eq!(host.get("/v1/proposals/P-2").ok()["status"], "waiting");
+    assert_eq!((&budget(&host)["reserved"], &budget(&host)["spent"]), (&json!(0), &json!(900)));
+    // The same grant never runs again; the waiting one goes on.
+    assert_eq!(host.post("/v1/executions/P-1/claim", &json!({"token": "go-again"})).code(), "claimed");
+    max.post("/v1/proposals/P-2/approve", &json!({"fingerprint": p2["fingerprint"]})).ok();
+    assert_eq!((&budget(&host)["reserved"], &budget(&host)["spent"]), (&json!(800), &json!(900)));
+    // The store's audit chain is whole across both runs of the service.
+    let audit = max.get("/v1/audit/verify").ok();
+    assert_eq!(audit["ok"], json!(true), "{audit}");
+    // Version URLs are not kept in PostgreSQL yet: registering one is refused, and none is listed.
+    let url = json!({"agent": "Clerkbot", "tool": "PlaceOrder", "url": "http://127.0.0.1:9/v"});
+    let refused = host.post("/v1/version-urls", &url);
+    assert_eq!((refused.status, refused.code()), (422, "unavailable"), "{}", refused.body);
+    assert_eq!(host.get("/v1/version-urls").ok()["version_urls"], json!([]));
+    Ok(())
+}
+
+#[test]
+fn two_instances_on_one_database_share_keys_grants_and_one_run() -> R {
+    let db = Database::new("two")?;
+    let dir = Temp::new("pg-two");
+    let (a, b) = (serve(&db, &dir, "a"), serve(&db, &dir, "b"));
+    // A key made once serves on both instances: they read one table of keys.
+    let host_token = a.key(&["--agents", "Clerkbot"]);
+    let max_token = a.key(&["--person", "Max"]);
+    let (host_a, host_b) = (Client::new(&a.url, &host_token), Client::new(&b.url, &host_token));
+    let p = host_a.post("/v1/calls", &order("vanilla", 900, "order-1")).ok()["proposal"].clone();
+    Client::new(&b.url, &max_token).post("/v1/proposals/P-1/approve", &json!({"fingerprint": p["fingerprint"]})).ok();
+    // The grant approved through B is claimed through A; B's claim with another token is refused.
+    assert_eq!(host_a.post("/v1/executions/P-1/claim", &json!({"token": "via-a"})).ok()["status"], "granted");
+    let other = host_b.post("/v1/executions/P-1/claim", &json!({"token": "via-b"}));
+    assert_eq!((other.status, other.code()), (409, "claimed"));
+    // A revocation through the command line is seen by both.
+    let out = permitd().args(["keys", "revoke", "--store", &db.url, "K-1"]).output()?;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(host_a.get("/v1/proposals/P-1").status, 401);
+    assert_eq!(host_b.get("/v1/proposals/P-1").status, 401);
+    Ok(())
+}
+
+#[test]
+fn a_postgres_store_needs_an_audit_path_and_a_reachable_server() -> R {
+    let out = permitd()
+        .args(["serve", "--listen", "127.0.0.1:0", "--store", "postgres://nobody@127.0.0.1:1/none", "--table"])
+        .arg(fixture("holes.table"))
+        .output()?;
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("with a PostgreSQL store, `--audit FILE` names this instance's audit log"), "{stderr}");
+    let out = permitd()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store",
+            "postgres://nobody@127.0.0.1:1/none",
+            "--audit",
+            "/dev/null",
+        ])
+        .arg("--table")
+        .arg(fixture("holes.table"))
+        .output()?;
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("permitd: cannot connect to PostgreSQL: "), "{stderr}");
+    Ok(())
+}
+
+impl Database {
+    /// One number from the test database.
+    fn admin_query(&self, query: &str) -> Result<i64, Box<dyn std::error::Error>> {
+        let mut config = self.admin.clone();
+        config.dbname(&self.name);
+        Ok(config.connect(NoTls)?.query_one(query, &[])?.get(0))
+    }
+}
