@@ -98,7 +98,7 @@ pub struct Decision {
     /// The person the work is for, if any.
     pub requester: Option<String>,
     /// The mode the call is made in, if any (spec §3c); absent from the JSON for no mode.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
     /// The level of this call: the table's, made `never` by a refusal, or `alone` by a standing rule.
     pub level: Level,
@@ -126,7 +126,7 @@ pub struct Decision {
     pub standing_rule: Option<String>,
     /// `true` when that rule is a **task rule** (spec §5a "Task-scoped approval"); absent from the JSON
     /// otherwise.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub task_rule: bool,
     /// The triple's `entry_digest`, when offered; for a call in a mode that says something about the
     /// triple, the mode's call digest (spec §3c), which stands for the call in fingerprints and rules.
