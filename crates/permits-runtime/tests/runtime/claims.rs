@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use permits_runtime::table::Table;
 use permits_runtime::{
-    AdmitAll, ApproveMode, Call, Claimed, ManualClock, NewRule, ProposalRequest, Refusal, Refused, RunOutcome, Runtime,
+    AdmitAll, ApproveMode, Call, ManualClock, NewRule, ProposalRequest, Refusal, Refused, RunOutcome, Runtime,
     RuntimeError, Scope, Status, VersionQuery, Versions, WorkFor,
 };
 use serde_json::{Value, json};
@@ -244,7 +244,7 @@ fn claims_and_runs_survive_a_restart_and_never_run_twice() -> R {
             .with_clock(ManualClock::at(1_767_225_600))
             .with_store(SqliteStore::open(&db)?))
     };
-    let (id, run): (String, Claimed) = {
+    let (id, run): (String, permits_runtime::Claimed) = {
         let rt = open()?;
         small_orders_alone(&rt)?;
         let id = granted(&rt, "order-1")?;

@@ -519,6 +519,7 @@ fn hole_10_a_retry_with_the_same_claim_token_gets_the_claim_and_another_token_is
 // Hole 4: bounded input, durable output.
 
 /// A JSON value `depth` levels deep: `[[…[1]…]]`.
+#[cfg(feature = "sqlite")]
 fn nested(depth: usize) -> Value {
     let mut v = json!(1);
     for _ in 1..depth {
