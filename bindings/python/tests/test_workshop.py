@@ -306,7 +306,7 @@ def test_outcome_9_a_routed_decision_is_not_the_requesters(w: World) -> None:
     assert err.value.kind == "not_decider"
     assert str(err.value) == (
         "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes "
-        "`SetPrice` to person `Noor`"
+        "`SetPrice` to person `Noor`; the work is for `Mia`, but the decision is not theirs"
     )
     assert w.app.repair.price == 0
     done = w.rt.approve_and_run(p.id, "Noor", p.fingerprint, run=w.app.run)

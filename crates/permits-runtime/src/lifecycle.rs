@@ -430,7 +430,13 @@ pub(crate) fn may_decide(table: &Table, p: &Proposal, person: &str) -> Result<()
         Route::Requester => {
             format!("{refused}: the decision is {}'s, the person the work is for", names(&decider.persons))
         }
-        Route::Person(named) => format!("{refused}: the decision is `{named}`'s because {source}"),
+        Route::Person(named) => {
+            let mut message = format!("{refused}: the decision is `{named}`'s because {source}");
+            if p.requester.as_deref() == Some(person) {
+                message.push_str(&format!("; the work is for `{person}`, but the decision is not theirs"));
+            }
+            message
+        }
         Route::Role(_) | Route::Queue(_) => {
             let others = if decider.persons.is_empty() {
                 "nobody else can decide it: only a person admitted by `decides_proposals`".to_string()

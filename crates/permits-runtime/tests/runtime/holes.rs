@@ -247,7 +247,7 @@ fn who_decides_a_person_route_naming_the_requester_lets_the_requester_decide() -
     assert_eq!(refusal, Refusal::NotDecider);
     assert_eq!(
         message,
-        "`Max` may not decide proposal `P-2`: the decision is `Sam`'s because skill `ClearStock` routes `SetNote` to person `Sam`"
+        "`Max` may not decide proposal `P-2`: the decision is `Sam`'s because skill `ClearStock` routes `SetNote` to person `Sam`; the work is for `Max`, but the decision is not theirs"
     );
     Ok(())
 }

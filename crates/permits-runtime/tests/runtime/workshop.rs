@@ -335,7 +335,7 @@ fn outcome_9_a_routed_decision_is_not_the_requesters() -> R {
     assert_eq!(err.refusal(), Some(Refusal::NotDecider));
     assert_eq!(
         err.to_string(),
-        "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`"
+        "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`; the work is for `Mia`, but the decision is not theirs"
     );
     assert_eq!(w.app.price(), 0);
     let done = w.rt.approve_and_run(&p.id, "Noor", &p.fingerprint, ApproveMode::Once, |c| w.app.run(c))?;

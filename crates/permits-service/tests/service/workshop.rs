@@ -336,7 +336,7 @@ fn outcome_9_a_routed_decision_is_not_the_requesters() -> R {
     assert_eq!((refused.status, refused.code()), (403, "not_decider"));
     assert_eq!(
         refused.message(),
-        "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`"
+        "`Mia` may not decide proposal `P-1`: the decision is `Noor`'s because skill `PriceFleetRepair` routes `SetPrice` to person `Noor`; the work is for `Mia`, but the decision is not theirs"
     );
     assert_eq!(w.app.price, 0);
     approve(&w.noor, &p, "once").ok();
