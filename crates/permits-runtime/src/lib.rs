@@ -57,6 +57,8 @@ mod ledger;
 pub mod limits;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod record_text;
 mod records;
 pub mod signing;
 #[cfg(feature = "sqlite")]

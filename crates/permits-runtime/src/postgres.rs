@@ -65,11 +65,11 @@ use std::time::Duration;
 
 use postgres::types::ToSql;
 use postgres::{Client, Config, GenericClient, NoTls, Row, Statement};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
+use super::record_text::{HasId, decode, encode};
 use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
 use super::store::{Store, Transaction};
 
@@ -468,51 +468,6 @@ impl Drop for PostgresTransaction<'_> {
             *self.guard = None;
         }
     }
-}
-
-/// A record with an id, checked against its row's key on decoding.
-trait HasId {
-    fn id(&self) -> &str;
-}
-
-impl HasId for Proposal {
-    fn id(&self) -> &str {
-        &self.id
-    }
-}
-
-impl HasId for Run {
-    fn id(&self) -> &str {
-        &self.id
-    }
-}
-
-impl HasId for StandingRule {
-    fn id(&self) -> &str {
-        &self.id
-    }
-}
-
-impl HasId for Task {
-    fn id(&self) -> &str {
-        &self.key
-    }
-}
-
-fn decode<T: DeserializeOwned + HasId>(kind: &str, id: &str, text: &str) -> Result<T, StoreError> {
-    let record: T =
-        serde_json::from_str(text).map_err(|e| StoreError(format!("the stored {kind} `{id}` is corrupt: {e}")))?;
-    if record.id() != id {
-        return Err(StoreError(format!(
-            "the stored {kind} `{id}` is corrupt: its record has the id `{}`",
-            record.id()
-        )));
-    }
-    Ok(record)
-}
-
-fn encode<T: Serialize>(kind: &str, id: &str, record: &T) -> Result<String, StoreError> {
-    serde_json::to_string(record).map_err(|e| StoreError(format!("cannot encode the {kind} `{id}`: {e}")))
 }
 
 /// An unsigned value as PostgreSQL's `BIGINT` holds it.

@@ -91,12 +91,12 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
+use super::record_text::{HasId, decode, encode};
 use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
 use super::store::{Store, Transaction};
 
@@ -516,51 +516,6 @@ impl SqliteTransaction<'_> {
     ) -> Result<Option<T>, StoreError> {
         Ok(self.records(kind, query, params)?.into_iter().next())
     }
-}
-
-/// A record with an id, checked against its row's key on decoding.
-trait HasId {
-    fn id(&self) -> &str;
-}
-
-impl HasId for Proposal {
-    fn id(&self) -> &str {
-        &self.id
-    }
-}
-
-impl HasId for Run {
-    fn id(&self) -> &str {
-        &self.id
-    }
-}
-
-impl HasId for StandingRule {
-    fn id(&self) -> &str {
-        &self.id
-    }
-}
-
-impl HasId for Task {
-    fn id(&self) -> &str {
-        &self.key
-    }
-}
-
-fn decode<T: DeserializeOwned + HasId>(kind: &str, id: &str, text: &str) -> Result<T, StoreError> {
-    let record: T =
-        serde_json::from_str(text).map_err(|e| StoreError(format!("the stored {kind} `{id}` is corrupt: {e}")))?;
-    if record.id() != id {
-        return Err(StoreError(format!(
-            "the stored {kind} `{id}` is corrupt: its record has the id `{}`",
-            record.id()
-        )));
-    }
-    Ok(record)
-}
-
-fn encode<T: Serialize>(kind: &str, id: &str, record: &T) -> Result<String, StoreError> {
-    serde_json::to_string(record).map_err(|e| StoreError(format!("cannot encode the {kind} `{id}`: {e}")))
 }
 
 /// An unsigned value as SQLite stores it.
