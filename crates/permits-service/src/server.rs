@@ -85,7 +85,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     // restart with the same table changes nothing); an older or unsigned one is refused, and the service
     // does not start.
     rt.install_table().map_err(|e| format!("the table `{}` is not installed: {e}", args.table.display()))?;
-    let app = Arc::new(App::new(rt, keys, versions, storage, audit, args.table.clone()));
+    let app = Arc::new(App::new(rt, keys, versions, storage, audit, args.table.clone(), args.fresh_sign_in));
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -106,7 +106,10 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             app.storage.synchronous
         );
         tokio::spawn(reload_on_hangup(app.clone()));
-        axum::serve(listener, api::router(app)).with_graceful_shutdown(ended()).await.map_err(|e| e.to_string())
+        axum::serve(listener, api::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>())
+            .with_graceful_shutdown(ended())
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 

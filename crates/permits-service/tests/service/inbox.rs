@@ -1,0 +1,386 @@
+//! The inbox over plain HTTP (no browser): every page refuses an unauthenticated request, one person cannot
+//! act as another (ids in URLs and forms, tampered cookies), CSRF tokens are checked, sign-in is
+//! throttled, no password or session id reaches a log line or the audit, and invisible characters are
+//! visible on the page. The browser tests (`browser.rs`) drive the same pages in Chromium.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{Client, R, Server, permitd};
+
+/// Noor's and Mia's inbox passwords in these tests.
+pub(super) const NOOR_PASSWORD: &str = "noor-secret-password-1";
+pub(super) const MIA_PASSWORD: &str = "mia-secret-password-22";
+
+/// `permitd people set-password --store STORE PERSON`, the password on stdin. Returns its stderr.
+pub(super) fn set_password(store: &Path, person: &str, password: &str) -> String {
+    let mut child = permitd()
+        .args(["people", "set-password", "--store"])
+        .arg(store)
+        .arg(person)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("permitd people set-password");
+    if let Some(mut stdin) = child.stdin.take() {
+        writeln!(stdin, "{password}").expect("the password on stdin");
+    }
+    let out = child.wait_with_output().expect("permitd people set-password");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(out.status.success(), "set-password: {stderr}");
+    stderr
+}
+
+/// The workshop with passwords for Noor and Mia.
+pub(super) fn workshop(more: &[&str], log: Option<&Path>) -> (Server, super::Temp) {
+    let dir = super::Temp::new("inbox");
+    let table = dir.path("table.json");
+    std::fs::copy(super::fixture("workshop"), &table).expect("the workshop fixture");
+    let store = dir.path("ledger.db");
+    set_password(&store, "Noor", NOOR_PASSWORD);
+    set_password(&store, "Mia", MIA_PASSWORD);
+    (Server::logged(&table, &store, more, log), dir)
+}
+
+/// The estimator proposes `SetPrice` of repair T-7 at `price` for Mia in skill `PriceFleetRepair`, which
+/// routes it to Noor: the proposal.
+pub(super) fn propose_for_mia(host: &Client, key: &str, price: i64, why: &str, shown: &str) -> Value {
+    let answer = host
+        .post(
+            "/v1/calls",
+            &json!({"agent": "Estimator", "skill": "PriceFleetRepair", "tool": "SetPrice",
+                "arguments": {"repair": "T-7", "price": price}, "requester": "Mia", "operation_key": key,
+                "claim_token": format!("{key}-price"), "why": why, "covered_version": "r1",
+                "shown": {"repair": shown}}),
+        )
+        .ok();
+    assert_eq!(answer["outcome"], "proposed", "{answer}");
+    answer["proposal"].clone()
+}
+
+/// A browser without a browser: cookies kept by hand, redirects not followed.
+pub(super) struct Web {
+    base: String,
+    agent: ureq::Agent,
+    pub(super) cookies: BTreeMap<String, String>,
+}
+
+/// An answer: status, `Location`, body.
+#[derive(Debug)]
+pub(super) struct Page {
+    pub(super) status: u16,
+    pub(super) location: Option<String>,
+    pub(super) body: String,
+    pub(super) set_cookies: Vec<String>,
+}
+
+impl Page {
+    /// The value of the first hidden `csrf` field.
+    pub(super) fn csrf(&self) -> String {
+        field(&self.body, "csrf").unwrap_or_default()
+    }
+}
+
+/// The value of the first `<input … name="NAME" value="…">` in `html`.
+pub(super) fn field(html: &str, name: &str) -> Option<String> {
+    let at = html.find(&format!("name=\"{name}\" value=\""))?;
+    let rest = &html[at + name.len() + 15..];
+    Some(rest[..rest.find('"')?].to_string())
+}
+
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+impl Web {
+    pub(super) fn new(base: &str) -> Web {
+        let agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .max_redirects(0)
+            .timeout_global(Some(Duration::from_secs(60)))
+            .proxy(None)
+            .build()
+            .into();
+        Web { base: base.to_string(), agent, cookies: BTreeMap::new() }
+    }
+
+    fn cookie_header(&self) -> String {
+        self.cookies.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("; ")
+    }
+
+    fn page(&mut self, response: Result<ureq::http::Response<ureq::Body>, ureq::Error>) -> Page {
+        let mut response = response.expect("an answer");
+        let status = response.status().as_u16();
+        let location = response.headers().get("location").and_then(|v| v.to_str().ok()).map(str::to_string);
+        let mut set_cookies = Vec::new();
+        for v in response.headers().get_all("set-cookie") {
+            let Ok(v) = v.to_str() else { continue };
+            set_cookies.push(v.to_string());
+            let pair = v.split(';').next().unwrap_or_default();
+            if let Some((name, value)) = pair.split_once('=') {
+                if value.is_empty() || v.contains("Max-Age=0") {
+                    self.cookies.remove(name);
+                } else {
+                    self.cookies.insert(name.to_string(), value.to_string());
+                }
+            }
+        }
+        let body = response.body_mut().read_to_string().unwrap_or_default();
+        Page { status, location, body, set_cookies }
+    }
+
+    pub(super) fn get(&mut self, path: &str) -> Page {
+        let mut request = self.agent.get(format!("{}{path}", self.base));
+        if !self.cookies.is_empty() {
+            request = request.header("cookie", self.cookie_header());
+        }
+        let response = request.call();
+        self.page(response)
+    }
+
+    pub(super) fn post(&mut self, path: &str, fields: &[(&str, &str)]) -> Page {
+        let body = fields.iter().map(|(k, v)| format!("{}={}", encode(k), encode(v))).collect::<Vec<_>>().join("&");
+        let mut request =
+            self.agent.post(format!("{}{path}", self.base)).header("content-type", "application/x-www-form-urlencoded");
+        if !self.cookies.is_empty() {
+            request = request.header("cookie", self.cookie_header());
+        }
+        let response = request.send(body.as_bytes());
+        self.page(response)
+    }
+
+    /// Signs in as `person`: the answer to the sign-in's POST.
+    pub(super) fn sign_in(&mut self, person: &str, password: &str) -> Page {
+        let form = self.get("/inbox/sign-in");
+        assert_eq!(form.status, 200, "{}", form.body);
+        self.post("/inbox/sign-in", &[("csrf", &form.csrf()), ("person", person), ("password", password)])
+    }
+}
+
+#[test]
+fn every_inbox_page_refuses_an_unauthenticated_request() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let host = server.host("Estimator");
+    propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
+    let gets = ["/inbox/waiting", "/inbox/proposals/P-1", "/inbox/rules", "/inbox/history", "/inbox/tables"];
+    let posts =
+        ["/inbox/proposals/P-1/approve", "/inbox/proposals/P-1/reject", "/inbox/rules/R-1/revoke", "/inbox/sign-out"];
+    let random = "ab".repeat(32);
+    for cookie in [None, Some(random.as_str()), Some("not-a-session"), Some("")] {
+        let mut web = Web::new(&server.url);
+        if let Some(c) = cookie {
+            web.cookies.insert("permits_session".into(), c.into());
+        }
+        for path in gets {
+            let page = web.get(path);
+            assert_eq!(page.status, 303, "{path} with {cookie:?}: {}", page.body);
+            let to = page.location.unwrap_or_default();
+            assert!(to.starts_with("/inbox/sign-in?next=%2F") || to.starts_with("/inbox/sign-in?next=/"), "{to}");
+        }
+        for path in posts {
+            let page = web.post(path, &[("csrf", "x"), ("fingerprint", "f"), ("how", "once"), ("reason", "no")]);
+            assert_eq!(page.status, 403, "{path} with {cookie:?}: {}", page.body);
+            assert!(page.body.contains("needs a signed-in person"), "{}", page.body);
+        }
+    }
+    // Nothing was decided.
+    assert_eq!(host.get("/v1/proposals/P-1").ok()["status"], "waiting");
+    Ok(())
+}
+
+#[test]
+fn a_session_cookie_is_http_only_strict_and_its_id_is_stored_only_as_a_digest() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let mut web = Web::new(&server.url);
+    let signed = web.sign_in("Noor", NOOR_PASSWORD);
+    assert_eq!((signed.status, signed.location.as_deref()), (303, Some("/inbox/waiting")), "{}", signed.body);
+    let cookie = signed.set_cookies.iter().find(|c| c.starts_with("permits_session=")).ok_or("no session cookie")?;
+    assert!(cookie.contains("; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200"), "{cookie}");
+    let id = web.cookies.get("permits_session").cloned().ok_or("no session")?;
+    assert_eq!(id.len(), 64);
+    let db = rusqlite::Connection::open(&server.store)?;
+    let (digest, person): (String, String) =
+        db.query_row("SELECT digest, person FROM service_sessions", [], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    assert_eq!(person, "Noor");
+    assert_ne!(digest, id);
+    let phc: String = db.query_row("SELECT phc FROM service_passwords WHERE person = 'Noor'", [], |r| r.get(0))?;
+    assert!(phc.starts_with("$argon2id$v=19$m=19456,t=2,p=1$"), "{phc}");
+    // Signed in, the pages answer; signed out, the same cookie is refused.
+    let page = web.get("/inbox/waiting");
+    assert_eq!(page.status, 200);
+    let csrf = page.csrf();
+    assert_eq!(web.post("/inbox/sign-out", &[("csrf", &csrf)]).status, 303);
+    let mut replay = Web::new(&server.url);
+    replay.cookies.insert("permits_session".into(), id);
+    assert_eq!(replay.get("/inbox/waiting").status, 303);
+    Ok(())
+}
+
+#[test]
+fn one_person_cannot_act_as_another() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let host = server.host("Estimator");
+    let p = propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
+    let fingerprint = p["fingerprint"].as_str().ok_or("fingerprint")?;
+    let (mut mia, mut noor) = (Web::new(&server.url), Web::new(&server.url));
+    assert_eq!(mia.sign_in("Mia", MIA_PASSWORD).status, 303);
+    assert_eq!(noor.sign_in("Noor", NOOR_PASSWORD).status, 303);
+    let mia_csrf = mia.get("/inbox/proposals/P-1").csrf();
+    let noor_csrf = noor.get("/inbox/proposals/P-1").csrf();
+    assert_ne!(mia_csrf, noor_csrf);
+    // Mia, with her own session and token, naming Noor in the form: refused as the API refuses her.
+    let api = server.person("Mia").post("/v1/proposals/P-1/approve", &json!({"fingerprint": fingerprint}));
+    assert_eq!(api.status, 403);
+    let page = mia.post(
+        "/inbox/proposals/P-1/approve",
+        &[("csrf", &mia_csrf), ("fingerprint", fingerprint), ("how", "once"), ("person", "Noor")],
+    );
+    assert_eq!(page.status, 403, "{}", page.body);
+    let refusal = api.message().replace('`', "&#96;");
+    assert!(
+        page.body.contains(api.message()) || page.body.contains(&refusal),
+        "the page does not give the API's refusal `{}`: {}",
+        api.message(),
+        page.body
+    );
+    // Noor's session with Mia's token, and Mia's session with Noor's: refused before anything is read.
+    let swapped = noor
+        .post("/inbox/proposals/P-1/approve", &[("csrf", &mia_csrf), ("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!(swapped.status, 403);
+    assert!(swapped.body.contains("CSRF"), "{}", swapped.body);
+    let swapped = mia
+        .post("/inbox/proposals/P-1/approve", &[("csrf", &noor_csrf), ("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!(swapped.status, 403);
+    // A form without its token at all.
+    let bare = noor.post("/inbox/proposals/P-1/approve", &[("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!(bare.status, 403);
+    assert!(bare.body.contains("CSRF"), "{}", bare.body);
+    // A tampered cookie: Noor's id with one digit changed is nobody.
+    let id = noor.cookies.get("permits_session").cloned().ok_or("session")?;
+    let flipped: String =
+        id.chars().enumerate().map(|(i, c)| if i == 0 { if c == '0' { '1' } else { '0' } } else { c }).collect();
+    let mut forged = Web::new(&server.url);
+    forged.cookies.insert("permits_session".into(), flipped);
+    let page = forged
+        .post("/inbox/proposals/P-1/approve", &[("csrf", &noor_csrf), ("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!(page.status, 403);
+    assert_eq!(host.get("/v1/proposals/P-1").ok()["status"], "waiting");
+    // Noor, properly: granted, by her.
+    let done = noor
+        .post("/inbox/proposals/P-1/approve", &[("csrf", &noor_csrf), ("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!((done.status, done.location.as_deref()), (303, Some("/inbox/proposals/P-1")), "{}", done.body);
+    let after = host.get("/v1/proposals/P-1").ok();
+    assert_eq!((&after["status"], &after["decided_by"]), (&json!("granted"), &json!("Noor")));
+    Ok(())
+}
+
+#[test]
+fn sign_in_is_throttled_per_person_and_per_address() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let mut web = Web::new(&server.url);
+    for _ in 0..5 {
+        let page = web.sign_in("Noor", "a wrong password!");
+        assert_eq!(page.status, 401, "{}", page.body);
+        assert!(page.body.contains("do not match"));
+    }
+    // The sixth, with the right password: refused without being checked.
+    let page = web.sign_in("Noor", NOOR_PASSWORD);
+    assert_eq!(page.status, 429, "{}", page.body);
+    assert!(page.body.contains("too many failed sign-ins"), "{}", page.body);
+    assert!(!web.cookies.contains_key("permits_session"));
+    // Another person from the same address still signs in (5 failures are under the address's 20)...
+    assert_eq!(Web::new(&server.url).sign_in("Mia", MIA_PASSWORD).status, 303);
+    // ...until the address has failed 20 times.
+    for n in 0..15 {
+        assert_eq!(web.sign_in(&format!("Nobody{n}"), "a wrong password!").status, 401);
+    }
+    assert_eq!(Web::new(&server.url).sign_in("Mia", MIA_PASSWORD).status, 429);
+    Ok(())
+}
+
+#[test]
+fn a_sign_in_form_without_its_token_is_refused() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let mut web = Web::new(&server.url);
+    let form = web.get("/inbox/sign-in");
+    let page = web.post("/inbox/sign-in", &[("person", "Noor"), ("password", NOOR_PASSWORD)]);
+    assert_eq!(page.status, 403, "{}", page.body);
+    let page =
+        web.post("/inbox/sign-in", &[("csrf", &"0".repeat(64)), ("person", "Noor"), ("password", NOOR_PASSWORD)]);
+    assert_eq!(page.status, 403);
+    // The token without its cookie (another browser) is refused too.
+    let mut other = Web::new(&server.url);
+    let page = other.post("/inbox/sign-in", &[("csrf", &form.csrf()), ("person", "Noor"), ("password", NOOR_PASSWORD)]);
+    assert_eq!(page.status, 403);
+    assert!(!other.cookies.contains_key("permits_session"));
+    Ok(())
+}
+
+#[test]
+fn no_password_or_session_id_reaches_a_log_line_or_the_audit() -> R {
+    let dir = super::Temp::new("inbox-log");
+    let log = dir.path("permitd.log");
+    let (server, _store_dir) = workshop(&[], Some(&log));
+    let said = set_password(&server.store, "Riley", "riley-secret-password");
+    assert!(!said.contains("riley-secret-password"), "{said}");
+    let host = server.host("Estimator");
+    let p = propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
+    let mut noor = Web::new(&server.url);
+    noor.sign_in("Noor", "a wrong password!");
+    assert_eq!(noor.sign_in("Noor", NOOR_PASSWORD).status, 303);
+    let page = noor.get("/inbox/proposals/P-1");
+    let fingerprint = p["fingerprint"].as_str().ok_or("fingerprint")?;
+    let done = noor
+        .post("/inbox/proposals/P-1/approve", &[("csrf", &page.csrf()), ("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!(done.status, 303, "{}", done.body);
+    let session = noor.cookies.get("permits_session").cloned().ok_or("session")?;
+    server.signal("TERM");
+    std::thread::sleep(Duration::from_millis(500));
+    let mut audit_path = server.store.as_os_str().to_owned();
+    audit_path.push(".audit.jsonl");
+    let audit = std::fs::read_to_string(&audit_path)?;
+    assert!(audit.contains("\"Noor\""), "the audit has Noor's approval: {audit}");
+    let logged = std::fs::read_to_string(&log)?;
+    let db = std::fs::read(&server.store)?;
+    let db = String::from_utf8_lossy(&db);
+    for secret in [NOOR_PASSWORD, MIA_PASSWORD, "a wrong password!", "riley-secret-password", session.as_str()] {
+        assert!(!logged.contains(secret), "the log has `{secret}`: {logged}");
+        assert!(!audit.contains(secret), "the audit has `{secret}`");
+        assert!(!db.contains(secret), "the store has `{secret}`");
+    }
+    Ok(())
+}
+
+#[test]
+fn invisible_characters_are_visible_on_the_proposal_page() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let host = server.host("Estimator");
+    propose_for_mia(&host, "k1", 45, "pads\u{202e}lebac a\u{200b}nd", "Ticket\u{200b} T-7\u{202e}");
+    let mut noor = Web::new(&server.url);
+    noor.sign_in("Noor", NOOR_PASSWORD);
+    let page = noor.get("/inbox/proposals/P-1");
+    assert_eq!(page.status, 200);
+    let esc = "<span class=\"esc\" title=\"an invisible character, shown as its code point\">";
+    assert!(
+        page.body.contains(&format!("pads{esc}\\u{{202e}}</span>lebac a{esc}\\u{{200b}}</span>nd")),
+        "{}",
+        page.body
+    );
+    assert!(page.body.contains(&format!("Ticket{esc}\\u{{200b}}</span> T-7{esc}\\u{{202e}}</span>")), "{}", page.body);
+    assert!(!page.body.contains('\u{202e}') && !page.body.contains('\u{200b}'), "a raw invisible character");
+    // And the page is for a phone: the viewport is declared, and no script runs.
+    assert!(page.body.contains("<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"));
+    assert!(!page.body.contains("<script"));
+    Ok(())
+}
