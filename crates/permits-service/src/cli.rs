@@ -95,6 +95,18 @@ pub struct ServeArgs {
     /// rule); 0 asks for a password at every approval.
     #[arg(long, default_value_t = crate::inbox::DEFAULT_FRESH_SIGN_IN)]
     pub fresh_sign_in: u64,
+    /// The inbox: approving needs a second factor (TOTP, added by each person on `/inbox/totp`); without
+    /// it a person still signs in and reads, but cannot approve.
+    #[arg(long)]
+    pub require_totp: bool,
+    /// Announce each new proposal to a webhook: `person:NAME=URL` (proposals that person decides),
+    /// `role:NAME=URL` or `queue:NAME=URL` (proposals routed there); plain `http://`; repeatable. The
+    /// body is Slack-compatible JSON with the label, who asks and a link to the inbox, never an argument.
+    #[arg(long)]
+    pub webhook: Vec<String>,
+    /// The inbox's address as persons reach it (for the webhooks' links); default: the bound address.
+    #[arg(long)]
+    pub public_url: Option<String>,
 }
 
 /// `permitd serve --sync`: SQLite's `synchronous` for the ledger.

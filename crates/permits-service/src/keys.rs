@@ -142,6 +142,16 @@ CREATE TABLE IF NOT EXISTS service_sessions (
     person TEXT NOT NULL,
     signed_in_at BIGINT NOT NULL,
     expires_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_totp (
+    person TEXT PRIMARY KEY,
+    secret TEXT NOT NULL,
+    confirmed BIGINT NOT NULL,
+    last_step BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_notified (
+    proposal TEXT PRIMARY KEY,
+    at BIGINT NOT NULL
 )";
 
 const POSTGRES_COLUMNS: &str = "SELECT id, kind, agents, person, label, created_at, revoked_at FROM service_keys";
@@ -254,6 +264,16 @@ CREATE TABLE IF NOT EXISTS service_sessions (
     person TEXT NOT NULL,
     signed_in_at INTEGER NOT NULL,
     expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_totp (
+    person TEXT PRIMARY KEY,
+    secret TEXT NOT NULL,
+    confirmed INTEGER NOT NULL,
+    last_step INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_notified (
+    proposal TEXT PRIMARY KEY,
+    at INTEGER NOT NULL
 )";
 
 impl KeyStore {

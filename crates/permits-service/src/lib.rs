@@ -23,6 +23,7 @@
 //! | `api` | the routes under `/v1/`, one file per family (offer, calls, proposals, executions, rules, …) |
 //! | [`inbox`] | the decider's inbox: server-rendered pages under `/inbox/`, sign-in, sessions, CSRF, throttling |
 //! | [`people`] | persons' inbox passwords (Argon2id) and sessions, beside the keys |
+//! | [`webhooks`] | notifications of new proposals to a person's, a role's or a queue's webhook (Slack-compatible, no argument values) |
 //! | `version_urls` | the URLs hosts register per tool, asked for the covered version when a person approves |
 //! | `stated` | what a request states for the host's callbacks: the covered version, how arguments read |
 //! | `metrics` | `/metrics` in Prometheus text |
@@ -35,6 +36,7 @@ pub mod keys;
 pub mod people;
 pub mod server;
 pub mod store;
+pub mod webhooks;
 
 mod api;
 mod audit;

@@ -8,6 +8,11 @@
 //! A session is 32 bytes from the operating system's generator, sent to the browser once as the cookie's
 //! value (64 hex digits) and kept only as its SHA-256 digest, with the person, when they signed in, and when
 //! it ends ([`SESSION_LIFETIME`]); `service_sessions`. Whoever reads the database learns no session id.
+//!
+//! A person may add a second factor, a TOTP secret ([`totp`]), in `service_totp`. Unlike a password it
+//! must be kept as it is (the service computes the codes from it): the database is inside the trust
+//! boundary (spec §5a "Who may touch the store"), and the secret is never logged, audited or shown again
+//! after enrolment.
 
 use std::sync::PoisonError;
 
@@ -227,6 +232,221 @@ impl KeyStore {
     }
 }
 
+/// TOTP (RFC 6238): HMAC-SHA-1, a 30-second step, 6 digits, as every authenticator app reads an
+/// `otpauth://` URI. A code is accepted for the step now and the one before or after (clock drift), and at
+/// most once: a code of a step at or before the last one used is refused (a replay).
+pub mod totp {
+    use hmac::{Hmac, KeyInit, Mac};
+    use sha1::Sha1;
+
+    /// The length of a step, in seconds.
+    pub const STEP: u64 = 30;
+    /// Digits in a code.
+    pub const DIGITS: u32 = 6;
+
+    /// The code of `secret` (raw bytes) for time step `step` (`unix time / 30`), as 6 digits.
+    pub fn code(secret: &[u8], step: u64) -> String {
+        let mut mac = match Hmac::<Sha1>::new_from_slice(secret) {
+            Ok(mac) => mac,
+            // HMAC takes a key of any length; this cannot happen.
+            Err(_) => return String::new(),
+        };
+        mac.update(&step.to_be_bytes());
+        let hash = mac.finalize().into_bytes();
+        let offset = usize::from(hash[hash.len() - 1] & 0x0f);
+        let bytes = [hash[offset] & 0x7f, hash[offset + 1], hash[offset + 2], hash[offset + 3]];
+        let value = u32::from_be_bytes(bytes) % 10u32.pow(DIGITS);
+        format!("{value:06}")
+    }
+
+    /// The step of `code` within one step of `now` (seconds since the Unix epoch), if it is one of them.
+    pub fn matching_step(secret: &[u8], code: &str, now: u64) -> Option<u64> {
+        let code = code.trim();
+        if code.len() != DIGITS as usize || !code.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let now = now / STEP;
+        [now.saturating_sub(1), now, now + 1]
+            .into_iter()
+            .find(|step| super::same_text(&self::code(secret, *step), code))
+    }
+
+    const ALPHABET: &[u8; 32] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+
+    /// RFC 4648 base 32, without padding: how authenticator apps take a secret.
+    pub fn base32(bytes: &[u8]) -> String {
+        let mut out = String::new();
+        for chunk in bytes.chunks(5) {
+            let mut buf = [0u8; 5];
+            buf[..chunk.len()].copy_from_slice(chunk);
+            let n = u64::from_be_bytes([0, 0, 0, buf[0], buf[1], buf[2], buf[3], buf[4]]);
+            let chars = (chunk.len() * 8).div_ceil(5);
+            for i in 0..chars {
+                out.push(char::from(ALPHABET[((n >> (35 - i * 5)) & 31) as usize]));
+            }
+        }
+        out
+    }
+
+    /// Reads [`base32`] back (case and spaces ignored).
+    pub fn from_base32(text: &str) -> Option<Vec<u8>> {
+        let mut bits = 0u64;
+        let mut n = 0u32;
+        let mut out = Vec::new();
+        for c in text.bytes().filter(|c| !c.is_ascii_whitespace() && *c != b'=') {
+            let v = ALPHABET.iter().position(|a| *a == c.to_ascii_uppercase())? as u64;
+            bits = (bits << 5) | v;
+            n += 5;
+            if n >= 8 {
+                n -= 8;
+                out.push((bits >> n) as u8);
+                bits &= (1 << n) - 1;
+            }
+        }
+        Some(out)
+    }
+
+    /// The `otpauth://` URI an authenticator app enrols from.
+    pub fn uri(person: &str, secret: &[u8]) -> String {
+        let label: String = person
+            .bytes()
+            .map(|b| if b.is_ascii_alphanumeric() { char::from(b).to_string() } else { format!("%{b:02X}") })
+            .collect();
+        format!(
+            "otpauth://totp/permits:{label}?secret={}&issuer=permits&algorithm=SHA1&digits={DIGITS}&period={STEP}",
+            base32(secret)
+        )
+    }
+}
+
+/// Compares two texts in time independent of where they differ.
+pub(crate) fn same_text(a: &str, b: &str) -> bool {
+    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// A person's second factor as the store keeps it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecondFactor {
+    /// The TOTP secret (20 random bytes).
+    pub secret: Vec<u8>,
+    /// Whether the person confirmed it with a code (only then does sign-in ask for one).
+    pub confirmed: bool,
+    /// The last time step a code was accepted for (a code of this step or before is a replay).
+    pub last_step: u64,
+}
+
+// No `Debug` with the secret in it.
+impl std::fmt::Debug for SecondFactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecondFactor").field("confirmed", &self.confirmed).finish_non_exhaustive()
+    }
+}
+
+impl KeyStore {
+    /// `person`'s second factor, if they started enrolling one.
+    ///
+    /// Errors: the database failed, or the record is corrupt.
+    pub fn second_factor(&self, person: &str) -> Result<Option<SecondFactor>, String> {
+        let found: Option<(String, i64, i64)> = match &self.db {
+            Db::Sqlite(conn) => conn
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .query_row("SELECT secret, confirmed, last_step FROM service_totp WHERE person = ?1", [person], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
+                .optional()
+                .map_err(|e| format!("cannot read the second factor: {e}"))?,
+            Db::Postgres(pg) => pg.with(|client| {
+                let row = client
+                    .query_opt("SELECT secret, confirmed, last_step FROM service_totp WHERE person = $1", &[&person])
+                    .map_err(|e| format!("cannot read the second factor: {e}"))?;
+                row.map(|r| {
+                    Ok((
+                        r.try_get(0).map_err(|e| e.to_string())?,
+                        r.try_get(1).map_err(|e| e.to_string())?,
+                        r.try_get(2).map_err(|e| e.to_string())?,
+                    ))
+                })
+                .transpose()
+            })?,
+        };
+        found
+            .map(|(secret, confirmed, last_step)| {
+                let corrupt = || format!("the stored second factor of `{person}` is corrupt");
+                Ok(SecondFactor {
+                    secret: totp::from_base32(&secret).ok_or_else(corrupt)?,
+                    confirmed: confirmed != 0,
+                    last_step: u64::try_from(last_step).map_err(|_| corrupt())?,
+                })
+            })
+            .transpose()
+    }
+
+    /// Starts enrolling a new, unconfirmed TOTP secret for `person` (replacing an unconfirmed one). A
+    /// confirmed one is kept: this answers `None`.
+    ///
+    /// Errors: the random generator or the database failed.
+    pub fn begin_second_factor(&self, person: &str) -> Result<Option<Vec<u8>>, String> {
+        if self.second_factor(person)?.is_some_and(|f| f.confirmed) {
+            return Ok(None);
+        }
+        let mut secret = vec![0u8; 20];
+        getrandom::fill(&mut secret).map_err(|e| format!("the operating system's random generator failed: {e}"))?;
+        let text = totp::base32(&secret);
+        let sql_sqlite = "INSERT INTO service_totp (person, secret, confirmed, last_step) VALUES (?1, ?2, 0, 0)
+             ON CONFLICT (person) DO UPDATE SET secret = excluded.secret, confirmed = 0, last_step = 0
+             WHERE service_totp.confirmed = 0";
+        match &self.db {
+            Db::Sqlite(conn) => conn
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .execute(sql_sqlite, params![person, text])
+                .map(drop)
+                .map_err(|e| format!("cannot store the second factor: {e}"))?,
+            Db::Postgres(pg) => pg.with(|client| {
+                client
+                    .execute(
+                        "INSERT INTO service_totp (person, secret, confirmed, last_step) VALUES ($1, $2, 0, 0)
+                         ON CONFLICT (person) DO UPDATE SET secret = excluded.secret, confirmed = 0, last_step = 0
+                         WHERE service_totp.confirmed = 0",
+                        &[&person, &text],
+                    )
+                    .map(drop)
+                    .map_err(|e| format!("cannot store the second factor: {e}"))
+            })?,
+        }
+        Ok(Some(secret))
+    }
+
+    /// Records that a code of `step` was accepted for `person` (and confirms the factor), if `step` is
+    /// after the last one used: `false` for a replay.
+    ///
+    /// Errors: the database failed.
+    pub fn use_second_factor(&self, person: &str, step: u64) -> Result<bool, String> {
+        let step = signed(step);
+        let changed = match &self.db {
+            Db::Sqlite(conn) => conn
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .execute(
+                    "UPDATE service_totp SET confirmed = 1, last_step = ?2 WHERE person = ?1 AND last_step < ?2",
+                    params![person, step],
+                )
+                .map_err(|e| format!("cannot record the second factor: {e}"))?,
+            Db::Postgres(pg) => pg.with(|client| {
+                client
+                    .execute(
+                        "UPDATE service_totp SET confirmed = 1, last_step = $2 WHERE person = $1 AND last_step < $2",
+                        &[&person, &step],
+                    )
+                    .map(|n| n as usize)
+                    .map_err(|e| format!("cannot record the second factor: {e}"))
+            })?,
+        };
+        Ok(changed == 1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,5 +462,27 @@ mod tests {
         assert!(hash_password("short").is_err());
         assert!(hash_password(&"x".repeat(MAX_PASSWORD_BYTES + 1)).is_err());
         Ok(())
+    }
+
+    #[test]
+    fn totp_codes_are_rfc_6238_s() {
+        // RFC 6238 appendix B, SHA-1: the secret "12345678901234567890"; the last 6 of its 8 digits.
+        let secret = b"12345678901234567890";
+        for (time, code) in
+            [(59, "287082"), (1_111_111_109, "081804"), (1_234_567_890, "005924"), (2_000_000_000, "279037")]
+        {
+            assert_eq!(totp::code(secret, time / totp::STEP), code, "at {time}");
+        }
+        assert_eq!(totp::matching_step(secret, "287082", 59), Some(1));
+        assert_eq!(totp::matching_step(secret, "287082", 59 + 30), Some(1), "one step of drift");
+        assert_eq!(totp::matching_step(secret, "287082", 59 + 60), None);
+        assert_eq!(totp::matching_step(secret, "28708", 59), None);
+        assert_eq!(totp::base32(b"foobar"), "MZXW6YTBOI");
+        assert_eq!(totp::from_base32("mzxw 6ytb oi").as_deref(), Some(&b"foobar"[..]));
+        assert_eq!(totp::from_base32(&totp::base32(secret)).as_deref(), Some(&secret[..]));
+        assert!(
+            totp::uri("Noor", secret)
+                .starts_with("otpauth://totp/permits:Noor?secret=GEZDGNBVGY3TQOJQGEZDGNBVGY3TQOJQ&")
+        );
     }
 }

@@ -61,9 +61,12 @@ pub(crate) struct App {
     pub(crate) installing: Mutex<()>,
     /// The inbox's settings and its sign-in throttle.
     pub(crate) inbox: crate::inbox::Inbox,
+    /// The webhooks new proposals are announced to.
+    pub(crate) webhooks: crate::webhooks::Webhooks,
 }
 
 impl App {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         rt: Runtime,
         keys: KeyStore,
@@ -71,7 +74,8 @@ impl App {
         storage: Storage,
         audit: Arc<AuditLog>,
         table_path: PathBuf,
-        fresh_sign_in: u64,
+        inbox: crate::inbox::Inbox,
+        webhooks: crate::webhooks::Webhooks,
     ) -> App {
         App {
             rt,
@@ -83,7 +87,8 @@ impl App {
             table_path,
             changes: watch::Sender::new(0),
             installing: Mutex::new(()),
-            inbox: crate::inbox::Inbox::new(fresh_sign_in),
+            inbox,
+            webhooks,
         }
     }
 

@@ -15,6 +15,8 @@
 //!   client address, within [`FAILURE_WINDOW`] seconds refuse further sign-ins for that person or address
 //!   (429) until the oldest failure is older than the window; a password is not even checked then. The
 //!   counts are this instance's, in memory.
+//! - **Second factor**: a person may add TOTP (RFC 6238) on `/inbox/totp`; sign-in then asks for its code
+//!   (each code once). With `--require-totp`, approving needs one.
 //! - **Fresh sign-in**: approving (once, for the task, or always) needs a sign-in younger than
 //!   `--fresh-sign-in SECONDS` ([`DEFAULT_FRESH_SIGN_IN`]); an older session is shown the sign-in form.
 //! - **Refusals**: a page asked for without a session redirects to the sign-in (GET) or is refused with 403
@@ -61,12 +63,14 @@ pub(crate) struct Inbox {
     pub(crate) fresh_sign_in: u64,
     /// Whether cookies are marked `Secure` (the service is reached over TLS). `permitd` serves plain HTTP.
     pub(crate) secure: bool,
+    /// `--require-totp`: approving needs a confirmed second factor.
+    pub(crate) require_totp: bool,
     throttle: Mutex<HashMap<String, VecDeque<u64>>>,
 }
 
 impl Inbox {
-    pub(crate) fn new(fresh_sign_in: u64) -> Inbox {
-        Inbox { fresh_sign_in, secure: false, throttle: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(fresh_sign_in: u64, require_totp: bool) -> Inbox {
+        Inbox { fresh_sign_in, secure: false, require_totp, throttle: Mutex::new(HashMap::new()) }
     }
 
     /// Seconds until a sign-in for these throttle keys is accepted again, if one is refused now.
@@ -122,6 +126,7 @@ pub(crate) fn router() -> Router<Arc<App>> {
         .route("/inbox/rules/{id}/revoke", post(revoke_rule))
         .route("/inbox/history", get(history))
         .route("/inbox/tables", get(tables))
+        .route("/inbox/totp", get(totp_page).post(totp_confirm))
         .layer(axum::middleware::map_response(headers))
 }
 
@@ -151,10 +156,7 @@ fn derive(purpose: &str, secret: &str) -> String {
     crate::keys::hex(&h.finalize())
 }
 
-/// Compares two tokens in time independent of where they differ.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len() && a.bytes().zip(b.bytes()).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
+use crate::people::same_text as same;
 
 fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
@@ -306,6 +308,9 @@ pub(crate) struct SignInForm {
     csrf: String,
     #[serde(default)]
     next: Option<String>,
+    /// The one-time code of a person with a second factor.
+    #[serde(default)]
+    code: String,
 }
 
 // No `Debug`: the form holds a password.
@@ -341,19 +346,30 @@ async fn sign_in(
         return sign_in_form(&app, &headers, StatusCode::TOO_MANY_REQUESTS, &next, Some(&note), &person);
     }
     let check = app.clone();
-    let (who, password) = (person.clone(), form.password);
-    let verified = tokio::task::spawn_blocking(move || -> Result<bool, String> {
+    let (who, password, code) = (person.clone(), form.password, form.code);
+    let verified = tokio::task::spawn_blocking(move || -> Result<Result<(), &'static str>, String> {
         let phc = check.keys.password_hash(&who)?;
         // A person without a password never signs in, but costs the same time as a wrong password.
         let matches = crate::people::verify_password(phc.as_deref().unwrap_or(crate::people::decoy_hash()), &password);
-        Ok(matches && phc.is_some())
+        if !(matches && phc.is_some()) {
+            return Ok(Err("that person and password do not match"));
+        }
+        match check.keys.second_factor(&who)? {
+            Some(factor) if factor.confirmed => {
+                let step = crate::people::totp::matching_step(&factor.secret, &code, now);
+                match step {
+                    Some(step) if check.keys.use_second_factor(&who, step)? => Ok(Ok(())),
+                    _ => Ok(Err("the one-time code is missing, wrong, or was already used: give the code your authenticator shows now")),
+                }
+            }
+            _ => Ok(Ok(())),
+        }
     })
     .await;
     match verified {
-        Ok(Ok(true)) => {}
-        Ok(Ok(false)) => {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(note))) => {
             app.inbox.failed(&keys, now);
-            let note = "that person and password do not match";
             return sign_in_form(&app, &headers, StatusCode::UNAUTHORIZED, &next, Some(note), &person);
         }
         Ok(Err(e)) => return error_page(None, StatusCode::SERVICE_UNAVAILABLE, &e),
@@ -532,6 +548,9 @@ async fn approve(
         }
     };
     let page = format!("/inbox/proposals/{}", encode(&id));
+    if let Some(refused) = needs_second_factor(&app, &who).await {
+        return refused;
+    }
     if who.age() > app.inbox.fresh_sign_in {
         let note = format!(
             "approving needs a fresh sign-in: yours is {} old, and this service asks again after {}. Sign in again, then approve",
@@ -636,6 +655,92 @@ async fn tables(State(app): State<Arc<App>>, who: Signed) -> Response {
     }
 }
 
+/// With `--require-totp`, the refusal of an approval by a person without a confirmed second factor.
+async fn needs_second_factor(app: &Arc<App>, who: &Signed) -> Option<Response> {
+    if !app.inbox.require_totp {
+        return None;
+    }
+    let read = app.clone();
+    let person = who.person.clone();
+    match tokio::task::spawn_blocking(move || read.keys.second_factor(&person)).await {
+        Ok(Ok(Some(f))) if f.confirmed => None,
+        Ok(Ok(_)) => Some(error_page(
+            Some(who),
+            StatusCode::FORBIDDEN,
+            "this service requires a second factor to approve: add one on the Second factor page (/inbox/totp), then sign in with its code",
+        )),
+        Ok(Err(e)) => Some(error_page(Some(who), StatusCode::SERVICE_UNAVAILABLE, &e)),
+        Err(_) => Some(error_page(Some(who), StatusCode::INTERNAL_SERVER_ERROR, "the check failed inside the service")),
+    }
+}
+
+/// `GET /inbox/totp`: the person's second factor: on, or a new secret to enrol (with its `otpauth://` URI).
+async fn totp_page(State(app): State<Arc<App>>, who: Signed) -> Response {
+    let read = app.clone();
+    let person = who.person.clone();
+    match tokio::task::spawn_blocking(move || read.keys.begin_second_factor(&person)).await {
+        Ok(Ok(secret)) => html(StatusCode::OK, pages::totp(&who.person, &who.csrf, secret.as_deref(), None)),
+        Ok(Err(e)) => error_page(Some(&who), StatusCode::SERVICE_UNAVAILABLE, &e),
+        Err(_) => error_page(Some(&who), StatusCode::INTERNAL_SERVER_ERROR, "the enrolment failed inside the service"),
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CodeForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    code: String,
+}
+
+/// `POST /inbox/totp`: confirms the enrolment with a code of the new secret (a fresh sign-in needed).
+async fn totp_confirm(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    who: Signed,
+    Form(form): Form<CodeForm>,
+) -> Response {
+    if let Some(r) = who.refused(&form.csrf) {
+        return r;
+    }
+    if who.age() > app.inbox.fresh_sign_in {
+        let note = "adding a second factor needs a fresh sign-in: sign in again, then add it";
+        return sign_in_form(&app, &headers, StatusCode::FORBIDDEN, "/inbox/totp", Some(note), &who.person);
+    }
+    let check = app.clone();
+    let person = who.person.clone();
+    let now = crate::server::now();
+    let confirmed = tokio::task::spawn_blocking(move || -> Result<Option<bool>, String> {
+        let Some(factor) = check.keys.second_factor(&person)? else { return Ok(None) };
+        if factor.confirmed {
+            return Ok(Some(true));
+        }
+        match crate::people::totp::matching_step(&factor.secret, &form.code, now) {
+            Some(step) => check.keys.use_second_factor(&person, step).map(Some),
+            None => Ok(Some(false)),
+        }
+    })
+    .await;
+    match confirmed {
+        Ok(Ok(Some(true))) => html(
+            StatusCode::OK,
+            pages::totp(
+                &who.person,
+                &who.csrf,
+                None,
+                Some("Your second factor is on: sign-in asks for its code from now on."),
+            ),
+        ),
+        Ok(Ok(_)) => error_page(
+            Some(&who),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "that code is not the one the new secret gives now: open the Second factor page again and enter the code your authenticator shows",
+        ),
+        Ok(Err(e)) => error_page(Some(&who), StatusCode::SERVICE_UNAVAILABLE, &e),
+        Err(_) => error_page(Some(&who), StatusCode::INTERNAL_SERVER_ERROR, "the enrolment failed inside the service"),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -651,7 +756,7 @@ mod tests {
 
     #[test]
     fn the_throttle_refuses_after_its_limit_and_forgets_after_its_window() {
-        let inbox = Inbox::new(900);
+        let inbox = Inbox::new(900, false);
         let keys = [(person_key("Noor"), PERSON_FAILURES)];
         for _ in 0..PERSON_FAILURES {
             assert_eq!(inbox.throttled(&keys, 1000), None);

@@ -134,6 +134,7 @@ fn layout(title: &str, who: Option<(&str, &str)>, body: Markup) -> Markup {
                         a href="/inbox/rules" { "My rules" }
                         a href="/inbox/history" { "History" }
                         a href="/inbox/tables" { "Tables" }
+                        a href="/inbox/totp" { "Second factor" }
                         form method="post" action="/inbox/sign-out" {
                             input type="hidden" name="csrf" value=(csrf);
                             span.muted style="color:#cfd8dc" { (person) " " }
@@ -175,6 +176,8 @@ pub(crate) fn sign_in(csrf: &str, next: &str, note: Option<&str>, person: &str) 
                     input type="hidden" name="next" value=(next);
                     label { "Person" br; input #person name="person" value=(person) autocomplete="username" required; }
                     label { "Password" br; input #password type="password" name="password" autocomplete="current-password" required; }
+                    label { "One-time code (if you added a second factor)" br;
+                        input #code name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" maxlength="6"; }
                     button #sign-in type="submit" { "Sign in" }
                 }
             }
@@ -563,6 +566,37 @@ pub(crate) fn tables(person: &str, csrf: &str, installs: &[TableInstall], curren
                             @if let Some(serial) = t.serial { " · serial " (serial) }
                             @if t.key.is_some() { " · signed" } @else { " · unsigned" }
                             @if let Some(by) = &t.forced_by { " · forced by " (by) }
+                        }
+                    }
+                }
+            }
+        },
+    )
+}
+
+/// The second factor: on (`secret` is `None`), or a new secret to add, with the form that confirms it.
+pub(crate) fn totp(person: &str, csrf: &str, secret: Option<&[u8]>, note: Option<&str>) -> Markup {
+    use crate::people::totp::{base32, uri};
+    layout(
+        "Second factor",
+        Some((person, csrf)),
+        html! {
+            h1 { "Second factor" }
+            @if let Some(note) = note { section.yes { p #note { (note) } } }
+            @match secret {
+                None => { p #totp-on { "Your second factor (TOTP) is on: sign-in asks for its one-time code." } }
+                Some(secret) => {
+                    p { "Add a one-time code (TOTP: SHA-1, 30 seconds, 6 digits) to your sign-in: enter this secret in an authenticator app, then the code it shows. "
+                        "Until you confirm it, sign-in does not ask for a code. This secret is shown only on this page; opening it again makes a new one." }
+                    section {
+                        dl {
+                            dt { "Secret" } dd { code #totp-secret { (base32(secret)) } }
+                            dt { "URI" } dd { code #totp-uri { (uri(person, secret)) } }
+                        }
+                        form method="post" action="/inbox/totp" {
+                            input type="hidden" name="csrf" value=(csrf);
+                            label { "The code your app shows" br; input #totp-code name="code" inputmode="numeric" autocomplete="one-time-code" required; }
+                            button #totp-confirm type="submit" { "Turn it on" }
                         }
                     }
                 }

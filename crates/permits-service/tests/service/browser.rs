@@ -305,3 +305,34 @@ fn a_phone_shows_the_approve_button_without_horizontal_scrolling() -> R {
         Ok(())
     })
 }
+
+#[test]
+fn noor_adds_a_second_factor_and_signs_in_with_its_code() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let driver = Driver::start();
+    run(async {
+        let b = browser(&driver, Screen::Laptop).await?;
+        b.goto(&format!("{}/inbox/totp", server.url)).await?;
+        sign_in(&b, "Noor", NOOR_PASSWORD).await?;
+        wait_for_text(&b, "Add a one-time code").await?;
+        let secret = b.find(Locator::Css("#totp-secret")).await?.text().await?;
+        let uri = b.find(Locator::Css("#totp-uri")).await?.text().await?;
+        assert!(uri.starts_with(&format!("otpauth://totp/permits:Noor?secret={secret}&issuer=permits")), "{uri}");
+        screenshot(&b, "second-factor").await?;
+        b.find(Locator::Css("#totp-code")).await?.send_keys(&super::inbox::totp_code(&secret, 0)).await?;
+        b.find(Locator::Css("#totp-confirm")).await?.click().await?;
+        wait_for_text(&b, "Your second factor is on").await?;
+        // Signed out, the password alone no longer signs her in; with the code of the next step it does.
+        b.find(Locator::Css("header button")).await?.click().await?;
+        wait_for_text(&b, "One-time code").await?;
+        sign_in(&b, "Noor", NOOR_PASSWORD).await?;
+        let refused = wait_for_text(&b, "one-time code is missing").await?;
+        assert!(refused.contains("Sign in"), "{refused}");
+        b.find(Locator::Css("#password")).await?.send_keys(NOOR_PASSWORD).await?;
+        b.find(Locator::Css("#code")).await?.send_keys(&super::inbox::totp_code(&secret, 1)).await?;
+        b.find(Locator::Css("#sign-in")).await?.click().await?;
+        wait_for_text(&b, "Waiting for you").await?;
+        b.close().await?;
+        Ok(())
+    })
+}

@@ -384,3 +384,217 @@ fn invisible_characters_are_visible_on_the_proposal_page() -> R {
     assert!(!page.body.contains("<script"));
     Ok(())
 }
+
+/// The text of the element with this id in `html` (no nested elements).
+pub(super) fn text_of(html: &str, id: &str) -> Option<String> {
+    let at = html.find(&format!("id=\"{id}\">"))? + id.len() + 6;
+    Some(html[at..].split('<').next()?.to_string())
+}
+
+/// The TOTP code of a base-32 secret for the step `ahead` steps from now.
+pub(super) fn totp_code(secret: &str, ahead: u64) -> String {
+    use permits_service::people::totp;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    totp::code(&totp::from_base32(secret).unwrap_or_default(), now / totp::STEP + ahead)
+}
+
+#[test]
+fn a_second_factor_is_added_then_asked_for_and_each_code_is_taken_once() -> R {
+    let dir = super::Temp::new("inbox-totp-log");
+    let log = dir.path("permitd.log");
+    let (server, _store_dir) = workshop(&[], Some(&log));
+    let mut noor = Web::new(&server.url);
+    assert_eq!(noor.sign_in("Noor", NOOR_PASSWORD).status, 303);
+    let page = noor.get("/inbox/totp");
+    assert_eq!(page.status, 200);
+    let secret = text_of(&page.body, "totp-secret").ok_or("no secret on the page")?;
+    assert_eq!(secret.len(), 32, "20 bytes in base 32: {secret}");
+    let uri = text_of(&page.body, "totp-uri").ok_or("no URI")?;
+    assert!(uri.starts_with(&format!("otpauth://totp/permits:Noor?secret={secret}&amp;issuer=permits")), "{uri}");
+    // A wrong code does not turn it on; the right one does.
+    let wrong = noor.post("/inbox/totp", &[("csrf", &page.csrf()), ("code", "000000")]);
+    let wrong = if wrong.status == 200 {
+        noor.post("/inbox/totp", &[("csrf", &page.csrf()), ("code", "999999")])
+    } else {
+        wrong
+    };
+    assert_eq!(wrong.status, 422, "{}", wrong.body);
+    let used = totp_code(&secret, 0);
+    let on = noor.post("/inbox/totp", &[("csrf", &page.csrf()), ("code", &used)]);
+    assert_eq!(on.status, 200, "{}", on.body);
+    assert!(on.body.contains("Your second factor is on"), "{}", on.body);
+    assert!(text_of(&noor.get("/inbox/totp").body, "totp-secret").is_none(), "the secret is not shown again");
+    // Sign-in now asks for a code: none, a wrong one, the one already used: refused.
+    let mut web = Web::new(&server.url);
+    for code in ["", "123456", used.as_str()] {
+        let form = web.get("/inbox/sign-in");
+        let page = web.post(
+            "/inbox/sign-in",
+            &[("csrf", &form.csrf()), ("person", "Noor"), ("password", NOOR_PASSWORD), ("code", code)],
+        );
+        if code == "123456" && page.status == 303 {
+            continue; // the one chance in a million that it is the code
+        }
+        assert_eq!(page.status, 401, "code `{code}`: {}", page.body);
+        assert!(page.body.contains("one-time code is missing, wrong, or was already used"), "{}", page.body);
+    }
+    let form = web.get("/inbox/sign-in");
+    let next = totp_code(&secret, 1);
+    let page = web.post(
+        "/inbox/sign-in",
+        &[("csrf", &form.csrf()), ("person", "Noor"), ("password", NOOR_PASSWORD), ("code", &next)],
+    );
+    assert_eq!(page.status, 303, "{}", page.body);
+    server.signal("TERM");
+    std::thread::sleep(Duration::from_millis(500));
+    let logged = std::fs::read_to_string(&log)?;
+    let mut audit_path = server.store.as_os_str().to_owned();
+    audit_path.push(".audit.jsonl");
+    let audit = std::fs::read_to_string(&audit_path)?;
+    for secret in [secret.as_str(), used.as_str(), next.as_str()] {
+        assert!(!logged.contains(secret), "the log has `{secret}`");
+        assert!(!audit.contains(secret), "the audit has `{secret}`");
+    }
+    Ok(())
+}
+
+#[test]
+fn with_require_totp_a_person_without_a_second_factor_cannot_approve() -> R {
+    let (server, _dir) = workshop(&["--require-totp"], None);
+    let host = server.host("Estimator");
+    let p = propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
+    let mut noor = Web::new(&server.url);
+    assert_eq!(noor.sign_in("Noor", NOOR_PASSWORD).status, 303);
+    let page = noor.get("/inbox/proposals/P-1");
+    let fingerprint = p["fingerprint"].as_str().ok_or("fingerprint")?;
+    let refused = noor
+        .post("/inbox/proposals/P-1/approve", &[("csrf", &page.csrf()), ("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    assert!(refused.body.contains("requires a second factor to approve"), "{}", refused.body);
+    assert_eq!(host.get("/v1/proposals/P-1").ok()["status"], "waiting");
+    // With one, she approves.
+    let enrol = noor.get("/inbox/totp");
+    let secret = text_of(&enrol.body, "totp-secret").ok_or("no secret")?;
+    let on = noor.post("/inbox/totp", &[("csrf", &enrol.csrf()), ("code", &totp_code(&secret, 0))]);
+    assert_eq!(on.status, 200, "{}", on.body);
+    let done = noor
+        .post("/inbox/proposals/P-1/approve", &[("csrf", &page.csrf()), ("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!(done.status, 303, "{}", done.body);
+    assert_eq!(host.get("/v1/proposals/P-1").ok()["status"], "granted");
+    Ok(())
+}
+
+/// A webhook receiver on loopback: records each request's path and body, answers 200.
+struct Receiver {
+    url: String,
+    got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        use std::io::{BufRead, BufReader, Read};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+        let url = format!("http://{}", listener.local_addr().expect("its address"));
+        let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = got.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                let mut reader = BufReader::new(stream.try_clone().expect("the stream"));
+                let mut line = String::new();
+                let _ = reader.read_line(&mut line);
+                let path = line.split(' ').nth(1).unwrap_or_default().to_string();
+                let mut length = 0;
+                loop {
+                    let mut header = String::new();
+                    if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = header.to_ascii_lowercase().strip_prefix("content-length:") {
+                        length = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; length];
+                let _ = reader.read_exact(&mut body);
+                let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                record.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((path, value));
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+            }
+        });
+        Receiver { url, got }
+    }
+
+    /// What arrived, once `n` requests have (or after 10 s), and after a further half second for extras.
+    fn after(&self, n: usize) -> Vec<(String, Value)> {
+        let started = std::time::Instant::now();
+        while self.got.lock().map(|g| g.len()).unwrap_or(0) < n && started.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        self.got.lock().map(|g| g.clone()).unwrap_or_default()
+    }
+}
+
+#[test]
+fn a_webhook_on_loopback_gets_one_notification_per_new_proposal_without_argument_values() -> R {
+    let receiver = Receiver::start();
+    let (noor_hook, manager_hook) = (format!("{}/noor", receiver.url), format!("{}/managers", receiver.url));
+    let hooks = [
+        format!("person:Noor={noor_hook}"),
+        format!("role:Manager={manager_hook}"),
+        format!("person:Mia={}/mia", receiver.url),
+    ];
+    let args = [
+        "--webhook",
+        &hooks[0],
+        "--webhook",
+        &hooks[1],
+        "--webhook",
+        &hooks[2],
+        "--public-url",
+        "https://inbox.example",
+    ];
+    let (server, _dir) = workshop(&args, None);
+    let host = server.host("Estimator");
+    // Routed to Noor: her webhook, once (the role's is not: it is not routed to the role).
+    propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
+    // The same call again is the same proposal: nothing new to announce.
+    propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
+    let got = receiver.after(1);
+    assert_eq!(got.len(), 1, "{got:?}");
+    let (path, body) = &got[0];
+    assert_eq!(path, "/noor");
+    assert_eq!(
+        body["text"],
+        "Estimator asks to “Set the price” (SetPrice, for Mia): waiting on a decision from Noor. Sign in to decide: https://inbox.example/inbox/proposals/P-1"
+    );
+    assert_eq!(body["blocks"][0]["type"], "section");
+    assert_eq!(body["link"], "https://inbox.example/inbox/proposals/P-1");
+    let text = body.to_string();
+    for value in ["T-7", "45", "Ticket", "pads"] {
+        assert!(!text.contains(value), "the notification carries `{value}`: {text}");
+    }
+    // A new proposal is announced again; one that waits on Mia goes to her webhook only.
+    propose_for_mia(&host, "k2", 50, "a wheel", "Ticket T-8");
+    let own = host
+        .post(
+            "/v1/calls",
+            &json!({"agent": "Estimator", "skill": "EstimateRepair", "tool": "SetPrice",
+                "arguments": {"repair": "T-9", "price": 12}, "requester": "Mia", "operation_key": "k3",
+                "claim_token": "k3-price", "covered_version": "r1"}),
+        )
+        .ok();
+    assert_eq!(own["outcome"], "proposed", "{own}");
+    let got = receiver.after(3);
+    let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths.len(), 3, "{got:?}");
+    assert_eq!(paths.iter().filter(|p| **p == "/noor").count(), 2, "{paths:?}");
+    assert_eq!(paths.iter().filter(|p| **p == "/mia").count(), 1, "{paths:?}");
+    // After a restart, a retried call of an announced proposal is not announced again.
+    let (table, store, dir) = server.stop(super::Stop::Term);
+    let server = Server::with(&table, &store, &args);
+    propose_for_mia(&server.host("Estimator"), "k1", 45, "pads and a cable", "Ticket T-7");
+    assert_eq!(receiver.after(4).len(), 3);
+    drop(dir);
+    Ok(())
+}
