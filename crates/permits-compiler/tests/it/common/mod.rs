@@ -29,7 +29,7 @@ pub fn level_in(
     args: &serde_json::Map<String, serde_json::Value>,
 ) -> (Level, String) {
     let arguments = serde_json::Value::Object(args.clone());
-    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None, mode }) {
+    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None, mode, via: &[] }) {
         Ok(of) => (of.level, String::new()),
         Err(why) => (Level::Never, why.to_string()),
     }
