@@ -79,6 +79,7 @@ impl Call {
             arguments: &self.arguments,
             requester: self.requester.as_deref(),
             mode: self.mode.as_deref(),
+            via: &[],
         }
     }
 }

@@ -112,6 +112,7 @@ fn workshop() -> Table {
             tools: vec!["PartsFor".into(), "NoteRepair".into(), "SetPrice".into(), "ScrapRepair".into()],
             routes: BTreeMap::new(),
             rules_digest: sha256_hex(b"EstimateRepair"),
+            delegates: Vec::new(),
         },
     );
     let mut fleet_routes = BTreeMap::new();
@@ -124,6 +125,7 @@ fn workshop() -> Table {
             tools: vec!["PartsFor".into(), "SetPrice".into()],
             routes: fleet_routes,
             rules_digest: sha256_hex(b"PriceFleetRepair"),
+            delegates: Vec::new(),
         },
     );
     let mut persons = BTreeMap::new();
@@ -163,6 +165,7 @@ fn workshop() -> Table {
             .map(|r| (r.to_string(), crate::table::RoleInfo { doc: None }))
             .collect(),
         entities: BTreeMap::new(),
+        links: BTreeMap::new(),
         queues: BTreeMap::new(),
         authority: crate::table::AuthorityStatements {
             supervises: manager.clone(),
