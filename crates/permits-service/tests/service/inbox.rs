@@ -598,3 +598,62 @@ fn a_webhook_on_loopback_gets_one_notification_per_new_proposal_without_argument
     drop(dir);
     Ok(())
 }
+
+#[test]
+fn approving_for_the_task_or_always_makes_the_rule_shown_on_my_rules_and_only_its_maker_revokes_it() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let host = server.host("Estimator");
+    let (mut noor, mut mia) = (Web::new(&server.url), Web::new(&server.url));
+    assert_eq!(noor.sign_in("Noor", NOOR_PASSWORD).status, 303);
+    assert_eq!(mia.sign_in("Mia", MIA_PASSWORD).status, 303);
+    let decide = |web: &mut Web, id: &str, fields: &[(&str, &str)]| {
+        let page = web.get(&format!("/inbox/proposals/{id}"));
+        let fingerprint = field(&page.body, "fingerprint").unwrap_or_default();
+        let mut all = vec![("csrf", page.csrf()), ("fingerprint", fingerprint)];
+        all.extend(fields.iter().map(|(k, v)| (*k, v.to_string())));
+        let all: Vec<(&str, &str)> = all.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let action = if fields.iter().any(|(k, _)| *k == "reason") { "reject" } else { "approve" };
+        web.post(&format!("/inbox/proposals/{id}/{action}"), &all)
+    };
+    propose_for_mia(&host, "k1", 45, "pads", "Ticket T-7");
+    assert_eq!(decide(&mut noor, "P-1", &[("how", "task"), ("scope", "these")]).status, 303);
+    propose_for_mia(&host, "k2", 50, "a wheel", "Ticket T-8");
+    assert_eq!(decide(&mut noor, "P-2", &[("how", "always"), ("scope", "any")]).status, 303);
+    let rules = host.get("/v1/rules").ok()["rules"].clone();
+    let rules = rules.as_array().ok_or("rules")?;
+    assert_eq!(rules.len(), 2, "{rules:?}");
+    assert_eq!((&rules[0]["task"], &rules[0]["by"], &rules[0]["work_for"]), (&json!("k1"), &json!("Noor"), &json!({"person": "Mia"})));
+    assert_eq!(rules[0]["scope"], json!({"these_arguments": "{\"price\":45,\"repair\":\"T-7\"}"}), "{}", rules[0]);
+    assert_eq!((&rules[1]["scope"], rules[1].get("task")), (&json!("any_arguments"), None), "{}", rules[1]);
+    // Her rules page lists both, newest first; Mia's lists none.
+    let page = noor.get("/inbox/rules");
+    let (r1, r2) = (rules[0]["id"].as_str().ok_or("id")?, rules[1]["id"].as_str().ok_or("id")?);
+    let (at1, at2) = (page.body.find(&format!("<strong>{r1}</strong>")), page.body.find(&format!("<strong>{r2}</strong>")));
+    assert!(at2.is_some() && at1.is_some() && at2 < at1, "{}", page.body);
+    assert!(page.body.contains("(a task rule)"), "{}", page.body);
+    assert!(mia.get("/inbox/rules").body.contains("You made no standing or task rule."));
+    // Mia cannot revoke Noor's rule (the runtime's refusal); Noor can.
+    let csrf = mia.get("/inbox/rules").csrf();
+    let refused = mia.post(&format!("/inbox/rules/{r2}/revoke"), &[("csrf", &csrf), ("reason", "mine now")]);
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let csrf = noor.get("/inbox/rules").csrf();
+    assert_eq!(noor.post(&format!("/inbox/rules/{r2}/revoke"), &[("csrf", &csrf), ("reason", "too broad")]).status, 303);
+    let after = host.get("/v1/rules").ok();
+    assert_eq!(after["rules"][1]["revoked"]["by"], "Noor", "{after}");
+    // A rejection needs a visible reason, and gives it back to the agent.
+    propose_for_mia(&host, "k3", 70, "a frame", "Ticket T-9");
+    let blank = decide(&mut noor, "P-3", &[("reason", "\u{200b} ")]);
+    assert_eq!(blank.status, 422, "{}", blank.body);
+    assert_eq!(decide(&mut noor, "P-3", &[("reason", "Quote the frame separately.")]).status, 303);
+    let p = host.get("/v1/proposals/P-3").ok();
+    assert_eq!((&p["status"], &p["answer"]), (&json!("rejected"), &json!("rejected: Quote the frame separately.")));
+    // History shows how each was decided.
+    let history = noor.get("/inbox/history").body;
+    assert!(history.contains("3 proposal(s) you asked for or decided."), "{history}");
+    assert!(history.contains("approved by Noor"), "{history}");
+    // An unknown way to approve is refused, and nothing happens.
+    propose_for_mia(&host, "k4", 80, "a chain", "Ticket T-10");
+    assert_eq!(decide(&mut noor, "P-4", &[("how", "forever"), ("scope", "any")]).status, 400);
+    assert_eq!(host.get("/v1/proposals/P-4").ok()["status"], "waiting");
+    Ok(())
+}
