@@ -99,6 +99,10 @@ pub struct ServeArgs {
     /// it a person still signs in and reads, but cannot approve.
     #[arg(long)]
     pub require_totp: bool,
+    /// The inbox: mark its cookies `Secure`, so a browser sends them over HTTPS only. Set it when persons
+    /// reach the service through a TLS proxy (`permitd` itself serves plain HTTP).
+    #[arg(long)]
+    pub secure_cookies: bool,
     /// Announce each new proposal to a webhook: `person:NAME=URL` (proposals that person decides),
     /// `role:NAME=URL` or `queue:NAME=URL` (proposals routed there); plain `http://`; repeatable. The
     /// body is Slack-compatible JSON with the label, who asks and a link to the inbox, never an argument.

@@ -74,7 +74,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let keys = KeyStore::open(&args.store)?;
     let hooks = args.webhook.iter().map(|w| crate::webhooks::parse(w)).collect::<Result<Vec<_>, _>>()?;
     let webhooks = crate::webhooks::Webhooks::new(hooks, args.public_url.clone());
-    let inbox = crate::inbox::Inbox::new(args.fresh_sign_in, args.require_totp);
+    let inbox = crate::inbox::Inbox::new(args.fresh_sign_in, args.require_totp, args.secure_cookies);
     let audit = Arc::new(AuditLog::open(&audit_path)?);
     let mut rt = rt
         .with_versions(crate::stated::Stated)

@@ -6,8 +6,8 @@
 //! a URL or a form. The guarantees, each with its test in `tests/service/inbox.rs`:
 //!
 //! - **Sign-in**: a password (Argon2id, [`crate::people`]); sessions are a random 32-byte id in a cookie
-//!   `permits_session` (`HttpOnly; SameSite=Strict; Path=/`, `Secure` when served over TLS — `permitd` has
-//!   no TLS yet: put it behind a TLS proxy), kept in the store as a digest only, ending after
+//!   `permits_session` (`HttpOnly; SameSite=Strict; Path=/`, and `Secure` with `--secure-cookies` — `permitd`
+//!   has no TLS of its own yet: put it behind a TLS proxy), kept in the store as a digest only, ending after
 //!   [`crate::people::SESSION_LIFETIME`].
 //! - **CSRF**: every form carries a token derived from the session id (SHA-256 of a purpose and the id; the
 //!   sign-in form's from a pre-session cookie), checked on every POST before anything else.
@@ -61,7 +61,8 @@ const SIGN_IN_COOKIE: &str = "permits_signin";
 pub(crate) struct Inbox {
     /// `--fresh-sign-in`, in seconds.
     pub(crate) fresh_sign_in: u64,
-    /// Whether cookies are marked `Secure` (the service is reached over TLS). `permitd` serves plain HTTP.
+    /// `--secure-cookies`: cookies are marked `Secure` (the service is reached over TLS, through a proxy:
+    /// `permitd` serves plain HTTP).
     pub(crate) secure: bool,
     /// `--require-totp`: approving needs a confirmed second factor.
     pub(crate) require_totp: bool,
@@ -69,8 +70,8 @@ pub(crate) struct Inbox {
 }
 
 impl Inbox {
-    pub(crate) fn new(fresh_sign_in: u64, require_totp: bool) -> Inbox {
-        Inbox { fresh_sign_in, secure: false, require_totp, throttle: Mutex::new(HashMap::new()) }
+    pub(crate) fn new(fresh_sign_in: u64, require_totp: bool, secure: bool) -> Inbox {
+        Inbox { fresh_sign_in, secure, require_totp, throttle: Mutex::new(HashMap::new()) }
     }
 
     /// Seconds until a sign-in for these throttle keys is accepted again, if one is refused now.
@@ -756,7 +757,7 @@ mod tests {
 
     #[test]
     fn the_throttle_refuses_after_its_limit_and_forgets_after_its_window() {
-        let inbox = Inbox::new(900, false);
+        let inbox = Inbox::new(900, false, false);
         let keys = [(person_key("Noor"), PERSON_FAILURES)];
         for _ in 0..PERSON_FAILURES {
             assert_eq!(inbox.throttled(&keys, 1000), None);

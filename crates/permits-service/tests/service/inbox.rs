@@ -173,9 +173,15 @@ fn every_inbox_page_refuses_an_unauthenticated_request() -> R {
     let (server, _dir) = workshop(&[], None);
     let host = server.host("Estimator");
     propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
-    let gets = ["/inbox/waiting", "/inbox/proposals/P-1", "/inbox/rules", "/inbox/history", "/inbox/tables"];
-    let posts =
-        ["/inbox/proposals/P-1/approve", "/inbox/proposals/P-1/reject", "/inbox/rules/R-1/revoke", "/inbox/sign-out"];
+    let gets =
+        ["/inbox/waiting", "/inbox/proposals/P-1", "/inbox/rules", "/inbox/history", "/inbox/tables", "/inbox/totp"];
+    let posts = [
+        "/inbox/totp",
+        "/inbox/proposals/P-1/approve",
+        "/inbox/proposals/P-1/reject",
+        "/inbox/rules/R-1/revoke",
+        "/inbox/sign-out",
+    ];
     let random = "ab".repeat(32);
     for cookie in [None, Some(random.as_str()), Some("not-a-session"), Some("")] {
         let mut web = Web::new(&server.url);
@@ -224,6 +230,11 @@ fn a_session_cookie_is_http_only_strict_and_its_id_is_stored_only_as_a_digest() 
     let mut replay = Web::new(&server.url);
     replay.cookies.insert("permits_session".into(), id);
     assert_eq!(replay.get("/inbox/waiting").status, 303);
+    // Behind a TLS proxy, `--secure-cookies` marks them `Secure`.
+    let (proxied, _dir) = workshop(&["--secure-cookies"], None);
+    let signed = Web::new(&proxied.url).sign_in("Noor", NOOR_PASSWORD);
+    let cookie = signed.set_cookies.iter().find(|c| c.starts_with("permits_session=")).ok_or("no session cookie")?;
+    assert!(cookie.ends_with("; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200; Secure"), "{cookie}");
     Ok(())
 }
 
@@ -622,13 +633,17 @@ fn approving_for_the_task_or_always_makes_the_rule_shown_on_my_rules_and_only_it
     let rules = host.get("/v1/rules").ok()["rules"].clone();
     let rules = rules.as_array().ok_or("rules")?;
     assert_eq!(rules.len(), 2, "{rules:?}");
-    assert_eq!((&rules[0]["task"], &rules[0]["by"], &rules[0]["work_for"]), (&json!("k1"), &json!("Noor"), &json!({"person": "Mia"})));
+    assert_eq!(
+        (&rules[0]["task"], &rules[0]["by"], &rules[0]["work_for"]),
+        (&json!("k1"), &json!("Noor"), &json!({"person": "Mia"}))
+    );
     assert_eq!(rules[0]["scope"], json!({"these_arguments": "{\"price\":45,\"repair\":\"T-7\"}"}), "{}", rules[0]);
     assert_eq!((&rules[1]["scope"], rules[1].get("task")), (&json!("any_arguments"), None), "{}", rules[1]);
     // Her rules page lists both, newest first; Mia's lists none.
     let page = noor.get("/inbox/rules");
     let (r1, r2) = (rules[0]["id"].as_str().ok_or("id")?, rules[1]["id"].as_str().ok_or("id")?);
-    let (at1, at2) = (page.body.find(&format!("<strong>{r1}</strong>")), page.body.find(&format!("<strong>{r2}</strong>")));
+    let (at1, at2) =
+        (page.body.find(&format!("<strong>{r1}</strong>")), page.body.find(&format!("<strong>{r2}</strong>")));
     assert!(at2.is_some() && at1.is_some() && at2 < at1, "{}", page.body);
     assert!(page.body.contains("(a task rule)"), "{}", page.body);
     assert!(mia.get("/inbox/rules").body.contains("You made no standing or task rule."));
@@ -637,7 +652,10 @@ fn approving_for_the_task_or_always_makes_the_rule_shown_on_my_rules_and_only_it
     let refused = mia.post(&format!("/inbox/rules/{r2}/revoke"), &[("csrf", &csrf), ("reason", "mine now")]);
     assert_eq!(refused.status, 403, "{}", refused.body);
     let csrf = noor.get("/inbox/rules").csrf();
-    assert_eq!(noor.post(&format!("/inbox/rules/{r2}/revoke"), &[("csrf", &csrf), ("reason", "too broad")]).status, 303);
+    assert_eq!(
+        noor.post(&format!("/inbox/rules/{r2}/revoke"), &[("csrf", &csrf), ("reason", "too broad")]).status,
+        303
+    );
     let after = host.get("/v1/rules").ok();
     assert_eq!(after["rules"][1]["revoked"]["by"], "Noor", "{after}");
     // A rejection needs a visible reason, and gives it back to the agent.
