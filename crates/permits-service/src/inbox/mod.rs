@@ -35,7 +35,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use permits_runtime::{ApproveMode, Proposal, Status};
+use permits_runtime::{ApproveMode, Proposal};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -446,8 +446,8 @@ async fn waiting(State(app): State<Arc<App>>, who: Signed, Query(q): Query<PageQ
     let person = who.person.clone();
     let listed = app
         .run(move |app| {
-            let mut all = app.rt.proposals()?;
-            all.retain(|p| p.status == Status::Waiting);
+            // Only the waiting proposals are read (through the SQLite store's index on the status).
+            let mut all = app.rt.waiting()?;
             newest_first(&mut all);
             let mut items = Vec::new();
             let mut counts: BTreeMap<String, usize> = BTreeMap::new();
