@@ -343,7 +343,7 @@ proptest! {
         for (a, s, t) in p.triples() {
             let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
             let entry = &table.entries[&an][&sn][&tn];
-            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: None });
+            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: None, via: Vec::new() });
             match entry.level {
                 Some(Level::Propose) | None => prop_assert!(made.is_ok(), "no rule for ({}, {}, {}): {:?}", an, sn, tn, made.err()),
                 Some(l) => prop_assert!(made.is_err(), "a rule was made for ({}, {}, {}) at `{}`", an, sn, tn, l),
@@ -524,7 +524,7 @@ proptest! {
         let rt = Runtime::new(table.clone(), AdmitAll);
         for (a, s, t) in p.triples() {
             let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
-            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: Some("M0".into()) });
+            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: Some("M0".into()), via: Vec::new() });
             for n in ARGS {
                 let call = Call::new(an.clone(), sn.clone(), tn.clone()).with_arguments(json!({ "n": n })).for_person("P0");
                 let plain = table_level(&table, &an, &sn, &tn, &args(n)).0;
