@@ -279,6 +279,7 @@ impl PyTable {
             requester: requester.map(|r| r.0),
             operation_key: None,
             mode: None,
+            via: Vec::new(),
         };
         Decision(decide_table(self.indexed.table(), &call))
     }

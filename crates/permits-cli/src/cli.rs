@@ -62,12 +62,12 @@ pub fn main() -> ExitCode {
             compile_cmd(&path, &output, format, deny_warnings, signing)
         }
         Command::Keygen { output } => keygen(&output),
-        Command::Explain { agent, skill, tool, mode, path, format } => {
-            explain(&path, &agent, &skill, &tool, mode.as_deref(), format)
+        Command::Explain { agent, skill, tool, mode, via, path, format } => {
+            explain(&path, &agent, &skill, &tool, mode.as_deref(), &via, format)
         }
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
-        Command::Decide { table, agent, skill, tool, args, requester, mode, trust, format } => {
+        Command::Decide { table, agent, skill, tool, args, requester, mode, via, trust, format } => {
             let call = TripleCall {
                 agent: &agent,
                 skill: &skill,
@@ -75,6 +75,7 @@ pub fn main() -> ExitCode {
                 args: args.as_deref(),
                 requester: requester.as_deref(),
                 mode: mode.as_deref(),
+                via: &via,
             };
             decide(&table, &call, &trust, format)
         }

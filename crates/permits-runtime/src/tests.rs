@@ -525,6 +525,8 @@ fn standing_rules_are_refused_for_never_and_for_the_wrong_people() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+
+        via: Vec::new(),
     };
     let err = w.rt.allow_alone(&rule("ScrapRepair", WorkFor::Everybody, "Noor")).err().ok_or("made")?;
     assert_eq!(err.refusal(), Some(Refusal::Rule));
@@ -554,6 +556,8 @@ fn a_rule_stops_applying_when_the_tool_changes() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+
+        via: Vec::new(),
     })?;
     assert_eq!(w.rt.decide(&set_price(45, "Mia", "EstimateRepair"))?.level, Level::Alone);
     let mut table = workshop();
@@ -777,6 +781,7 @@ fn a_store_transaction_dropped_without_commit_changes_nothing() -> R {
             scope: Scope::AnyArguments,
             expires_at: None,
             mode: None,
+            via: Vec::new(),
             task: None,
             created_at: 0,
             uses: 0,

@@ -633,6 +633,35 @@ fn link_level(link: &LinkEntry, shell: Option<&str>, args: &Map<String, Value>) 
     Ok(level)
 }
 
+impl Table {
+    /// The rows each link of a delegation chain adds for `tool` (spec §3b), nearest first, when every link
+    /// is a declared delegation (the link's agent has the link's skill, whose `delegates` names the link
+    /// below); `None` when one is not. An empty chain gives an empty list.
+    pub fn chain_links(&self, agent: &str, skill: &str, tool: &str, via: &[ChainLink]) -> Option<Vec<&LinkEntry>> {
+        let mut child = (agent, skill);
+        let mut out = Vec::with_capacity(via.len());
+        for link in via {
+            out.push(link_entry(self, child, link, tool)?);
+            child = (link.agent.as_str(), link.skill.as_str());
+        }
+        Some(out)
+    }
+}
+
+/// The **call digest** of a delegated call (spec §3b "Digest"): SHA-256 (hex) of the canonical JSON of
+/// {`base`: the entry's digest (or the mode's call digest), `links`: [{agent, skill, link_digest}, …] nearest
+/// first}. It stands where `entry_digest` stands in fingerprints and rules, so an edit to any link's rules
+/// makes a waiting delegated proposal stale, and a rule made for one chain never matches another. A direct
+/// call's digest is `base` itself.
+pub fn chain_digest(base: &str, via: &[ChainLink], links: &[&LinkEntry]) -> String {
+    let links: Vec<Value> = via
+        .iter()
+        .zip(links)
+        .map(|(l, e)| serde_json::json!({ "agent": l.agent, "skill": l.skill, "link_digest": e.link_digest }))
+        .collect();
+    crate::sha256_hex(crate::canonical_value(&serde_json::json!({ "base": base, "links": links })).as_bytes())
+}
+
 /// The first undeclared link of a chain, in words ([`Refused::NotDelegation`]).
 fn undeclared(table: &Table, call: CallRef<'_>) -> NotDelegation {
     let mut child = (call.agent, call.skill);

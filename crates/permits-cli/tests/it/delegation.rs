@@ -206,3 +206,327 @@ fn tables_without_delegation_keep_their_bytes() -> R {
     assert!(!json.contains("\"links\"") && !json.contains("\"delegates\""), "{json}");
     Ok(())
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// The runtime's chains: `Call::delegated_by`, the task's root, routes, rules bound to their chain, the
+// fingerprint and staleness, Authority across the chain (outcomes 5, 6, 7, 9).
+
+use permits::runtime::{
+    AdmitAll, ApproveMode, Authority, Call, Handled, NewRule, Principal, ProposalRequest, RunOutcome, Runtime, Scope,
+    WorkFor,
+};
+
+fn runtime_of(table: Table) -> Runtime {
+    Runtime::new(table, AdmitAll)
+}
+
+fn fetch(url: &str) -> Call {
+    Call::new("Researcher", "Look", "WebFetch").with_arguments(json!({ "url": url })).for_person("Ben")
+}
+
+fn done(_: &permits::runtime::RunContext<'_>) -> RunOutcome {
+    RunOutcome::Done(json!("ok"))
+}
+
+/// The runtime decides a delegated call with every link's layers, names the chain, and refuses an undeclared
+/// one; a delegated call's root is the task's root (spec §5a): a task begun by Coder in FixBug takes the
+/// Researcher's call delegated by it, and refuses the same call made directly.
+#[test]
+fn the_runtime_decides_chains_and_binds_them_to_the_tasks_root() -> R {
+    let rt = runtime_of(desk()?);
+    let d = rt.decide(&fetch("https://a.example/x").delegated_by("Coder", "FixBug"))?;
+    assert_eq!(d.level, Level::Propose);
+    assert_eq!(
+        d.summary(),
+        "`Researcher` / `Look` / `WebFetch` via `Coder.FixBug`: propose (waits on a decision from Ben)"
+    );
+    assert!(d.reasons.iter().any(|r| r.rule == "reaches_out: propose"), "{:?}", d.reasons);
+    let d = rt.decide(
+        &Call::new("Coder", "FixBug", "ReadFile")
+            .with_arguments(json!({"path": "a"}))
+            .delegated_by("Researcher", "Look"),
+    )?;
+    assert_eq!(d.level, Level::Never);
+    let read = Call::new("Coder", "FixBug", "ReadFile").with_arguments(json!({"path": "a"})).for_person("Ben");
+    rt.run_alone(&read.in_task("T-root"), done)?;
+    let delegated = Call::new("Researcher", "Look", "ReadFile").with_arguments(json!({"path": "a"})).for_person("Ben");
+    let ran = rt.run_alone(&delegated.clone().delegated_by("Coder", "FixBug").in_task("T-root"), done)?;
+    assert_eq!(ran.decision.level, Level::Alone);
+    let d = rt.decide(&delegated.in_task("T-root"))?;
+    assert_eq!(d.level, Level::Never);
+    assert!(d.refusal.unwrap_or_default().starts_with("not this task's root"), "direct call in a delegated task");
+    Ok(())
+}
+
+/// Outcome 5's delegated half: in an unattended task a delegated WebFetch (proposed, decided by the
+/// requester) is `never` ("unattended: nobody to ask").
+#[test]
+fn outcome_5_a_delegated_proposal_for_the_requester_is_never_unattended() -> R {
+    let rt = runtime_of(desk()?);
+    let d = rt.decide(
+        &fetch("https://a.example/x").delegated_by("Coder", "FixBug").in_mode("Unattended").in_task("T-night"),
+    )?;
+    assert_eq!((d.level, d.refusal.as_deref()), (Level::Never, Some("unattended: nobody to ask")));
+    Ok(())
+}
+
+/// Outcome 6, delegated: approved *for this task* with these arguments, the same delegated fetch runs alone in
+/// `T1` (a task rule), another argument is proposed, another task proposes it again, and so does the same
+/// call made through another chain.
+#[test]
+fn outcome_6_a_delegated_task_rule_lives_in_its_task_and_its_chain() -> R {
+    let rt = runtime_of(desk()?);
+    let a = fetch("https://a.example/x").delegated_by("Coder", "FixBug");
+    let p = rt.propose(&ProposalRequest::new(a.clone(), "T1", "look it up"))?;
+    rt.approve_and_run(&p.id, "Ben", &p.fingerprint, ApproveMode::ForThisTask { any_arguments: false }, done)?;
+    let rule = rt.rules()?.pop().ok_or("no rule")?;
+    assert_eq!(rule.via, vec![link("Coder", "FixBug")]);
+    let again = rt.call(&ProposalRequest::new(a.clone(), "T1", "again"), done)?;
+    let Handled::Ran(ran) = again else { return Err("not run alone".into()) };
+    assert!(ran.decision.task_rule);
+    assert_eq!(
+        rt.decide(&fetch("https://b.example/").delegated_by("Coder", "FixBug").in_task("T1"))?.level,
+        Level::Propose
+    );
+    assert_eq!(rt.decide(&a.clone().in_task("T2"))?.level, Level::Propose);
+    rt.end_task("T1")?;
+    assert_eq!(rt.decide(&a.in_task("T1"))?.level, Level::Propose);
+    Ok(())
+}
+
+/// Outcome 7: a standing rule made from a delegated proposal ("always like this", any arguments) applies to
+/// that chain only: the same fetch via Reviewer.Review is still proposed.
+#[test]
+fn outcome_7_a_standing_rule_applies_to_its_chain_only() -> R {
+    let rt = runtime_of(desk()?);
+    let via_coder = fetch("https://a.example/x").delegated_by("Coder", "FixBug");
+    let p = rt.propose(&ProposalRequest::new(via_coder.clone(), "T7", "look it up"))?;
+    rt.approve(&p.id, "Ben", &p.fingerprint, ApproveMode::AlwaysLikeThis)?;
+    let d = rt.decide(&fetch("https://c.example/").delegated_by("Coder", "FixBug"))?;
+    assert_eq!(d.level, Level::Alone);
+    assert!(d.standing_rule.is_some());
+    assert_eq!(rt.decide(&fetch("https://a.example/x").delegated_by("Reviewer", "Review"))?.level, Level::Propose);
+    // A rule made for the direct call does not reach a delegated one either (the direct call proposes SendMail).
+    let mail =
+        Call::new("Researcher", "Look", "SendMail").with_arguments(json!({"to": "a@x.example"})).for_person("Ben");
+    rt.allow_alone(&NewRule {
+        agent: "Researcher".into(),
+        tool: "SendMail".into(),
+        skill: Some("Look".into()),
+        work_for: WorkFor::Person("Ben".into()),
+        by: "Ben".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
+        mode: None,
+        via: Vec::new(),
+    })?;
+    assert_eq!(rt.decide(&mail)?.level, Level::Alone);
+    assert_eq!(rt.decide(&mail.clone().delegated_by("Reviewer", "Review"))?.level, Level::Propose);
+    // A rule for an undeclared chain is refused when made.
+    let err = rt
+        .allow_alone(&NewRule {
+            agent: "Researcher".into(),
+            tool: "WebFetch".into(),
+            skill: Some("Look".into()),
+            work_for: WorkFor::Person("Ben".into()),
+            by: "Ben".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
+            mode: None,
+            via: vec![link("Researcher", "Look")],
+        })
+        .err()
+        .ok_or("made")?;
+    assert!(err.to_string().starts_with("not a declared delegation"), "{err}");
+    Ok(())
+}
+
+/// Outcome 9: the fingerprint covers the chain (delegated vs direct differ), and an edit to a link's rules
+/// (Coder's `may`) while a delegated proposal waits makes it stale on approval.
+#[test]
+fn outcome_9_the_fingerprint_covers_the_chain_and_a_links_edit_makes_it_stale() -> R {
+    let rt = runtime_of(desk()?);
+    let read =
+        Call::new("Researcher", "Look", "SendMail").with_arguments(json!({"to": "a@x.example"})).for_person("Ben");
+    let direct = rt.propose(&ProposalRequest::new(read.clone(), "T9", "tell"))?;
+    let delegated = rt.propose(&ProposalRequest::new(
+        fetch("https://a.example/x").delegated_by("Reviewer", "Review"),
+        "T10",
+        "look",
+    ))?;
+    let delegated_coder =
+        rt.propose(&ProposalRequest::new(fetch("https://a.example/x").delegated_by("Coder", "FixBug"), "T11", "look"))?;
+    assert_ne!(direct.fingerprint, delegated.fingerprint);
+    assert_ne!(delegated.fingerprint, delegated_coder.fingerprint);
+    assert_eq!(delegated_coder.via, vec![link("Coder", "FixBug")]);
+    // Coder's `may` edited (`reaches_out: propose_every_time`): the link's digest changes.
+    let dir = std::env::temp_dir().join(format!("permits-delegation-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    for f in ["agents.permits", "people.permits", "tools.permits"] {
+        let text = std::fs::read_to_string(crate::root().join("policies/research-desk").join(f))?;
+        let text = if f == "agents.permits" {
+            text.replacen(
+                "        reaches_out: propose\n        sends: never",
+                "        reaches_out: propose_every_time\n        sends: never",
+                1,
+            )
+        } else {
+            text
+        };
+        std::fs::write(dir.join(f), text)?;
+    }
+    rt.replace_table(permits::compile::compile_path(&dir)?)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = rt
+        .approve(&delegated_coder.id, "Ben", &delegated_coder.fingerprint, ApproveMode::Once)
+        .err()
+        .ok_or("approved")?;
+    assert!(err.to_string().contains("is stale"), "{err}");
+    // Reviewer's link did not change: its delegated proposal is still good.
+    rt.approve(&delegated.id, "Ben", &delegated.fingerprint, ApproveMode::Once)?;
+    Ok(())
+}
+
+/// Authority across the chain (spec §3b): execution admits every agent account of the chain, not only the
+/// acting one; a host that does not admit Coder refuses a call Coder delegated.
+#[test]
+fn authority_admits_every_agent_of_the_chain() -> R {
+    struct NotCoder;
+    impl Authority for NotCoder {
+        fn admits(&self, principal: Principal<'_>, _: &str, _: &Value) -> Result<(), String> {
+            if principal.name() == "Coder" { Err("Coder has no account here".into()) } else { Ok(()) }
+        }
+    }
+    let rt = Runtime::new(desk()?, NotCoder);
+    let read = Call::new("Researcher", "Look", "ReadFile").with_arguments(json!({"path": "a"})).for_person("Ben");
+    rt.run_alone(&read.clone(), done)?;
+    let err = rt.run_alone(&read.delegated_by("Coder", "FixBug"), done).err().ok_or("ran")?;
+    assert!(err.to_string().contains("Coder has no account here"), "{err}");
+    Ok(())
+}
+
+/// `diff` (spec §3b): a new `delegates` entry is a widening ("via `Parent.Work`: `never` → …"), removing it a
+/// narrowing, and a loosened link row is a widening though no direct call changed.
+#[test]
+fn diff_treats_a_new_entry_and_a_loosened_link_as_widenings() -> R {
+    let package = |parent: &str, delegates: &str| {
+        table_of(&format!(
+            "person P\nextern tool Fetch \"Fetch\" (url: string) : reaches_out\n\
+             agent Parent \"p\" {{ sponsor P\n may {{ {parent} }}\n skills [Work] }}\n\
+             agent Child \"c\" {{ sponsor P\n may {{ reaches_out: alone }}\n skills [Help] }}\n\
+             skill Work \"w\" {{ tools [Fetch]\n {delegates} }}\nskill Help \"h\" {{ tools [Fetch] }}\n"
+        ))
+    };
+    let none = package("reaches_out: never", "");
+    let strict = package("reaches_out: never", "delegates [Child.Help]");
+    let loose = package("reaches_out: propose", "delegates [Child.Help]");
+    let find = |changes: &[permits::diff::Change]| {
+        changes.iter().find(|c| (c.agent.as_str(), c.tool.as_str()) == ("Child", "Fetch")).cloned()
+    };
+    // A new entry under a parent that never fetches widens nothing: the delegated call is `never` either way.
+    assert!(find(&permits::diff::diff(&none, &strict)).is_none());
+    let added = find(&permits::diff::diff(
+        &package("reaches_out: alone", ""),
+        &package("reaches_out: alone", "delegates [Child.Help]"),
+    ))
+    .ok_or("no change for the new entry")?;
+    assert_eq!(added.direction, permits::diff::Direction::Widening);
+    assert!(added.details.iter().any(|(_, d)| d == "via `Parent.Work`: `never` → `alone`"), "{:?}", added.details);
+    let loosened = find(&permits::diff::diff(&strict, &loose)).ok_or("no change for the loosened link")?;
+    assert_eq!(loosened.direction, permits::diff::Direction::Widening);
+    assert!(
+        loosened.details.iter().any(|(_, d)| d == "via `Parent.Work`: `never` → `propose`"),
+        "{:?}",
+        loosened.details
+    );
+    let removed = find(&permits::diff::diff(&loose, &none)).ok_or("no change for the removed entry")?;
+    assert_eq!(removed.direction, permits::diff::Direction::Narrowing);
+    Ok(())
+}
+
+fn permitc(args: &[&str]) -> Result<(i32, String, String), Box<dyn std::error::Error>> {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_permitc")).args(args).current_dir(crate::root()).output()?;
+    Ok((out.status.code().unwrap_or(-1), String::from_utf8(out.stdout)?, String::from_utf8(out.stderr)?))
+}
+
+/// `permitc explain --via` (the real binary): outcome 1 — the delegated WebFetch is `propose` and the reason
+/// that decides is Coder's rule, named with its link, file and line; an undeclared chain is an error (exit 2).
+/// `permitc decide --via` decides the same, names the chain, and refuses a link without a `.` (exit 2).
+#[test]
+fn explain_and_decide_take_the_chain() -> R {
+    let (code, out, err) = permitc(&[
+        "explain",
+        "--agent",
+        "Researcher",
+        "--skill",
+        "Look",
+        "--tool",
+        "WebFetch",
+        "--via",
+        "Coder.FixBug",
+        "policies/research-desk",
+    ])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("(Researcher, Look, WebFetch) via Coder.FixBug: propose\n"), "{out}");
+    assert!(
+        out.contains("  * agent layer of link `Coder.FixBug`: propose — reaches_out: propose at policies/research-desk/agents.permits:7"),
+        "{out}"
+    );
+    let (code, _, err) = permitc(&[
+        "explain",
+        "--agent",
+        "Coder",
+        "--skill",
+        "FixBug",
+        "--tool",
+        "ReadFile",
+        "--via",
+        "Researcher.Look",
+        "policies/research-desk",
+    ])?;
+    assert_eq!(
+        (code, err.trim()),
+        (2, "error: not a declared delegation: `Researcher.Look` does not delegate to `Coder.FixBug`")
+    );
+    let dir = std::env::temp_dir().join(format!("permits-delegation-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let table = dir.join("desk.json");
+    let table = table.to_str().ok_or("path")?;
+    assert_eq!(permitc(&["compile", "policies/research-desk", "-o", table])?.0, 0);
+    let (code, out, _) = permitc(&[
+        "decide",
+        "--table",
+        table,
+        "--agent",
+        "Researcher",
+        "--skill",
+        "Look",
+        "--tool",
+        "SendMail",
+        "--args",
+        r#"{"to": "a@x.example"}"#,
+        "--via",
+        "Coder.FixBug",
+    ])?;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out)?;
+    assert_eq!((v["level"].as_str(), &v["via"]), (Some("never"), &json!([{ "agent": "Coder", "skill": "FixBug" }])));
+    let (code, _, err) = permitc(&[
+        "decide",
+        "--table",
+        table,
+        "--agent",
+        "Researcher",
+        "--skill",
+        "Look",
+        "--tool",
+        "SendMail",
+        "--via",
+        "Coder",
+    ])?;
+    assert_eq!(code, 2, "{err}");
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}

@@ -141,6 +141,7 @@ fn a_rule_applies_only_in_its_own_mode_and_never_lifts_a_modes_never() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: mode.map(str::to_string),
+        via: Vec::new(),
     };
     rt.allow_alone(&rule(None))?;
     assert_eq!(rt.decide(&mail("a@x.example"))?.level, Level::Alone);
