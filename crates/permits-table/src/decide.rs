@@ -386,7 +386,8 @@ impl Table {
     /// Errors: [`Refused`], when the level is `never` because the call is refused outright.
     pub fn level_of(&self, call: CallRef<'_>) -> Result<LevelOf<'_>, Refused> {
         let (entry, tool) = self.offered_with_tool(call.agent, call.skill, call.tool).map_err(Refused::NotOffered)?;
-        level_of_offered(self, entry, tool, tool.shell_param(), call, |args| arguments_fit(tool, args))
+        let links = |child: (&str, &str), link: &ChainLink, tool: &str| link_entry(self, child, link, tool);
+        level_of_offered(self, entry, tool, tool.shell_param(), call, |args| arguments_fit(tool, args), links)
     }
 
     /// Every level the triple can get over every well-typed argument set, the allowance floor included
@@ -503,8 +504,9 @@ fn level_of_offered<'t>(
     shell: Result<Option<&str>, &str>,
     call: CallRef<'_>,
     fit: impl Fn(&Map<String, Value>) -> bool,
+    links: impl Fn((&str, &str), &ChainLink, &str) -> Option<&'t LinkEntry>,
 ) -> Result<LevelOf<'t>, Refused> {
-    match level_or_fault(table, entry, tool, shell, call, fit) {
+    match level_or_fault(table, entry, tool, shell, call, fit, links) {
         Ok(of) => Ok(of),
         Err(fault) => Err(refusal(fault, table, entry, tool, shell, call)),
     }
@@ -533,6 +535,7 @@ fn level_or_fault<'t>(
     shell: Result<Option<&str>, &str>,
     call: CallRef<'_>,
     fit: impl Fn(&Map<String, Value>) -> bool,
+    links: impl Fn((&str, &str), &ChainLink, &str) -> Option<&'t LinkEntry>,
 ) -> Result<LevelOf<'t>, Fault> {
     let mode = match call.mode {
         None => None,
@@ -567,26 +570,17 @@ fn level_or_fault<'t>(
     // tool to someone other than the requester.
     let mut level = level;
     let mut route = &entry.route;
-    if !call.via.is_empty() {
-        let mut child = (call.agent, call.skill);
-        for link in call.via {
-            let rows = link_entry(table, child, link, call.tool).ok_or(Fault::Chain)?;
-            if level != Level::Never {
-                level = level.max(link_level(rows, shell.ok().flatten(), args).map_err(|_| Fault::Condition)?);
-            }
-            child = (link.agent.as_str(), link.skill.as_str());
+    // One pass, nearest first: the last link with a route of its own is the one nearest the root.
+    let mut child = (call.agent, call.skill);
+    for link in call.via {
+        let rows = links(child, link, call.tool).ok_or(Fault::Chain)?;
+        if level != Level::Never {
+            level = level.max(link_level(rows, shell.ok().flatten(), args).map_err(|_| Fault::Condition)?);
         }
-        let mut child = (call.agent, call.skill);
-        let mut nearest_root = None;
-        for link in call.via {
-            if let Some(r) = link_entry(table, child, link, call.tool).and_then(|l| l.route.as_ref()) {
-                nearest_root = Some(r);
-            }
-            child = (link.agent.as_str(), link.skill.as_str());
-        }
-        if let Some(r) = nearest_root {
+        if let Some(r) = &rows.route {
             route = r;
         }
+        child = (link.agent.as_str(), link.skill.as_str());
     }
     let over_allowance = table.spend_of(tool, args).map_err(Fault::Budget)?.is_some_and(|s| s.over_allowance());
     let floored = level == Level::Alone && over_allowance;
@@ -865,7 +859,31 @@ pub struct LevelIndex<'t> {
     table: &'t Table,
     /// `(agent, skill, tool)` → the triple's entry and tool, for the triples [`Table::offered`] accepts.
     offered: NameMap<Triple<'t>, Offered<'t>>,
+    /// `(link agent, link skill, child agent, child skill, tool)` → the link's rows, for every declared
+    /// delegation (spec §3b): one hash lookup per link of a chain checks the link and finds its rows.
+    links: NameMap<LinkKey<'t>, &'t LinkEntry>,
 }
+
+/// A key of [`LevelIndex::links`]: a delegating link, the pair it delegates to, and the tool.
+#[derive(Clone, Copy, Debug)]
+struct LinkKey<'a>([&'a str; 5]);
+
+impl std::hash::Hash for LinkKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for name in self.0 {
+            state.write(name.as_bytes());
+            state.write_u8(0xff);
+        }
+    }
+}
+
+impl PartialEq for LinkKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.iter().zip(other.0.iter()).all(|(a, b)| same_name(a, b))
+    }
+}
+
+impl Eq for LinkKey<'_> {}
 
 /// An (agent, skill, tool) key of a [`LevelIndex`].
 #[derive(Clone, Copy, Debug)]
@@ -959,7 +977,21 @@ impl<'t> LevelIndex<'t> {
                 }
             }
         }
-        LevelIndex { table, offered }
+        // Every declared delegation: exactly what `link_entry` accepts, keyed for one lookup.
+        let mut links = NameMap::default();
+        for (agent, skills) in &table.links {
+            for (skill, tools) in skills {
+                let declared = table.agents.get(agent).is_some_and(|a| a.skills.contains(skill));
+                let Some(info) = table.skills.get(skill).filter(|_| declared) else { continue };
+                for child in &info.delegates {
+                    let Some((child_agent, child_skill)) = child.split_once('.') else { continue };
+                    for (tool, entry) in tools {
+                        links.insert(LinkKey([agent, skill, child_agent, child_skill, tool]), entry);
+                    }
+                }
+            }
+        }
+        LevelIndex { table, offered, links }
     }
 
     /// [`Table::level_of`], the same answer; a triple that is not offered is answered by the table (which
@@ -970,7 +1002,10 @@ impl<'t> LevelIndex<'t> {
         let Some(offered) = self.offered.get(&Triple(call.agent, call.skill, call.tool)) else {
             return self.table.level_of(call);
         };
-        level_of_offered(self.table, offered.entry, offered.tool, offered.shell, call, |args| offered.fit(args))
+        let links = |child: (&str, &str), link: &ChainLink, tool: &str| {
+            self.links.get(&LinkKey([&link.agent, &link.skill, child.0, child.1, tool])).copied()
+        };
+        level_of_offered(self.table, offered.entry, offered.tool, offered.shell, call, |args| offered.fit(args), links)
     }
 }
 
