@@ -1352,6 +1352,12 @@ impl<'a> Checker<'a> {
     }
 }
 
+/// Whether `text` is a pin as spec §2 writes it: `sha256:` and 64 lowercase hex digits.
+pub(crate) fn is_pin(text: &str) -> bool {
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::label_from_name;
@@ -1371,10 +1377,4 @@ mod tests {
             assert_eq!(label_from_name(name), label, "{name}");
         }
     }
-}
-
-/// Whether `text` is a pin as spec §2 writes it: `sha256:` and 64 lowercase hex digits.
-pub(crate) fn is_pin(text: &str) -> bool {
-    text.strip_prefix("sha256:")
-        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }

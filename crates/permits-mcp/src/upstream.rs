@@ -252,11 +252,7 @@ fn exited_marker() -> Value {
 
 fn read_loop(reader: BufReader<std::process::ChildStdout>, pending: &Pending, alive: &AtomicBool, handler: &Handler) {
     let mut frames = FrameReader::new(reader, MAX_FRAME_BYTES);
-    loop {
-        let frame = match frames.next_frame() {
-            Ok(Some(f)) => f,
-            Ok(None) | Err(_) => break,
-        };
+    while let Ok(Some(frame)) = frames.next_frame() {
         let text = match frame {
             Frame::Text(t) => t,
             Frame::TooLong(n) => {
