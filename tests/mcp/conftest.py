@@ -125,10 +125,11 @@ class World:
         self.host_key = self.service.key("--agents", "Scribe")
         self.ana = self.service.key("--person", "Ana")
 
-    def proxy_args(self, *extra: str) -> list[str]:
+    def proxy_args(self, *extra: str, command: list[str] | None = None) -> list[str]:
+        """`permitc` arguments: `mcp proxy` as Scribe in Notes for Ana, `EXTRA…`, then the server's command."""
         return [
             "mcp", "proxy", "--service", self.service.url, "--key", self.host_key,
-            "--agent", "Scribe", "--skill", "Notes", "--for", "Ana", *extra, "--", *server_command(),
+            "--agent", "Scribe", "--skill", "Notes", "--for", "Ana", *extra, "--", *(command or server_command()),
         ]
 
     def calls(self, tool: str) -> int:

@@ -60,10 +60,16 @@ def raw(url: str, key: str, method: str, path: str, body: Any = None) -> tuple[i
 
 
 def decide(world: World, proposal_id: str, verb: str, after: float = 0.0, reason: str = "") -> None:
-    """Ana approves or rejects through the service with her own key (as the inbox does), after `after` s."""
+    """Ana approves or rejects through the service with her own key (as the inbox does), `after` seconds
+    after the proposal exists."""
 
     def act() -> None:
-        status, p = raw(world.service.url, world.ana, "GET", f"/v1/proposals/{proposal_id}")
+        # The proposal may not be made yet (the proxy starts its server first): wait for it, bounded.
+        for _ in range(600):
+            status, p = raw(world.service.url, world.ana, "GET", f"/v1/proposals/{proposal_id}")
+            if status == 200:
+                break
+            time.sleep(0.1)
         assert status == 200, p
         body = {"fingerprint": p["fingerprint"], "mode": "once"} if verb == "approve" else {"reason": reason}
         status, answer = raw(world.service.url, world.ana, "POST", f"/v1/proposals/{proposal_id}/{verb}", body)
@@ -169,7 +175,7 @@ def test_a_proposed_call_waits_is_approved_by_a_person_and_runs_exactly_once(wor
         return await s.call_tool("send_mail", mail, meta={"permits/why": "Ana asked me to invite Ben"})
 
     waiting = run_agent(world, first, "--wait", "1", "--task", "lunch")
-    assert "waiting for approval: proposal P-1 for `send_mail`" in text(waiting)
+    assert "proposed `send_mail`: waiting on a decision from Ana (proposal P-1). It has not run." in text(waiting)
     assert f"{world.service.url}/v1/proposals/P-1" in text(waiting)
     assert world.calls("send_mail") == 0
     status, p = raw(world.service.url, world.ana, "GET", "/v1/proposals/P-1")

@@ -110,6 +110,8 @@ struct State {
     evidence: Mutex<VecDeque<Value>>,
     /// Protocol version agreed with the agent.
     protocol: Mutex<String>,
+    /// Requests of the agent being answered.
+    in_flight: AtomicU64,
 }
 
 fn log(message: &str) {
@@ -121,7 +123,7 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// Runs the proxy: starts the upstream server, then serves `input` (the agent's frames) until it ends,
-/// writing to `output`. The upstream server is killed when it returns.
+/// writing to `output`; then answers the requests in flight and kills the upstream server.
 ///
 /// Errors: [`ProxyError`] when the upstream server cannot be started or initialized, or no random bytes.
 pub fn run(
@@ -144,6 +146,7 @@ pub fn run(
         secret,
         evidence: Mutex::new(VecDeque::new()),
         protocol: Mutex::new(crate::PROTOCOL_VERSION.to_string()),
+        in_flight: AtomicU64::new(0),
     });
     let handler: Handler = {
         let state = Arc::clone(&state);
@@ -182,17 +185,19 @@ pub fn run(
         };
         match jsonrpc::parse(&text) {
             Ok(Message::Request { id, method, params }) => {
-                let state = Arc::clone(&state);
                 // Each request on its own thread: a call that waits for a person must not hold up a ping.
+                state.in_flight.fetch_add(1, Ordering::SeqCst);
                 let spawned = std::thread::Builder::new().name("mcp-request".into()).spawn({
                     let (id, method, params) = (id.clone(), method.clone(), params.clone());
                     let state = Arc::clone(&state);
                     move || {
                         let answer = handle_request(&state, &method, params);
                         send(&state, &Message::Response { id, outcome: answer });
+                        state.in_flight.fetch_sub(1, Ordering::SeqCst);
                     }
                 });
                 if spawned.is_err() {
+                    state.in_flight.fetch_sub(1, Ordering::SeqCst);
                     send(&state, &error_response(id, INTERNAL_ERROR, "the proxy could not start a thread"));
                 }
             }
@@ -204,6 +209,12 @@ pub fn run(
                 }
             }
         }
+    }
+    // The agent's input ended: answer what is in flight (a call waiting for a person, at most `--wait` and
+    // the upstream call after it), then stop the upstream server.
+    let deadline = Instant::now() + Duration::from_secs(state.options.wait + UPSTREAM_SECONDS);
+    while state.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
     }
     if let Some(u) = state.upstream.get() {
         u.kill();
@@ -485,10 +496,12 @@ fn proposed(state: &Arc<State>, mut proposal: Value, name: &str, forward_params:
     let status = text_of(&proposal, "status");
     match status.as_str() {
         "waiting" => {
-            let decider = proposal.pointer("/decider").map(describe_decider).unwrap_or_default();
+            // The runtime's own words for the agent: "proposed `send_mail`: waiting on a decision from Ana".
+            let answer = text_of(&proposal, "answer");
+            let said = if answer.is_empty() { format!("proposed `{name}`: waiting on a decision") } else { answer };
             Ok(tool_result(
                 format!(
-                    "waiting for approval: proposal {id} for `{name}` is with {decider}. It has not run. Decide it at {}/v1/proposals/{id} (the inbox); the same call again attaches to this proposal.",
+                    "{said} (proposal {id}). It has not run. It is decided at {}/v1/proposals/{id} (the inbox); the same call again attaches to this proposal.",
                     state.service.base()
                 ),
                 // An error result: the tool did not run (and a client that checks a tool's output schema
@@ -523,22 +536,6 @@ fn proposed(state: &Arc<State>, mut proposal: Value, name: &str, forward_params:
             Ok(tool_result(text, true))
         }
     }
-}
-
-fn describe_decider(d: &Value) -> String {
-    if let Some(s) = d.as_str() {
-        return s.to_string();
-    }
-    let Some(m) = d.as_object() else { return "a person".into() };
-    let parts: Vec<String> = m
-        .iter()
-        .filter(|(_, v)| !v.is_null())
-        .map(|(k, v)| match v.as_str() {
-            Some(s) => format!("{k} {s}"),
-            None => format!("{k} {v}"),
-        })
-        .collect();
-    if parts.is_empty() { "a person".into() } else { parts.join(", ") }
 }
 
 /// A done execution's stored receipt as the tool's result: the upstream result as it was sent.

@@ -98,6 +98,12 @@ pub struct Upstream {
 /// How long `initialize` may take, in seconds (a server started by `uvx` may download first).
 pub const INITIALIZE_SECONDS: u64 = 60;
 
+/// How long one readiness try waits for `tools/list` after `initialize`, in milliseconds.
+pub const READY_TRY_MILLIS: u64 = 500;
+
+/// How many readiness tries are made (with [`READY_TRY_MILLIS`]: 30 s).
+pub const READY_TRIES: u64 = 60;
+
 impl Upstream {
     /// Starts `command args…`, its stderr shared with ours, and initializes it (protocol
     /// [`crate::PROTOCOL_VERSION`], client `permitc`), then sends `notifications/initialized`.
@@ -145,7 +151,25 @@ impl Upstream {
         }
         upstream.initialized = answer;
         upstream.notify("notifications/initialized", None);
+        upstream.wait_until_ready()?;
         Ok(upstream)
+    }
+
+    /// Waits until the server answers `tools/list` (each try [`READY_TRY_MILLIS`], at most [`READY_TRIES`]
+    /// tries). The Python SDK's server loses a request that arrives just after its `initialize` answer, so
+    /// nothing else is sent before this idempotent one is answered. A server without tools (an error answer)
+    /// is ready too.
+    ///
+    /// Errors: [`UpstreamError::Exited`]; [`UpstreamError::Timeout`] after the last try.
+    fn wait_until_ready(&self) -> Result<(), UpstreamError> {
+        for _ in 0..READY_TRIES {
+            match self.request("tools/list", Some(json!({})), Duration::from_millis(READY_TRY_MILLIS)) {
+                Ok(_) | Err(UpstreamError::Rpc { .. }) => return Ok(()),
+                Err(UpstreamError::Timeout { .. }) => continue,
+                Err(e) => return Err(e),
+            }
+        }
+        Err(UpstreamError::Timeout { method: "tools/list".into(), seconds: READY_TRIES * READY_TRY_MILLIS / 1000 })
     }
 
     /// Whether the server's output is still open.
