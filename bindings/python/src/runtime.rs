@@ -84,6 +84,7 @@ fn call_of(agent: Text, skill: Text, tool: Text, arguments: Option<Arguments>, r
         requester: requester.map(|r| r.0),
         operation_key: None,
         mode: None,
+        via: Vec::new(),
     }
 }
 
@@ -573,6 +574,7 @@ impl PyRuntime {
             scope,
             expires_at: expires_at.map(|e| e.0),
             mode: None,
+            via: Vec::new(),
         };
         self.op(py, |rt| rt.allow_alone(&rule)).map(StandingRule)
     }

@@ -70,7 +70,7 @@ pub fn main() -> ExitCode {
         }
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
-        Command::Decide { table, agent, skill, tool, args, requester, mode, trust, format } => {
+        Command::Decide { table, agent, skill, tool, args, requester, mode, via, trust, format } => {
             let call = TripleCall {
                 agent: &agent,
                 skill: &skill,
@@ -78,6 +78,7 @@ pub fn main() -> ExitCode {
                 args: args.as_deref(),
                 requester: requester.as_deref(),
                 mode: mode.as_deref(),
+                via: &via,
             };
             decide(&table, &call, &trust, format)
         }

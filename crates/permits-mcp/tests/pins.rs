@@ -60,6 +60,7 @@ fn a_changed_pin_voids_the_standing_rules_of_the_old_definition() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+        via: Vec::new(),
     })?;
     let ruled = rt.decide(&call)?;
     assert_eq!(ruled.level, Level::Alone);

@@ -118,6 +118,10 @@ pub(super) enum Command {
         /// The mode the call is made in (spec §3c); an unknown mode decides `never`.
         #[arg(long)]
         mode: Option<String>,
+        /// A delegating link `AGENT.SKILL` of the call's chain (spec §3b), nearest first; repeatable. A link
+        /// that is not a declared delegation decides `never`; one without a `.` is a usage error (exit 2).
+        #[arg(long = "via", value_name = "AGENT.SKILL")]
+        via: Vec<String>,
         /// Trust this public key (64 hex digits, or a `.pub` file from `permitc keygen`); repeatable. The
         /// table must then be signed by one of them (`TABLE.sig`), or nothing is decided (exit 2).
         #[arg(long)]

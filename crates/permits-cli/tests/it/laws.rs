@@ -15,12 +15,13 @@
 use std::collections::BTreeMap;
 
 use crate::common::generator::{
-    ARGS, CLASSES, Cond, EntryG, MayG, NodeRef, Pkg, Preset, RESERVED, cases, compile_files, compile_pkg, compile_text,
-    cond, pkg,
+    ARGS, CLASSES, Cond, EntryG, MayG, ModeG, NodeRef, Pkg, Preset, RESERVED, cases, compile_files, compile_pkg,
+    compile_text, cond, mode, pkg,
 };
+use crate::common::level_in;
 use crate::common::level_with as table_level;
 use crate::common::spec::{self, LayerKind};
-use permits::runtime::{AdmitAll, Call, NewRule, Runtime, Scope, WorkFor, fingerprint};
+use permits::runtime::{AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Runtime, Scope, WorkFor, fingerprint};
 use permits::table::{EffectClass, HopKind, Level, Table, canonical_json, canonical_value};
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -342,7 +343,7 @@ proptest! {
         for (a, s, t) in p.triples() {
             let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
             let entry = &table.entries[&an][&sn][&tn];
-            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: None });
+            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: None, via: Vec::new() });
             match entry.level {
                 Some(Level::Propose) | None => prop_assert!(made.is_ok(), "no rule for ({}, {}, {}): {:?}", an, sn, tn, made.err()),
                 Some(l) => prop_assert!(made.is_err(), "a rule was made for ({}, {}, {}) at `{}`", an, sn, tn, l),
@@ -463,6 +464,111 @@ proptest! {
         prop_assert_eq!(canonical_json(&v).map_err(|e| TestCaseError::fail(e.to_string()))?, reference_canonical(&v));
         if v != w {
             prop_assert_ne!(canonical_value(&v), canonical_value(&w));
+        }
+    }
+}
+
+/// A generated package with at least one mode (a generated one is added when it has none).
+fn pkg_with_modes() -> impl Strategy<Value = Pkg> {
+    pkg()
+        .prop_flat_map(|p| {
+            let nt = p.tools.len();
+            (Just(p), mode(nt))
+        })
+        .prop_map(|(mut p, m): (Pkg, ModeG)| {
+            if p.modes.is_empty() {
+                p.modes.push(m);
+            }
+            p
+        })
+}
+
+/// The level the runtime's pipeline (spec §3c) gives a call for `P0` in a mode whose table level is
+/// `level`: a standing rule that applies lifts `propose` to `alone` (step 5); then, in an `unattended` mode,
+/// a proposal left waiting for the requester (the generated packages route nothing, so every proposal
+/// waits for the requester) is `never` (step 7).
+fn pipeline(level: Level, rule_applies: bool, unattended: bool) -> Level {
+    match level {
+        Level::Propose if rule_applies => Level::Alone,
+        Level::Propose | Level::ProposeEveryTime if unattended => Level::Never,
+        other => other,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    /// Choosing a mode never loosens any call (spec §3c: modes only tighten): for every triple, argument
+    /// and mode of the package, the level in the mode is at least the level in no mode.
+    #[test]
+    fn choosing_a_mode_never_loosens_any_call(p in pkg_with_modes()) {
+        let table = compile_pkg(&p);
+        for (a, s, t) in p.triples() {
+            let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
+            for n in ARGS {
+                let plain = table_level(&table, &an, &sn, &tn, &args(n)).0;
+                for m in 0..p.modes.len() {
+                    let moded = level_in(&table, Some(&format!("M{m}")), &an, &sn, &tn, &args(n)).0;
+                    prop_assert!(moded >= plain, "({}, {}, {}) n = {}: `{}` in no mode, `{}` in M{}", an, sn, tn, n, plain, moded, m);
+                }
+            }
+        }
+    }
+
+    /// A rule applies only in its own mode (spec §3c step 5: "a rule applies only in exactly the mode it was
+    /// made in; none = none"): a standing rule for `P0` made in `M0` lifts `propose` to `alone` in `M0` only;
+    /// in no mode and in every other mode each call keeps the pipeline's level without the rule.
+    #[test]
+    fn a_rule_applies_only_in_its_own_mode(p in pkg_with_modes()) {
+        let table = compile_pkg(&p);
+        let rt = Runtime::new(table.clone(), AdmitAll);
+        for (a, s, t) in p.triples() {
+            let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
+            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: Some("M0".into()), via: Vec::new() });
+            for n in ARGS {
+                let call = Call::new(an.clone(), sn.clone(), tn.clone()).with_arguments(json!({ "n": n })).for_person("P0");
+                let plain = table_level(&table, &an, &sn, &tn, &args(n)).0;
+                let d = rt.decide(&call).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(d.level, plain, "({}, {}, {}) n = {} in no mode", an, sn, tn, n);
+                for (m, spec) in p.modes.iter().enumerate() {
+                    let name = format!("M{m}");
+                    let level = level_in(&table, Some(&name), &an, &sn, &tn, &args(n)).0;
+                    let applies = m == 0 && made.is_ok();
+                    let d = rt.decide(&call.clone().in_mode(name.clone())).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(d.level, pipeline(level, applies, spec.unattended), "({}, {}, {}) n = {} in {}", an, sn, tn, n, name);
+                    if m == 0 && level == Level::Propose {
+                        prop_assert!(made.is_ok(), "no rule in M0 for ({}, {}, {}) though it proposes there: {:?}", an, sn, tn, made.as_ref().err());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A task rule never outlives its task (spec §5a "Task-scoped approval"): a proposal in task `K1`
+    /// approved *for this task* makes the same call `alone` in `K1` and nowhere else, and after
+    /// `end_task(K1)` the call is back at the table's level in `K1` too.
+    #[test]
+    fn a_task_rule_never_outlives_its_task(p in pkg()) {
+        let table = compile_pkg(&p);
+        let rt = Runtime::new(table.clone(), AdmitAll);
+        for (k, (a, s, t)) in p.triples().into_iter().enumerate() {
+            let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
+            for n in ARGS {
+                if table_level(&table, &an, &sn, &tn, &args(n)).0 != Level::Propose {
+                    continue;
+                }
+                let (k1, k2) = (format!("K{k}-{n}"), format!("K{k}-{n}-other"));
+                let call = Call::new(an.clone(), sn.clone(), tn.clone()).with_arguments(json!({ "n": n })).for_person("P0");
+                let proposal = rt.propose(&ProposalRequest::new(call.clone().in_task(k1.clone()), k1.clone(), "law"))
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                rt.approve(&proposal.id, "P0", &proposal.fingerprint, ApproveMode::ForThisTask { any_arguments: false })
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let level = |task: &str| rt.decide(&call.clone().in_task(task.to_string())).map(|d| d.level);
+                prop_assert_eq!(level(&k1).map_err(|e| TestCaseError::fail(e.to_string()))?, Level::Alone, "({}, {}, {}) n = {} in its task", an, sn, tn, n);
+                prop_assert_eq!(level(&k2).map_err(|e| TestCaseError::fail(e.to_string()))?, Level::Propose, "({}, {}, {}) n = {} in another task", an, sn, tn, n);
+                rt.end_task(&k1).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(level(&k1).map_err(|e| TestCaseError::fail(e.to_string()))?, Level::Propose, "({}, {}, {}) n = {} after its task ended", an, sn, tn, n);
+            }
         }
     }
 }
@@ -627,6 +733,7 @@ fn files_written_in_another_order_compile_to_the_same_bytes() {
             may: Some(MayG { preset: None, settings: [None, Some(Level::Never), None, None], lists: vec![] }),
         }],
         package_may: None,
+        modes: vec![],
     };
     let decls = p.declarations();
     let base = std::env::temp_dir().join(format!("permits-laws-order-{}", std::process::id()));

@@ -74,6 +74,8 @@ pub(crate) async fn allow_alone(
         expires_at: body.expires_at,
         // The service passes no mode yet (issue #20): a rule made here applies to calls in no mode.
         mode: None,
+        // Nor a delegation chain (issue #21): a rule made here applies to direct calls only.
+        via: Vec::new(),
     };
     app.change(move |app| Ok(axum::Json(json!({"rule": app.rt.allow_alone(&rule)?})))).await
 }

@@ -10,6 +10,8 @@ pub(in crate::cli) struct TripleCall<'a> {
     pub(in crate::cli) args: Option<&'a str>,
     pub(in crate::cli) requester: Option<&'a str>,
     pub(in crate::cli) mode: Option<&'a str>,
+    /// `--via AGENT.SKILL`, nearest first.
+    pub(in crate::cli) via: &'a [String],
 }
 
 pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[String], format: Format) -> u8 {
@@ -39,6 +41,17 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
     let mut call = crate::runtime::Call::new(c.agent, c.skill, c.tool).with_arguments(arguments);
     call.requester = c.requester.map(str::to_string);
     call.mode = c.mode.map(str::to_string);
+    for link in c.via {
+        match link.split_once('.') {
+            Some((agent, skill)) if !agent.is_empty() && !skill.is_empty() && !skill.contains('.') => {
+                call = call.delegated_by(agent, skill);
+            }
+            _ => {
+                errln!("error: `--via {link}` is not `AGENT.SKILL` (a delegating agent and the skill it works in)");
+                return 2;
+            }
+        }
+    }
     let d = crate::runtime::decide_table(&table, &call);
     match format {
         Format::Json => outln!("{}", d.to_json()),

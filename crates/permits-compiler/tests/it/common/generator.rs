@@ -167,6 +167,15 @@ pub struct AgentG {
     pub may: Option<MayG>,
 }
 
+/// A mode `M{i}` (spec §3c): a named layer that only tightens, and may be `unattended`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModeG {
+    /// Its `may`, if written (it tightens like the package-wide one).
+    pub may: Option<MayG>,
+    /// `unattended`: a proposal waiting for the requester is `never` in this mode (the runtime's step 7).
+    pub unattended: bool,
+}
+
 /// A generated package.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Pkg {
@@ -180,6 +189,8 @@ pub struct Pkg {
     pub skills: Vec<SkillG>,
     /// The package-wide `may`, if written.
     pub package_may: Option<MayG>,
+    /// `M0`, `M1`, … (none in most packages).
+    pub modes: Vec<ModeG>,
 }
 
 /// The name of a node.
@@ -298,6 +309,11 @@ impl Pkg {
             let tools = s.tools.iter().map(|t| format!("T{t}")).collect::<Vec<_>>().join(", ");
             out.push(format!("skill S{i} \"Skill {i}\" {{\n    tools [{tools}]\n{may}}}\n"));
         }
+        for (i, m) in self.modes.iter().enumerate() {
+            let may = m.may.as_ref().map(|m| self.render_may(m, "    ")).unwrap_or_default();
+            let unattended = if m.unattended { "    unattended\n" } else { "" };
+            out.push(format!("mode M{i} \"Mode {i}\" {{\n{may}{unattended}}}\n"));
+        }
         out
     }
 
@@ -377,13 +393,19 @@ pub fn may(nt: usize) -> impl Strategy<Value = MayG> {
         .prop_map(|(preset, settings, lists)| MayG { preset, settings, lists })
 }
 
+/// A mode over `nt` tools: mostly a `may` block, sometimes `unattended` too (or only).
+pub fn mode(nt: usize) -> impl Strategy<Value = ModeG> {
+    (proptest::option::weighted(0.85, may(nt)), proptest::bool::weighted(0.3))
+        .prop_map(|(may, unattended)| ModeG { may, unattended })
+}
+
 fn distinct(v: Vec<usize>) -> Vec<usize> {
     let mut seen = BTreeSet::new();
     v.into_iter().filter(|x| seen.insert(*x)).collect()
 }
 
 /// A small random package: 1–6 tools (some extern), 0–3 functions, call edges (cycles included),
-/// claims, 1–3 agents, 1–3 skills, `may` blocks in every layer.
+/// claims, 1–3 agents, 1–3 skills, `may` blocks in every layer, 0–2 modes.
 pub fn pkg() -> impl Strategy<Value = Pkg> {
     (1usize..=6, 0usize..=3, 1usize..=3, 1usize..=3).prop_flat_map(|(nt, nf, na, ns)| {
         let node = (0..nt + nf).prop_map(move |i| if i < nt { NodeRef::Tool(i) } else { NodeRef::Fn(i - nt) });
@@ -418,13 +440,15 @@ pub fn pkg() -> impl Strategy<Value = Pkg> {
             proptest::collection::vec(agent, na),
             proptest::collection::vec(skill, ns),
             proptest::option::weighted(0.5, may(nt)),
+            proptest::collection::vec(mode(nt), 0..=2),
         )
-            .prop_map(|(tools, fns, agents, skills, package_may)| Pkg {
+            .prop_map(|(tools, fns, agents, skills, package_may, modes)| Pkg {
                 tools,
                 fns,
                 agents,
                 skills,
                 package_may,
+                modes,
             })
     })
 }

@@ -13,6 +13,8 @@ use super::generator::{AgentG, CLASSES, MayG, NodeRef, Op, Pkg, Preset, RESERVED
 pub enum LayerKind {
     /// The package-wide `may`.
     Package,
+    /// A mode's `may` (spec §3c: it tightens exactly like the package-wide one).
+    Mode,
     /// The agent's `may` (always present).
     Agent,
     /// The skill's `may`.
@@ -158,4 +160,19 @@ pub fn triple_level(p: &Pkg, a: usize, s: usize, t: usize, n: i64) -> Option<Lev
         level = level.max(layer_level(p, m, LayerKind::Skill, t, n));
     }
     Some(level.unwrap_or(Level::Alone))
+}
+
+/// The level of (agent `a`, skill `s`, tool `t`) for the argument `n` in mode `mode` (spec §3c), read
+/// independently of the table: `None` when the triple is not offered; an unknown mode (`mode` past the
+/// package's modes) is `never`; otherwise the mode's `may` is one more layer, tightening like the
+/// package-wide one (unset says nothing, `alone` says nothing, restrictive entries are inherited through
+/// calls), and the strictest of all the layers wins. `unattended` adds no layer: it acts on proposals at
+/// run time (pipeline step 7), so it never changes a level.
+pub fn mode_level(p: &Pkg, mode: usize, a: usize, s: usize, t: usize, n: i64) -> Option<Level> {
+    let level = triple_level(p, a, s, t, n)?;
+    let Some(m) = p.modes.get(mode) else {
+        return Some(Level::Never);
+    };
+    let layer = m.may.as_ref().and_then(|may| layer_level(p, may, LayerKind::Mode, t, n));
+    Some(level.max(layer.unwrap_or(Level::Alone)))
 }
