@@ -10,7 +10,8 @@
 //!   forwarded exactly once when granted (the claim token is the proxy's), or a tool error with the reason, or
 //!   a tool result saying it waits (the proposal's id and where to decide it; `isError`, as it did not run); the same call again in the same
 //!   task attaches to the same proposal. `never`, withheld, unknown → a tool error with the reason.
-//! - `ping` is answered; progress and cancellation pass through; `resources/*` and `prompts/*` only with
+//! - `ping` is answered by the proxy; progress passes through; a cancellation is passed on as sent (it names
+//!   the agent's request id, not the proxy's upstream one, so it does not stop a forwarded call yet); `resources/*` and `prompts/*` only with
 //!   `allow_resources` / `allow_prompts`; the server's own requests (sampling, elicitation, roots) pass to the
 //!   agent and are logged. Malformed or oversized frames and unknown methods get JSON-RPC errors, an exited
 //!   upstream server an error on every request; the proxy keeps serving until its input ends.
