@@ -65,8 +65,8 @@ pub fn main() -> ExitCode {
             compile_cmd(&path, &output, format, deny_warnings, signing)
         }
         Command::Keygen { output } => keygen(&output),
-        Command::Explain { agent, skill, tool, mode, path, format } => {
-            explain(&path, &agent, &skill, &tool, mode.as_deref(), format)
+        Command::Explain { agent, skill, tool, mode, via, path, format } => {
+            explain(&path, &agent, &skill, &tool, mode.as_deref(), &via, format)
         }
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),

@@ -66,6 +66,10 @@ pub(super) enum Command {
         /// reasons. An unknown mode is an error (exit 2).
         #[arg(long)]
         mode: Option<String>,
+        /// A delegating link `AGENT.SKILL` of the call's chain (spec §3b), nearest first; repeatable. Each
+        /// link's layers are shown; an undeclared link is an error (exit 2).
+        #[arg(long = "via", value_name = "AGENT.SKILL")]
+        via: Vec<String>,
         /// The package.
         path: PathBuf,
         /// Output format.

@@ -22,7 +22,7 @@ use crate::common::level_in;
 use crate::common::level_with as table_level;
 use crate::common::spec::{self, LayerKind};
 use permits::runtime::{AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Runtime, Scope, WorkFor, fingerprint};
-use permits::table::{EffectClass, HopKind, Level, Table, canonical_json, canonical_value};
+use permits::table::{CallRef, ChainLink, EffectClass, HopKind, Level, Table, canonical_json, canonical_value};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -573,6 +573,108 @@ proptest! {
     }
 }
 
+/// The table's level of a call of (agent, skill, tool) by index for `n`, delegated through `chain`.
+fn chain_table_level(table: &Table, (a, s, t): (usize, usize, usize), n: i64, chain: &[(usize, usize)]) -> Level {
+    let via: Vec<ChainLink> = chain.iter().map(|(la, ls)| ChainLink::new(format!("A{la}"), format!("S{ls}"))).collect();
+    let arguments = json!({ "n": n });
+    let (agent, skill, tool) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
+    let call = CallRef {
+        agent: &agent,
+        skill: &skill,
+        tool: &tool,
+        arguments: &arguments,
+        requester: None,
+        mode: None,
+        via: &via,
+    };
+    table.level_of(call).map_or(Level::Never, |of| of.level)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    /// Adding a `delegates` entry never loosens any existing call (spec §3b): every direct call and every
+    /// chain declared before keeps at least its level.
+    #[test]
+    fn adding_a_delegates_entry_never_loosens_any_existing_call(p in pkg(), pick in any::<(usize, usize, usize)>()) {
+        let before = compile_pkg(&p);
+        let mut q = p.clone();
+        let from = pick.0 % q.skills.len();
+        let candidates: Vec<(usize, usize)> = (0..q.agents.len())
+            .flat_map(|a| q.agents[a].skills.iter().map(move |&s| (a, s)))
+            .filter(|&(_, s)| s > from)
+            .filter(|e| !q.skills[from].delegates.contains(e))
+            .collect();
+        prop_assume!(!candidates.is_empty());
+        q.skills[from].delegates.push(candidates[pick.1 % candidates.len()]);
+        let after = compile_pkg(&q);
+        let found = loosened(&levels(&p, &before), &levels(&q, &after));
+        prop_assert!(found.is_empty(), "{}\n--- source ---\n{}", found.join("\n"), q.render());
+        for (a, s, t) in p.triples() {
+            for chain in spec::chains_to(&p, a, s) {
+                for n in ARGS {
+                    let (b, l) = (chain_table_level(&before, (a, s, t), n, &chain), chain_table_level(&after, (a, s, t), n, &chain));
+                    prop_assert!(l >= b, "(A{}, S{}, T{}) via {:?} n = {}: `{}` became `{}`", a, s, t, chain, n, b, l);
+                }
+            }
+        }
+    }
+
+    /// A delegated call is never looser than the same tool decided in any link's layers (spec §3b): through
+    /// every declared chain, the level is at least the acting triple's direct level and, where a link's agent
+    /// is offered the tool in the link's skill, that triple's level.
+    #[test]
+    fn a_delegated_call_is_never_looser_than_its_links(p in pkg()) {
+        let table = compile_pkg(&p);
+        for (a, s, t) in p.triples() {
+            for chain in spec::chains_to(&p, a, s) {
+                for n in ARGS {
+                    let via = chain_table_level(&table, (a, s, t), n, &chain);
+                    let direct = chain_table_level(&table, (a, s, t), n, &[]);
+                    prop_assert!(via >= direct, "(A{}, S{}, T{}) via {:?} n = {}: `{}` < direct `{}`", a, s, t, chain, n, via, direct);
+                    for &(la, ls) in &chain {
+                        if p.skills[ls].tools.contains(&t) {
+                            let link = chain_table_level(&table, (la, ls, t), n, &[]);
+                            prop_assert!(via >= link, "(A{}, S{}, T{}) via {:?} n = {}: `{}` < the link (A{}, S{})'s `{}`", a, s, t, chain, n, via, la, ls, link);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A chain-bound rule never applies to another chain (spec §3b, §5): a standing rule for `P0` made for
+    /// one declared chain lifts `propose` to `alone` through that chain only; the direct call and every
+    /// other chain keep their levels.
+    #[test]
+    fn a_chain_bound_rule_never_applies_to_another_chain(p in pkg()) {
+        let table = compile_pkg(&p);
+        for (a, s, t) in p.triples() {
+            let chains = spec::chains_to(&p, a, s);
+            let Some(bound) = chains.first() else { continue };
+            let rt = Runtime::new(table.clone(), AdmitAll);
+            let via: Vec<ChainLink> = bound.iter().map(|(la, ls)| ChainLink::new(format!("A{la}"), format!("S{ls}"))).collect();
+            let made = rt.allow_alone(&NewRule { agent: format!("A{a}"), tool: format!("T{t}"), skill: Some(format!("S{s}")), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: None, via: via.clone() });
+            let mut others: Vec<Vec<(usize, usize)>> = chains.iter().skip(1).cloned().collect();
+            others.push(Vec::new());
+            for n in ARGS {
+                let level = chain_table_level(&table, (a, s, t), n, bound);
+                let mut call = Call::new(format!("A{a}"), format!("S{s}"), format!("T{t}")).with_arguments(json!({ "n": n })).for_person("P0");
+                call.via = via.clone();
+                let d = rt.decide(&call).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let expected = if level == Level::Propose && made.is_ok() { Level::Alone } else { level };
+                prop_assert_eq!(d.level, expected, "(A{}, S{}, T{}) via {:?} n = {}", a, s, t, bound, n);
+                for other in &others {
+                    let mut call = call.clone();
+                    call.via = other.iter().map(|(la, ls)| ChainLink::new(format!("A{la}"), format!("S{ls}"))).collect();
+                    let d = rt.decide(&call).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(d.level, chain_table_level(&table, (a, s, t), n, other), "(A{}, S{}, T{}) via {:?} n = {} (rule via {:?})", a, s, t, other, n, bound);
+                }
+            }
+        }
+    }
+}
+
 /// The table without what legitimately depends on file names: `header.source_digest`,
 /// `header.table_digest` and every place (`at`).
 fn decisions(t: &Table) -> String {
@@ -731,6 +833,7 @@ fn files_written_in_another_order_compile_to_the_same_bytes() {
         skills: vec![SkillG {
             tools: vec![0, 1, 2],
             may: Some(MayG { preset: None, settings: [None, Some(Level::Never), None, None], lists: vec![] }),
+            delegates: vec![],
         }],
         package_may: None,
         modes: vec![],

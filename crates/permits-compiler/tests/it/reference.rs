@@ -2,15 +2,16 @@
 //! §2–§3 over the generator's own in-memory structure (`tests/common/spec.rs`: naive reachability per
 //! tool, no call graph, no components), must agree with the compiled table on the level of every
 //! (agent, skill, tool) triple of every generated package, for a spread of arguments — with no mode, in
-//! each of the package's modes (§3c: one more tightening layer), and in a mode the package does not declare.
+//! each of the package's modes (§3c: one more tightening layer), in a mode the package does not declare, and
+//! through every declared delegation chain of one or two links and an undeclared one (§3b).
 //!
 //! 300 packages by default; `PROPTEST_CASES=5000 cargo test --release --test reference` runs more.
 
 use crate::common::generator::{ARGS, Pkg, cases, compile_pkg, pkg};
 use crate::common::level_in;
 use crate::common::level_with as table_level;
-use crate::common::spec::{mode_level, triple_level};
-use permits_table::{Level, Table};
+use crate::common::spec::{chain_level, chains_to, mode_level, triple_level};
+use permits_table::{CallRef, ChainLink, Level, Table};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -18,6 +19,22 @@ fn args(n: i64) -> serde_json::Map<String, serde_json::Value> {
     let mut m = serde_json::Map::new();
     m.insert("n".into(), json!(n));
     m
+}
+
+/// The table's level of a delegated call, or `never` with the refusal's words.
+fn via_level(
+    table: &Table,
+    agent: &str,
+    skill: &str,
+    tool: &str,
+    args: &serde_json::Map<String, serde_json::Value>,
+    via: &[ChainLink],
+) -> (Level, String) {
+    let arguments = serde_json::Value::Object(args.clone());
+    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None, mode: None, via }) {
+        Ok(of) => (of.level, String::new()),
+        Err(why) => (Level::Never, why.to_string()),
+    }
 }
 
 /// Every disagreement between the table and the reference, as readable lines.
@@ -64,6 +81,25 @@ fn disagreements(p: &Pkg, table: &Table) -> Vec<String> {
                         if reference != compiled {
                             out.push(format!(
                                 "({an}, {sn}, {tn}) in {mode} with n = {n}: reference `{reference}`, table `{compiled}` ({why})"
+                            ));
+                        }
+                    }
+                }
+                // Through every declared chain of one or two links, and one undeclared link (the acting
+                // pair itself, which never delegates to itself: delegation is acyclic).
+                let mut chains = chains_to(p, a, s);
+                chains.push(vec![(a, s)]);
+                for chain in &chains {
+                    let via: Vec<ChainLink> =
+                        chain.iter().map(|(la, ls)| ChainLink::new(format!("A{la}"), format!("S{ls}"))).collect();
+                    let words = via.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(" via ");
+                    for n in ARGS {
+                        let reference = chain_level(p, a, s, t, n, chain).unwrap_or(Level::Never);
+                        let compiled = via_level(table, &an, &sn, &tn, &args(n), &via);
+                        if reference != compiled.0 {
+                            out.push(format!(
+                                "({an}, {sn}, {tn}) via {words} with n = {n}: reference `{reference}`, table `{}` ({})",
+                                compiled.0, compiled.1
                             ));
                         }
                     }
@@ -119,7 +155,7 @@ fn the_reference_reads_the_spec_on_a_known_package() {
                 ],
             }),
         }],
-        skills: vec![SkillG { tools: vec![0, 1, 2, 3], may: None }],
+        skills: vec![SkillG { tools: vec![0, 1, 2, 3], may: None, delegates: vec![] }],
         package_may: None,
         modes: vec![],
     };
@@ -153,7 +189,7 @@ fn the_reference_reads_modes_on_a_known_package() {
             skills: vec![0],
             may: Some(MayG { preset: Some(crate::common::generator::Preset::Everything), ..MayG::default() }),
         }],
-        skills: vec![SkillG { tools: vec![0, 1, 2], may: None }],
+        skills: vec![SkillG { tools: vec![0, 1, 2], may: None, delegates: vec![] }],
         package_may: None,
         modes: vec![
             ModeG {

@@ -156,6 +156,9 @@ pub struct SkillG {
     pub tools: Vec<usize>,
     /// Its `may`, if written.
     pub may: Option<MayG>,
+    /// Its `delegates` entries (agent, skill), each naming a skill of a later index that the agent has, so
+    /// delegation is acyclic (spec §3b: a cycle is an error).
+    pub delegates: Vec<(usize, usize)>,
 }
 
 /// An agent `A{i}`.
@@ -307,7 +310,13 @@ impl Pkg {
         for (i, s) in self.skills.iter().enumerate() {
             let may = s.may.as_ref().map(|m| self.render_may(m, "    ")).unwrap_or_default();
             let tools = s.tools.iter().map(|t| format!("T{t}")).collect::<Vec<_>>().join(", ");
-            out.push(format!("skill S{i} \"Skill {i}\" {{\n    tools [{tools}]\n{may}}}\n"));
+            let delegates = if s.delegates.is_empty() {
+                String::new()
+            } else {
+                let list = s.delegates.iter().map(|(a, s)| format!("A{a}.S{s}")).collect::<Vec<_>>().join(", ");
+                format!("    delegates [{list}]\n")
+            };
+            out.push(format!("skill S{i} \"Skill {i}\" {{\n    tools [{tools}]\n{may}{delegates}}}\n"));
         }
         for (i, m) in self.modes.iter().enumerate() {
             let may = m.may.as_ref().map(|m| self.render_may(m, "    ")).unwrap_or_default();
@@ -430,8 +439,13 @@ pub fn pkg() -> impl Strategy<Value = Pkg> {
                 }
             });
         let function = (proptest::option::weighted(0.2, 0u8..32), ops).prop_map(|(claim, ops)| FnG { claim, ops });
-        let skill = (proptest::collection::vec(0..nt, 1..=nt), proptest::option::weighted(0.6, may(nt)))
-            .prop_map(|(tools, may)| SkillG { tools: distinct(tools), may });
+        let delegate = (0..na, 0..ns);
+        let skill = (
+            proptest::collection::vec(0..nt, 1..=nt),
+            proptest::option::weighted(0.6, may(nt)),
+            proptest::collection::vec(delegate, 0..3),
+        )
+            .prop_map(|(tools, may, delegates)| SkillG { tools: distinct(tools), may, delegates });
         let agent = (proptest::collection::vec(0..ns, 1..=ns), proptest::option::weighted(0.8, may(nt)))
             .prop_map(|(skills, may)| AgentG { skills: distinct(skills), may });
         (
@@ -442,13 +456,20 @@ pub fn pkg() -> impl Strategy<Value = Pkg> {
             proptest::option::weighted(0.5, may(nt)),
             proptest::collection::vec(mode(nt), 0..=2),
         )
-            .prop_map(|(tools, fns, agents, skills, package_may, modes)| Pkg {
-                tools,
-                fns,
-                agents,
-                skills,
-                package_may,
-                modes,
+            .prop_map(|(tools, fns, agents, skills, package_may, modes)| {
+                let mut p = Pkg { tools, fns, agents, skills, package_may, modes };
+                // Keep the entries that name a later skill the agent has, each once: acyclic and valid.
+                for i in 0..p.skills.len() {
+                    let mut seen = BTreeSet::new();
+                    let kept: Vec<(usize, usize)> = p.skills[i]
+                        .delegates
+                        .iter()
+                        .copied()
+                        .filter(|&(a, s)| s > i && p.agents[a].skills.contains(&s) && seen.insert((a, s)))
+                        .collect();
+                    p.skills[i].delegates = kept;
+                }
+                p
             })
     })
 }
