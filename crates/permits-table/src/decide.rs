@@ -769,8 +769,9 @@ fn shell_level(
 }
 
 /// Checks a call's arguments against the tool's parameters (spec §5 "Decide"): a JSON object with exactly
-/// the declared names, each of its type (`string`, `shell` and entities: a string; `int`: an integer; `money`:
-/// a non-negative integer; `bool`: a boolean). Whether a `shell` argument's line is judgeable is the next step
+/// the declared names (an optional parameter's may be missing), each of its type (`string`, `shell` and
+/// entities: a string; `int`: an integer; `money`: a non-negative integer; `bool`: a boolean; `number`: any
+/// JSON number; `json`: any value). Whether a `shell` argument's line is judgeable is the next step
 /// of [`Table::level_of`], not a matter of type: a line that is not judgeable is a well-typed `never`.
 ///
 /// Errors: the first [`ArgumentError`], parameters in declared order, then the first extra name.
@@ -780,6 +781,9 @@ pub fn check_arguments(tool_name: &str, tool: &ToolInfo, arguments: &Value) -> R
     };
     for param in &tool.params {
         let Some(value) = map.get(&param.name) else {
+            if param.optional {
+                continue;
+            }
             return Err(ArgumentError::Missing { tool: tool_name.to_string(), param: param.name.clone() });
         };
         if !value_fits(&param.ty, value) {
@@ -807,7 +811,10 @@ pub fn check_arguments(tool_name: &str, tool: &ToolInfo, arguments: &Value) -> R
 /// Whether a call's arguments fit the tool's parameters: [`check_arguments`] as a yes or no, without
 /// building an error.
 pub fn arguments_fit(tool: &ToolInfo, args: &Map<String, Value>) -> bool {
-    let typed = tool.params.iter().all(|param| args.get(&param.name).is_some_and(|value| value_fits(&param.ty, value)));
+    let typed = tool.params.iter().all(|param| match args.get(&param.name) {
+        Some(value) => value_fits(&param.ty, value),
+        None => param.optional,
+    });
     typed && args.keys().all(|k| tool.params.iter().any(|p| p.name == *k))
 }
 
@@ -820,6 +827,8 @@ pub fn value_fits(ty: &ParamType, value: &Value) -> bool {
         // Non-negative and within `i64`, as conditions and budgets read it.
         ParamType::Money => value.as_i64().is_some_and(|n| n >= 0),
         ParamType::Bool => value.is_boolean(),
+        ParamType::Number => value.is_number(),
+        ParamType::Json => true,
     }
 }
 
@@ -832,6 +841,8 @@ pub fn type_words(ty: &ParamType) -> String {
         ParamType::Bool => "`true` or `false`".into(),
         ParamType::Money => "a non-negative integer amount in minor units (at most 2^63 - 1)".into(),
         ParamType::Shell => "a shell command line (a string)".into(),
+        ParamType::Number => "a number".into(),
+        ParamType::Json => "any JSON value".into(),
         ParamType::Entity(e) => format!("the id of a `{e}` (a string)"),
     }
 }
@@ -1060,12 +1071,56 @@ mod tests {
         assert_ne!(hasher.hash_one(Triple("ab", "c", "")), hasher.hash_one(Triple("a", "bc", "")));
     }
 
+    /// `name?: type` may be missing but not mistyped; `number` takes any JSON number and nothing else; `json`
+    /// takes any value (spec §2).
+    #[test]
+    fn optional_number_and_json_parameters() {
+        let tool = ToolInfo {
+            label: "t".into(),
+            doc: None,
+            external: true,
+            params: vec![
+                ParamInfo { name: "q".into(), ty: ParamType::String, optional: false },
+                ParamInfo { name: "limit".into(), ty: ParamType::Number, optional: true },
+                ParamInfo { name: "filter".into(), ty: ParamType::Json, optional: true },
+            ],
+            effects: BTreeMap::new(),
+            claim: None,
+            reserved: None,
+            version: None,
+            subject: None,
+            spends: None,
+            pinned: None,
+            definition_digest: String::new(),
+        };
+        let ok = |v: Value| check_arguments("T", &tool, &v);
+        assert_eq!(ok(json!({"q": "x"})), Ok(()));
+        assert_eq!(ok(json!({"q": "x", "limit": 2.5, "filter": {"a": [1, null]}})), Ok(()));
+        assert_eq!(ok(json!({"q": "x", "limit": -3})), Ok(()));
+        assert!(matches!(ok(json!({"limit": 1})), Err(ArgumentError::Missing { ref param, .. }) if param == "q"));
+        assert!(
+            matches!(ok(json!({"q": "x", "limit": "2"})), Err(ArgumentError::Mistyped { ref param, .. }) if param == "limit")
+        );
+        assert!(matches!(ok(json!({"q": "x", "other": 1})), Err(ArgumentError::Extra { .. })));
+        let map = |v: Value| v.as_object().cloned().unwrap_or_default();
+        assert!(arguments_fit(&tool, &map(json!({"q": "x"}))));
+        assert!(!arguments_fit(&tool, &map(json!({"q": "x", "limit": null}))));
+        assert_eq!(serde_json::to_value(ParamType::Number).ok(), Some(json!("number")));
+        assert_eq!(serde_json::to_value(ParamType::Json).ok(), Some(json!("json")));
+        // `optional` is left out of the JSON when false, so tables without optional parameters are unchanged.
+        assert_eq!(serde_json::to_value(&tool.params[0]).ok(), Some(json!({"name": "q", "type": "string"})));
+        assert_eq!(
+            serde_json::to_value(&tool.params[1]).ok(),
+            Some(json!({"name": "limit", "type": "number", "optional": true}))
+        );
+    }
+
     /// The index's argument check (`fit_sorted`) gives `arguments_fit`'s answer on every set of up to three
     /// arguments drawn from the parameters' names and near misses, with values of each type, for distinct
     /// and for repeated parameter names.
     #[test]
     fn indexed_argument_check_agrees_with_arguments_fit() {
-        let param = |name: &str, ty: ParamType| ParamInfo { name: name.into(), ty };
+        let param = |name: &str, ty: ParamType| ParamInfo { name: name.into(), ty, optional: false };
         let tool = |params: Vec<ParamInfo>| ToolInfo {
             label: "t".into(),
             doc: None,
@@ -1077,6 +1132,7 @@ mod tests {
             version: None,
             subject: None,
             spends: None,
+            pinned: None,
             definition_digest: String::new(),
         };
         let tools = [
