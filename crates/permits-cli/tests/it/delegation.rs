@@ -20,7 +20,7 @@ fn link(agent: &str, skill: &str) -> ChainLink {
     ChainLink::new(agent, skill)
 }
 
-/// The level of a call, or `never` with the refusal's words.
+/// The level of a call, or `never` with the refusal's words; the `LevelIndex` must give the same answer.
 fn level(
     table: &Table,
     (agent, skill, tool): (&str, &str, &str),
@@ -28,7 +28,10 @@ fn level(
     mode: Option<&str>,
     via: &[ChainLink],
 ) -> (Level, String) {
-    match table.level_of(CallRef { agent, skill, tool, arguments: args, requester: Some("Ben"), mode, via }) {
+    let call = CallRef { agent, skill, tool, arguments: args, requester: Some("Ben"), mode, via };
+    let direct = table.level_of(call);
+    assert_eq!(permits::table::LevelIndex::new(table).level_of(call), direct, "{call:?}");
+    match direct {
         Ok(of) => (of.level, String::new()),
         Err(why) => (Level::Never, why.to_string()),
     }

@@ -10,8 +10,8 @@ use super::{App, Caller};
 use crate::error::ApiError;
 
 /// `GET /v1/agents/{agent}/skills/{skill}/tools`: the tools to offer the model (never a `never` one), in the
-/// skill's order, each with its label, parameters and level (`null` when a condition on the arguments
-/// decides it), and the level of every tool of the skill.
+/// skill's order, each with its label, parameters, level (`null` when a condition on the arguments decides
+/// it) and pin (when it has one), and the level of every tool of the skill.
 pub(crate) async fn tools(
     State(app): State<Arc<App>>,
     caller: Caller,
@@ -22,7 +22,15 @@ pub(crate) async fn tools(
         .rt
         .offered_tools(&agent, &skill)
         .into_iter()
-        .map(|t| json!({"name": t.name, "label": t.label, "doc": t.doc, "params": t.params, "level": t.level}))
+        .map(|t| {
+            let mut tool =
+                json!({"name": t.name, "label": t.label, "doc": t.doc, "params": t.params, "level": t.level});
+            // The pin (spec §2), for a gateway that offers the tool only while its definition still has it.
+            if let Some(pin) = t.pinned {
+                tool["pinned"] = json!(pin);
+            }
+            tool
+        })
         .collect();
     let levels: Vec<Value> =
         app.rt.levels(&agent, &skill).into_iter().map(|(tool, level)| json!({"tool": tool, "level": level})).collect();
