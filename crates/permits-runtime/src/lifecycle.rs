@@ -270,11 +270,23 @@ impl Runtime {
     /// Errors: [`RuntimeError::Store`].
     pub fn waiting_for(&self, person: &str) -> Result<Vec<Proposal>, RuntimeError> {
         let table = self.table();
-        Ok(self
-            .proposals()?
-            .into_iter()
-            .filter(|p| p.status == Status::Waiting && may_decide(&table, p, person).is_ok())
-            .collect())
+        Ok(self.waiting()?.into_iter().filter(|p| may_decide(&table, p, person).is_ok()).collect())
+    }
+
+    /// Every `waiting` proposal, oldest first, as they are now (one past its expiry becomes `expired` and is
+    /// not listed). Reads only the waiting ones where the store has an index on the status (SQLite).
+    ///
+    /// Errors: [`RuntimeError::Store`].
+    pub fn waiting(&self) -> Result<Vec<Proposal>, RuntimeError> {
+        let now = self.clock.now();
+        self.transact(|tx, events| {
+            let mut waiting = tx.proposals_in_status(Status::Waiting)?;
+            for p in &mut waiting {
+                self.expire_if_due(tx, events, p, now)?;
+            }
+            waiting.retain(|p| p.status == Status::Waiting);
+            Ok(waiting)
+        })
     }
 
     /// Marks every `waiting` proposal past its expiry `expired` (spec §5 "Expiry": silence is never

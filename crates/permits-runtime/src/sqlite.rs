@@ -28,6 +28,8 @@
 //! );
 //! CREATE INDEX proposals_by_fingerprint ON proposals (operation_key, fingerprint);
 //! CREATE INDEX proposals_by_subject ON proposals (operation_key, tool, subject);
+//! -- made when a store is opened, whatever its version (an index, not a schema change):
+//! CREATE INDEX proposals_by_status ON proposals ((CASE WHEN json_valid(record) THEN json_extract(record, '$.status') END), slot);
 //! CREATE TABLE rules (slot INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, record TEXT NOT NULL);
 //! CREATE TABLE budgets (name TEXT PRIMARY KEY, installed_ceiling INTEGER NOT NULL, spent INTEGER NOT NULL);
 //! CREATE TABLE reservations (
@@ -97,7 +99,7 @@ use serde_json::Value;
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::record_text::{HasId, decode, encode};
-use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
 use super::store::{Store, Transaction};
 
 /// What version 3 adds to the tables of versions 1 and 2 (a new file gets [`SqliteStore::SCHEMA_V1`] and
@@ -110,6 +112,13 @@ CREATE TABLE installed_tables (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);
 
 /// What version 4 adds: alone runs claimed by a host that runs the tool itself ([`crate::Run`]), found by
 /// id or claim token (a new file gets it too; migration 3 → 4 runs it alone).
+/// The proposals indexed by their status, for [`Transaction::proposals_in_status`] (the inbox's "waiting"):
+/// an expression index on the record, created when a store is opened (no schema version of its own: an
+/// older runtime ignores it, and SQLite keeps it up to date). `json_valid` first: `json_extract` raises an
+/// error on a record that is not JSON, which would make such a row unwritable and the index, hence the
+/// store, unopenable; a corrupt record must affect only itself (spec §5a "Bounded input, durable output").
+const PROPOSALS_BY_STATUS: &str = "CREATE INDEX IF NOT EXISTS proposals_by_status ON proposals ((CASE WHEN json_valid(record) THEN json_extract(record, '$.status') END), slot)";
+
 const SCHEMA_V4_ADDS: &str = "
 CREATE TABLE runs (
     slot INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -321,6 +330,8 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql("set `synchronous`"))?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql("enable foreign keys"))?;
         migrate(&conn)?;
+        // An index, not a schema change: older runtimes read and write the file as before.
+        conn.execute_batch(PROPOSALS_BY_STATUS).map_err(sql("index the proposals by status"))?;
         Ok(SqliteStore { conn: Mutex::new(conn) })
     }
 }
@@ -579,6 +590,17 @@ impl Transaction for SqliteTransaction<'_> {
         self.readable_records("proposal", "SELECT id, record FROM proposals ORDER BY slot", [])
     }
 
+    fn proposals_in_status(&mut self, status: Status) -> Result<Vec<Proposal>, StoreError> {
+        // The expression is the index's (`PROPOSALS_BY_STATUS`), so SQLite reads only these rows.
+        let found: Vec<Proposal> = self.readable_records(
+            "proposal",
+            "SELECT id, record FROM proposals WHERE (CASE WHEN json_valid(record) THEN json_extract(record, '$.status') END) = ?1 ORDER BY slot",
+            [status.as_str()],
+        )?;
+        // The record decides, not the expression: a record whose JSON says otherwise is not listed.
+        Ok(found.into_iter().filter(|p| p.status == status).collect())
+    }
+
     fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError> {
         let record = encode("proposal", &proposal.id, proposal)?;
         // An upsert, not `INSERT OR REPLACE`: replacing would delete the row and give it a new slot.
@@ -814,6 +836,43 @@ mod tests {
     use super::*;
     use crate::conformance::{TempDir, budget, fill, grant, proposal, reservation, run};
     use crate::records::Basis;
+
+    #[test]
+    fn waiting_proposals_are_read_through_the_index_on_their_status() -> Result<(), StoreError> {
+        let store = SqliteStore::open_in_memory()?;
+        let conn = store.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let plan: Vec<String> = conn
+            .prepare(
+                "EXPLAIN QUERY PLAN SELECT id, record FROM proposals WHERE (CASE WHEN json_valid(record) THEN json_extract(record, '$.status') END) = ?1 ORDER BY slot",
+            )
+            .and_then(|mut stmt| stmt.query_map(["waiting"], |r| r.get::<_, String>(3))?.collect())
+            .map_err(sql("explain the query"))?;
+        assert!(plan.iter().any(|step| step.contains("USING INDEX proposals_by_status")), "{plan:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_record_that_is_not_json_neither_breaks_the_status_index_nor_is_listed() -> Result<(), StoreError> {
+        let store = SqliteStore::open_in_memory()?;
+        fill(&store);
+        {
+            let conn = store.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            conn.execute("UPDATE proposals SET record = '{\"id\": \"P-2\"' WHERE id = 'P-2'", [])
+                .map_err(sql("corrupt a record"))?;
+            // A file whose records were corrupt before the index existed still opens: the index is made.
+            conn.execute_batch("DROP INDEX proposals_by_status").map_err(sql("drop the index"))?;
+            conn.execute_batch(PROPOSALS_BY_STATUS).map_err(sql("index again"))?;
+        }
+        let mut tx = store.begin()?;
+        let all: Vec<String> = tx.proposals()?.into_iter().map(|p| p.id).collect();
+        let waiting: Vec<String> = tx.proposals_in_status(Status::Waiting)?.into_iter().map(|p| p.id).collect();
+        let expected: Vec<String> =
+            tx.proposals()?.into_iter().filter(|p| p.status == Status::Waiting).map(|p| p.id).collect();
+        assert!(!all.contains(&"P-2".to_string()));
+        assert!(!waiting.is_empty(), "the fill has waiting proposals");
+        assert_eq!(waiting, expected);
+        Ok(())
+    }
 
     /// A version-1 file: [`SqliteStore::SCHEMA_V1`], `user_version = 1`, and proposals whose grant has no basis.
     fn write_v1(path: &Path, proposals: &[Proposal]) {

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
+use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
 
 /// A store of proposals and standing rules.
 pub trait Store {
@@ -45,6 +45,11 @@ pub trait Transaction {
     ) -> Result<Vec<Proposal>, StoreError>;
     /// Every proposal, oldest first.
     fn proposals(&mut self) -> Result<Vec<Proposal>, StoreError>;
+    /// The proposals stored with this status, oldest first (a `waiting` one may be past its expiry: the
+    /// runtime expires it as it reads it). A store with an index overrides this filter of [`Transaction::proposals`].
+    fn proposals_in_status(&mut self, status: Status) -> Result<Vec<Proposal>, StoreError> {
+        Ok(self.proposals()?.into_iter().filter(|p| p.status == status).collect())
+    }
     /// Inserts or replaces a proposal (by id).
     fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError>;
     /// Every standing rule, revoked ones included, oldest first.

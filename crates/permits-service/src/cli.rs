@@ -1,4 +1,4 @@
-//! The command line: `permitd serve` and `permitd keys add | list | revoke`.
+//! The command line: `permitd serve`, `permitd keys add | list | revoke` and `permitd people set-password`.
 //!
 //! Exit codes: 0 done, 1 a failure (the table or the store cannot be opened, the address cannot be bound,
 //! a key cannot be made), 2 a usage error.
@@ -29,6 +29,27 @@ pub enum Command {
         /// What to do with keys.
         #[command(subcommand)]
         command: KeysCommand,
+    },
+    /// Persons of the inbox: their passwords.
+    People {
+        /// What to do.
+        #[command(subcommand)]
+        command: PeopleCommand,
+    },
+}
+
+/// `permitd people …`.
+#[derive(Debug, Subcommand)]
+pub enum PeopleCommand {
+    /// Set (or replace) a person's inbox password, read from the first line of stdin (never from the
+    /// command line, where other users and the shell's history would see it); at least 12 characters. Ends
+    /// every session of that person.
+    SetPassword {
+        /// The store the inbox serves.
+        #[arg(long)]
+        store: PathBuf,
+        /// The person, as the table names them (`Noor`).
+        person: String,
     },
 }
 
@@ -70,6 +91,26 @@ pub struct ServeArgs {
     /// PostgreSQL store).
     #[arg(long)]
     pub audit: Option<PathBuf>,
+    /// The inbox: a session older than this many seconds must sign in again before it approves (or makes a
+    /// rule); 0 asks for a password at every approval.
+    #[arg(long, default_value_t = crate::inbox::DEFAULT_FRESH_SIGN_IN)]
+    pub fresh_sign_in: u64,
+    /// The inbox: approving needs a second factor (TOTP, added by each person on `/inbox/totp`); without
+    /// it a person still signs in and reads, but cannot approve.
+    #[arg(long)]
+    pub require_totp: bool,
+    /// The inbox: mark its cookies `Secure`, so a browser sends them over HTTPS only. Set it when persons
+    /// reach the service through a TLS proxy (`permitd` itself serves plain HTTP).
+    #[arg(long)]
+    pub secure_cookies: bool,
+    /// Announce each new proposal to a webhook: `person:NAME=URL` (proposals that person decides),
+    /// `role:NAME=URL` or `queue:NAME=URL` (proposals routed there); plain `http://`; repeatable. The
+    /// body is Slack-compatible JSON with the label, who asks and a link to the inbox, never an argument.
+    #[arg(long)]
+    pub webhook: Vec<String>,
+    /// The inbox's address as persons reach it (for the webhooks' links); default: the bound address.
+    #[arg(long)]
+    pub public_url: Option<String>,
 }
 
 /// `permitd serve --sync`: SQLite's `synchronous` for the ledger.
@@ -144,12 +185,32 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Serve(args) => crate::server::serve(&args),
         Command::Keys { command } => keys(command),
+        Command::People { command } => people(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
             eprintln!("permitd: {message}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+fn people(command: PeopleCommand) -> Result<(), String> {
+    match command {
+        PeopleCommand::SetPassword { store, person } => {
+            let mut line = String::new();
+            std::io::stdin().read_line(&mut line).map_err(|e| format!("cannot read the password from stdin: {e}"))?;
+            let password = line.strip_suffix('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).unwrap_or(&line);
+            if password.is_empty() {
+                return Err(
+                    "give the password on stdin: `printf '%s\\n' \"$PASSWORD\" | permitd people set-password …`".into(),
+                );
+            }
+            let phc = crate::people::hash_password(password)?;
+            KeyStore::open(&store)?.set_password(&person, &phc, crate::server::now())?;
+            eprintln!("permitd: {person} has a new inbox password (Argon2id); their sessions are ended");
+            Ok(())
         }
     }
 }

@@ -10,7 +10,8 @@
 //! instance of the service on that database knows every key. A slow password hash (argon2, bcrypt) protects **low-entropy** secrets from
 //! guessing; a 256-bit random token cannot be guessed, so its SHA-256 digest is as safe to keep, and
 //! checking it costs a microsecond instead of the milliseconds a password hash spends on every request.
-//! Keys are revoked, never deleted, so the audit's `who` stays explainable.
+//! Keys are revoked, never deleted, so the audit's `who` stays explainable. The same database keeps the
+//! inbox's password hashes and sessions ([`crate::people`]).
 
 use std::path::Path;
 use std::sync::{Mutex, PoisonError};
@@ -85,17 +86,18 @@ pub enum NewKey {
 /// The keys, in the store's database (an SQLite file or a PostgreSQL database).
 #[derive(Debug)]
 pub struct KeyStore {
-    db: Db,
+    pub(crate) db: Db,
 }
 
+/// The database of the keys (and of the inbox's passwords and sessions, [`crate::people`]).
 #[derive(Debug)]
-enum Db {
+pub(crate) enum Db {
     Sqlite(Mutex<Connection>),
     Postgres(Box<PostgresKeys>),
 }
 
 /// The keys in a PostgreSQL store's database: the same table, one connection, connected again when lost.
-struct PostgresKeys {
+pub(crate) struct PostgresKeys {
     config: postgres::Config,
     client: Mutex<Option<postgres::Client>>,
 }
@@ -129,6 +131,27 @@ const POSTGRES_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS service_keys (
     label TEXT,
     created_at BIGINT NOT NULL,
     revoked_at BIGINT
+);
+CREATE TABLE IF NOT EXISTS service_passwords (
+    person TEXT PRIMARY KEY,
+    phc TEXT NOT NULL,
+    set_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_sessions (
+    digest TEXT PRIMARY KEY,
+    person TEXT NOT NULL,
+    signed_in_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_totp (
+    person TEXT PRIMARY KEY,
+    secret TEXT NOT NULL,
+    confirmed BIGINT NOT NULL,
+    last_step BIGINT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_notified (
+    proposal TEXT PRIMARY KEY,
+    at BIGINT NOT NULL
 )";
 
 const POSTGRES_COLUMNS: &str = "SELECT id, kind, agents, person, label, created_at, revoked_at FROM service_keys";
@@ -149,7 +172,10 @@ impl PostgresKeys {
     /// Runs `f` on the connection, connecting first when there is none or it was lost. The synchronous
     /// client drives its own small async runtime, which cannot run on a thread of the service's: a key is
     /// looked up on an async worker (in the request's extractor), so it is moved off it first.
-    fn with<T: Send>(&self, f: impl FnOnce(&mut postgres::Client) -> Result<T, String> + Send) -> Result<T, String> {
+    pub(crate) fn with<T: Send>(
+        &self,
+        f: impl FnOnce(&mut postgres::Client) -> Result<T, String> + Send,
+    ) -> Result<T, String> {
         use tokio::runtime::{Handle, RuntimeFlavor};
         match Handle::try_current() {
             Ok(h) if h.runtime_flavor() == RuntimeFlavor::MultiThread => {
@@ -227,6 +253,27 @@ const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS service_keys (
     label TEXT,
     created_at INTEGER NOT NULL,
     revoked_at INTEGER
+);
+CREATE TABLE IF NOT EXISTS service_passwords (
+    person TEXT PRIMARY KEY,
+    phc TEXT NOT NULL,
+    set_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_sessions (
+    digest TEXT PRIMARY KEY,
+    person TEXT NOT NULL,
+    signed_in_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_totp (
+    person TEXT PRIMARY KEY,
+    secret TEXT NOT NULL,
+    confirmed INTEGER NOT NULL,
+    last_step INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS service_notified (
+    proposal TEXT PRIMARY KEY,
+    at INTEGER NOT NULL
 )";
 
 impl KeyStore {
@@ -420,10 +467,10 @@ fn decode((id, kind, agents, person, label, created_at, revoked_at): Row) -> Res
 }
 
 /// SHA-256 of a token, in hex: what the store keeps.
-fn digest(token: &str) -> String {
+pub(crate) fn digest(token: &str) -> String {
     hex(&Sha256::digest(token.as_bytes()))
 }
 
-fn hex(bytes: &[u8]) -> String {
+pub(crate) fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -16,11 +16,14 @@
 //!
 //! | module | what it does |
 //! |---|---|
-//! | [`cli`] | the command line: `permitd serve`, `permitd keys add / list / revoke` |
+//! | [`cli`] | the command line: `permitd serve`, `permitd keys add / list / revoke`, `permitd people set-password` |
 //! | [`server`] | startup: the table, the store, the listener, reload on `SIGHUP`, the end on `SIGTERM` |
 //! | `body` | bounded JSON bodies and queries: size, depth, unknown fields, errors as JSON |
 //! | [`keys`] | host, person and admin keys: random tokens, stored as SHA-256 digests, revocable |
 //! | `api` | the routes under `/v1/`, one file per family (offer, calls, proposals, executions, rules, …) |
+//! | [`inbox`] | the decider's inbox: server-rendered pages under `/inbox/`, sign-in, sessions, CSRF, throttling |
+//! | [`people`] | persons' inbox passwords (Argon2id) and sessions, beside the keys |
+//! | [`webhooks`] | notifications of new proposals to a person's, a role's or a queue's webhook (Slack-compatible, no argument values) |
 //! | `version_urls` | the URLs hosts register per tool, asked for the covered version when a person approves |
 //! | `stated` | what a request states for the host's callbacks: the covered version, how arguments read |
 //! | `metrics` | `/metrics` in Prometheus text |
@@ -28,9 +31,12 @@
 //! | `error` | every error as `{"error": {"code", "message"}}` with its HTTP status |
 
 pub mod cli;
+pub mod inbox;
 pub mod keys;
+pub mod people;
 pub mod server;
 pub mod store;
+pub mod webhooks;
 
 mod api;
 mod audit;

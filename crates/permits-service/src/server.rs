@@ -72,6 +72,9 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         }
     };
     let keys = KeyStore::open(&args.store)?;
+    let hooks = args.webhook.iter().map(|w| crate::webhooks::parse(w)).collect::<Result<Vec<_>, _>>()?;
+    let webhooks = crate::webhooks::Webhooks::new(hooks, args.public_url.clone());
+    let inbox = crate::inbox::Inbox::new(args.fresh_sign_in, args.require_totp, args.secure_cookies);
     let audit = Arc::new(AuditLog::open(&audit_path)?);
     let mut rt = rt
         .with_versions(crate::stated::Stated)
@@ -85,7 +88,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     // restart with the same table changes nothing); an older or unsigned one is refused, and the service
     // does not start.
     rt.install_table().map_err(|e| format!("the table `{}` is not installed: {e}", args.table.display()))?;
-    let app = Arc::new(App::new(rt, keys, versions, storage, audit, args.table.clone()));
+    let app = Arc::new(App::new(rt, keys, versions, storage, audit, args.table.clone(), inbox, webhooks));
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -99,6 +102,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         let mut stdout = std::io::stdout().lock();
         writeln!(stdout, "listening on http://{addr}").and_then(|()| stdout.flush()).map_err(|e| e.to_string())?;
         drop(stdout);
+        app.webhooks.bound(format!("http://{addr}"));
         eprintln!(
             "permitd: store `{}` (journal_mode={}, synchronous={})",
             args.store.display(),
@@ -106,7 +110,10 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             app.storage.synchronous
         );
         tokio::spawn(reload_on_hangup(app.clone()));
-        axum::serve(listener, api::router(app)).with_graceful_shutdown(ended()).await.map_err(|e| e.to_string())
+        axum::serve(listener, api::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>())
+            .with_graceful_shutdown(ended())
+            .await
+            .map_err(|e| e.to_string())
     })
 }
 

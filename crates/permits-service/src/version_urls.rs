@@ -243,18 +243,18 @@ fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Registration> {
 
 /// An `http://` URL, taken apart.
 #[derive(Debug, PartialEq, Eq)]
-struct Target {
+pub(crate) struct Target {
     /// `HOST[:PORT]` as written.
-    authority: String,
+    pub(crate) authority: String,
     /// The host, lower case (an IPv6 address keeps its brackets).
-    host: String,
-    port: u16,
+    pub(crate) host: String,
+    pub(crate) port: u16,
     /// The path and query, `/` at least.
-    path: String,
+    pub(crate) path: String,
 }
 
 impl Target {
-    fn parse(url: &str) -> Result<Target, String> {
+    pub(crate) fn parse(url: &str) -> Result<Target, String> {
         let bad = |why: &str| format!("the version URL `{url}` {why}");
         if url.len() > MAX_URL {
             return Err(bad(&format!("is longer than {MAX_URL} bytes")));

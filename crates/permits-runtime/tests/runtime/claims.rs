@@ -264,3 +264,43 @@ fn claims_and_runs_survive_a_restart_and_never_run_twice() -> R {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+/// `Runtime::waiting` (the inbox's "waiting for me"): only the waiting proposals, oldest first, one past its
+/// expiry made `expired` and left out; the same on the memory store and on an SQLite file, where it is read
+/// through the index on the status (and again after the file is reopened).
+#[cfg(feature = "sqlite")]
+#[test]
+fn waiting_lists_only_waiting_proposals_on_every_store() -> R {
+    let dir = std::env::temp_dir().join(format!("permits-waiting-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    let db = dir.join("ledger.db");
+    let clock = ManualClock::at(1_767_225_600);
+    let on_file = || -> Result<Runtime, Box<dyn std::error::Error>> {
+        Ok(Runtime::new(shop(), AdmitAll)
+            .with_clock(clock.clone())
+            .with_store(permits_runtime::SqliteStore::open(&db)?))
+    };
+    for rt in [Runtime::new(shop(), AdmitAll).with_clock(clock.clone()), on_file()?] {
+        let ids: Vec<String> = ["o-1", "o-2", "o-3", "o-4"]
+            .iter()
+            .map(|key| rt.propose(&ProposalRequest::new(order("vanilla", 900), *key, "low")).map(|p| p.id))
+            .collect::<Result<_, _>>()?;
+        let p2 = rt.proposal(&ids[1])?;
+        rt.approve(&p2.id, "Max", &p2.fingerprint, ApproveMode::Once)?;
+        rt.reject(&ids[2], "Max", "not now")?;
+        let waiting: Vec<String> = rt.waiting()?.into_iter().map(|p| p.id).collect();
+        assert_eq!(waiting, [ids[0].clone(), ids[3].clone()]);
+        assert_eq!(rt.waiting_for("Max")?.len(), 2);
+        assert!(rt.waiting_for("Sam")?.is_empty(), "Sam asked; Max decides");
+    }
+    assert_eq!(on_file()?.waiting()?.len(), 2, "the file reopened");
+    // Past their expiry they are expired as they are read, and listed no more.
+    clock.advance(shop().package.proposal_lifetime_seconds + 1);
+    let rt = on_file()?;
+    assert!(rt.waiting()?.is_empty());
+    assert_eq!(rt.proposal("P-1")?.status, Status::Expired);
+    assert_eq!(rt.proposals()?.iter().filter(|p| p.status == Status::Waiting).count(), 0);
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}

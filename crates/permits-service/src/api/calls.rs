@@ -118,28 +118,36 @@ pub(crate) async fn call(
     let statement =
         Statement { version: body.covered_version, shown: body.shown, instruction_version: body.instruction_version };
     let metrics_app = app.clone();
-    app.change(move |app| {
-        // As `Runtime::call`: decide, then run alone, propose, or refuse.
-        let call = request.call.clone().in_task(request.operation_key.clone());
-        let decision = app.rt.decide(&call)?;
-        metrics_app.metrics.decision(decision.level);
-        let answer = match decision.level {
-            Level::Alone => {
-                let execution = app.rt.claim_alone(&request, &token)?;
-                json!({"outcome": "alone", "decision": decision, "execution": execution})
-            }
-            Level::Never => {
-                return Err(ApiError::from(permits_runtime::RuntimeError::Refused {
-                    refusal: permits_runtime::Refusal::Never,
-                    message: decision.refusal_message(),
-                }));
-            }
-            Level::Propose | Level::ProposeEveryTime => {
-                let proposal = stating(statement, || app.rt.propose(&request))?;
-                json!({"outcome": "proposed", "decision": decision, "proposal": proposal_json(&proposal)})
-            }
-        };
-        Ok(axum::Json(answer))
-    })
-    .await
+    let (answer, proposed) = app
+        .change(move |app| {
+            // As `Runtime::call`: decide, then run alone, propose, or refuse.
+            let call = request.call.clone().in_task(request.operation_key.clone());
+            let decision = app.rt.decide(&call)?;
+            metrics_app.metrics.decision(decision.level);
+            let answer = match decision.level {
+                Level::Alone => {
+                    let execution = app.rt.claim_alone(&request, &token)?;
+                    json!({"outcome": "alone", "decision": decision, "execution": execution})
+                }
+                Level::Never => {
+                    return Err(ApiError::from(permits_runtime::RuntimeError::Refused {
+                        refusal: permits_runtime::Refusal::Never,
+                        message: decision.refusal_message(),
+                    }));
+                }
+                Level::Propose | Level::ProposeEveryTime => {
+                    let proposal = stating(statement, || app.rt.propose(&request))?;
+                    let answer =
+                        json!({"outcome": "proposed", "decision": decision, "proposal": proposal_json(&proposal)});
+                    return Ok((axum::Json(answer), Some(proposal)));
+                }
+            };
+            Ok((axum::Json(answer), None))
+        })
+        .await?;
+    // A new proposal is announced to its webhooks (once: `webhooks::notify` keeps which were).
+    if let Some(proposal) = proposed {
+        crate::webhooks::notify(&app, proposal);
+    }
+    Ok(answer)
 }

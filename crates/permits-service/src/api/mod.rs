@@ -12,6 +12,8 @@ mod rules;
 mod tasks;
 mod version_urls;
 
+pub(crate) use proposals::approve_as;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -57,9 +59,14 @@ pub(crate) struct App {
     pub(crate) changes: watch::Sender<u64>,
     /// One table install at a time.
     pub(crate) installing: Mutex<()>,
+    /// The inbox's settings and its sign-in throttle.
+    pub(crate) inbox: crate::inbox::Inbox,
+    /// The webhooks new proposals are announced to.
+    pub(crate) webhooks: crate::webhooks::Webhooks,
 }
 
 impl App {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         rt: Runtime,
         keys: KeyStore,
@@ -67,6 +74,8 @@ impl App {
         storage: Storage,
         audit: Arc<AuditLog>,
         table_path: PathBuf,
+        inbox: crate::inbox::Inbox,
+        webhooks: crate::webhooks::Webhooks,
     ) -> App {
         App {
             rt,
@@ -78,6 +87,8 @@ impl App {
             table_path,
             changes: watch::Sender::new(0),
             installing: Mutex::new(()),
+            inbox,
+            webhooks,
         }
     }
 
@@ -143,6 +154,7 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/audit", get(admin::audit))
         .route("/v1/audit/verify", get(admin::verify))
         .route("/v1/admin/table", post(admin::install))
+        .merge(crate::inbox::router())
         .fallback(not_found)
         .method_not_allowed_fallback(not_allowed)
         .layer(middleware::from_fn_with_state(app.clone(), count))

@@ -254,12 +254,30 @@ pub(crate) async fn approve(
         Mode::AlwaysLikeThis => ApproveMode::AlwaysLikeThis,
         Mode::AlwaysTheseArguments => ApproveMode::AlwaysTheseArguments,
     };
+    let (p, check) = approve_as(&app, id, person, body.fingerprint, mode).await?;
+    let mut answer = proposal_json(&p);
+    if let (Some(check), Some(object)) = (check, answer.as_object_mut()) {
+        object.insert("version_check".into(), check);
+    }
+    Ok(axum::Json(answer))
+}
+
+/// `person` approves proposal `id` of `fingerprint` in `mode`: the one approval of the API and of the inbox
+/// (asking the host's version URL first, see [`approve`]). Answers the proposal and what the version URL
+/// answered, if one was asked.
+pub(crate) async fn approve_as(
+    app: &Arc<App>,
+    id: String,
+    person: String,
+    fingerprint: String,
+    mode: ApproveMode,
+) -> Result<(Proposal, Option<Value>), ApiError> {
     let read_id = id.clone();
     let recorded = app.run(move |app| Ok(app.rt.proposal(&read_id)?)).await?;
     // The host's URL is asked only for an approval that could be made: by a person who may decide, of
     // exactly what they were shown. Anyone else is refused by `approve` below, and asks nobody.
-    let may = app.rt.may_decide(&recorded, &person).is_ok() && body.fingerprint == recorded.fingerprint;
-    let check = if may { version_check(&app, &recorded).await } else { None };
+    let may = app.rt.may_decide(&recorded, &person).is_ok() && fingerprint == recorded.fingerprint;
+    let check = if may { version_check(app, &recorded).await } else { None };
     // A person cannot know the subject's version: the host's URL is asked; without one (or without an
     // answer) the version the proposal was made with is stated, and a changed subject is caught at the
     // claim (see `stated`).
@@ -270,7 +288,7 @@ pub(crate) async fn approve(
     let outcome = app
         .change(move |app| {
             let statement = Statement::version(version, recorded.instruction_version);
-            Ok(stating(statement, || app.rt.approve(&id, &person, &body.fingerprint, mode))?)
+            Ok(stating(statement, || app.rt.approve(&id, &person, &fingerprint, mode))?)
         })
         .await;
     if let Some(check) = &check {
@@ -281,12 +299,7 @@ pub(crate) async fn approve(
         };
         app.metrics.version_check(label);
     }
-    let p = outcome?;
-    let mut answer = proposal_json(&p);
-    if let (Some(check), Some(object)) = (check, answer.as_object_mut()) {
-        object.insert("version_check".into(), check.json());
-    }
-    Ok(axum::Json(answer))
+    Ok((outcome?, check.map(|c| c.json())))
 }
 
 /// What a version URL answered at approval.

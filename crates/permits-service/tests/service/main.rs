@@ -3,7 +3,9 @@
 //! is validated against the checked-in OpenAPI document ([`openapi`]).
 
 mod bad_input;
+mod browser;
 mod durability;
+mod inbox;
 mod keys;
 mod openapi;
 mod postgres;
@@ -90,6 +92,17 @@ impl Server {
 
     /// [`Server::on`] with more arguments of `permitd serve`.
     fn with(table: &Path, store: &Path, more: &[&str]) -> Server {
+        Server::logged(table, store, more, None)
+    }
+
+    /// [`Server::with`], its stderr written to `log` when given (else the test's own).
+    fn logged(table: &Path, store: &Path, more: &[&str], log: Option<&Path>) -> Server {
+        let stderr = match log {
+            Some(path) => Stdio::from(
+                std::fs::File::create(path).unwrap_or_else(|e| panic!("cannot create {}: {e}", path.display())),
+            ),
+            None => Stdio::inherit(),
+        };
         let mut child = permitd()
             .args(["serve", "--listen", "127.0.0.1:0", "--table"])
             .arg(table)
@@ -98,7 +111,7 @@ impl Server {
             .args(more)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start permitd: {e}"));
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("permitd's stdout"));

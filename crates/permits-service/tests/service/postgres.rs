@@ -167,3 +167,38 @@ impl Database {
         Ok(config.connect(NoTls)?.query_one(query, &[])?.get(0))
     }
 }
+
+#[test]
+fn the_inbox_signs_in_on_a_postgresql_store_and_every_instance_knows_the_session() -> R {
+    let db = Database::new("inbox")?;
+    let dir = Temp::new("pg-inbox");
+    let said = super::inbox::set_password(db.store(), "Noor", super::inbox::NOOR_PASSWORD);
+    assert!(!said.contains(super::inbox::NOOR_PASSWORD));
+    let start = |name: &str| {
+        let audit = dir.path(&format!("{name}.audit.jsonl"));
+        Server::with(&fixture("workshop"), db.store(), &["--audit", audit.to_str().unwrap_or_default()])
+    };
+    let (one, two) = (start("one"), start("two"));
+    let mut web = super::inbox::Web::new(&one.url);
+    assert_eq!(web.sign_in("Noor", "not her password").status, 401);
+    let signed = web.sign_in("Noor", super::inbox::NOOR_PASSWORD);
+    assert_eq!(signed.status, 303, "{}", signed.body);
+    let session = web.cookies.get("permits_session").cloned().ok_or("no session")?;
+    // The other instance on the same database knows the session; the database keeps only digests.
+    let mut other = super::inbox::Web::new(&two.url);
+    other.cookies.insert("permits_session".into(), session.clone());
+    let page = other.get("/inbox/waiting");
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("Nothing waits for you."), "{}", page.body);
+    let mut client = db.url.parse::<Config>()?.connect(NoTls)?;
+    let phc: String = client.query_one("SELECT phc FROM service_passwords WHERE person = 'Noor'", &[])?.get(0);
+    assert!(phc.starts_with("$argon2id$"), "{phc}");
+    let digests: Vec<String> =
+        client.query("SELECT digest FROM service_sessions", &[])?.iter().map(|r| r.get(0)).collect();
+    assert_eq!(digests.len(), 1);
+    assert_ne!(digests[0], session);
+    // A new password ends the session, on every instance.
+    super::inbox::set_password(db.store(), "Noor", "noor-new-password-333");
+    assert_eq!(other.get("/inbox/waiting").status, 303);
+    Ok(())
+}

@@ -1,0 +1,778 @@
+//! The decider's inbox (issue #17): server-rendered pages under `/inbox/` where a person signs in with a
+//! password, sees what waits for them, reads a proposal as spec §5a says a person must see it, and decides.
+//!
+//! Every decision is the same runtime call the API makes ([`crate::api`]'s `approve_as`, `reject`,
+//! `revoke_rule`), as the signed-in person and only as them: the person comes from the session, never from
+//! a URL or a form. The guarantees, each with its test in `tests/service/inbox.rs`:
+//!
+//! - **Sign-in**: a password (Argon2id, [`crate::people`]); sessions are a random 32-byte id in a cookie
+//!   `permits_session` (`HttpOnly; SameSite=Strict; Path=/`, and `Secure` with `--secure-cookies` — `permitd`
+//!   has no TLS of its own yet: put it behind a TLS proxy), kept in the store as a digest only, ending after
+//!   [`crate::people::SESSION_LIFETIME`].
+//! - **CSRF**: every form carries a token derived from the session id (SHA-256 of a purpose and the id; the
+//!   sign-in form's from a pre-session cookie), checked on every POST before anything else.
+//! - **Throttling**: [`PERSON_FAILURES`] failed sign-ins for one person, or [`ADDRESS_FAILURES`] from one
+//!   client address, within [`FAILURE_WINDOW`] seconds refuse further sign-ins for that person or address
+//!   (429) until the oldest failure is older than the window; a password is not even checked then. The
+//!   counts are this instance's, in memory.
+//! - **Second factor**: a person may add TOTP (RFC 6238) on `/inbox/totp`; sign-in then asks for its code
+//!   (each code once). With `--require-totp`, approving needs one.
+//! - **Fresh sign-in**: approving (once, for the task, or always) needs a sign-in younger than
+//!   `--fresh-sign-in SECONDS` ([`DEFAULT_FRESH_SIGN_IN`]); an older session is shown the sign-in form.
+//! - **Refusals**: a page asked for without a session redirects to the sign-in (GET) or is refused with 403
+//!   (POST); pages are sent with a strict Content-Security-Policy (no script, no frames), `no-store`.
+
+mod pages;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use axum::Form;
+use axum::Router;
+use axum::extract::{ConnectInfo, FromRequestParts, Path, Query, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use permits_runtime::{ApproveMode, Proposal};
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+
+use crate::api::App;
+use crate::error::ApiError;
+
+/// `--fresh-sign-in`'s default: a session older than 15 minutes signs in again before it approves.
+pub const DEFAULT_FRESH_SIGN_IN: u64 = 15 * 60;
+/// Failed sign-ins for one person within [`FAILURE_WINDOW`] after which that person's sign-ins are refused.
+pub const PERSON_FAILURES: usize = 5;
+/// Failed sign-ins from one client address within [`FAILURE_WINDOW`] after which its sign-ins are refused.
+pub const ADDRESS_FAILURES: usize = 20;
+/// The window of the sign-in throttle, in seconds (15 minutes).
+pub const FAILURE_WINDOW: u64 = 15 * 60;
+/// Proposals on one page of a list.
+pub const PAGE_SIZE: usize = 20;
+
+const SESSION_COOKIE: &str = "permits_session";
+const SIGN_IN_COOKIE: &str = "permits_signin";
+
+/// The inbox's own state in the service.
+#[derive(Debug)]
+pub(crate) struct Inbox {
+    /// `--fresh-sign-in`, in seconds.
+    pub(crate) fresh_sign_in: u64,
+    /// `--secure-cookies`: cookies are marked `Secure` (the service is reached over TLS, through a proxy:
+    /// `permitd` serves plain HTTP).
+    pub(crate) secure: bool,
+    /// `--require-totp`: approving needs a confirmed second factor.
+    pub(crate) require_totp: bool,
+    throttle: Mutex<HashMap<String, VecDeque<u64>>>,
+}
+
+impl Inbox {
+    pub(crate) fn new(fresh_sign_in: u64, require_totp: bool, secure: bool) -> Inbox {
+        Inbox { fresh_sign_in, secure, require_totp, throttle: Mutex::new(HashMap::new()) }
+    }
+
+    /// Seconds until a sign-in for these throttle keys is accepted again, if one is refused now.
+    fn throttled(&self, keys: &[(String, usize)], now: u64) -> Option<u64> {
+        let mut map = self.throttle.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut wait = None;
+        for (key, limit) in keys {
+            if let Some(times) = map.get_mut(key) {
+                while times.front().is_some_and(|t| t.saturating_add(FAILURE_WINDOW) <= now) {
+                    times.pop_front();
+                }
+                if times.len() >= *limit {
+                    let until = times.front().map_or(0, |t| t.saturating_add(FAILURE_WINDOW) - now);
+                    wait = Some(wait.map_or(until, |w: u64| w.max(until)));
+                }
+            }
+        }
+        wait
+    }
+
+    fn failed(&self, keys: &[(String, usize)], now: u64) {
+        let mut map = self.throttle.lock().unwrap_or_else(PoisonError::into_inner);
+        // Bounded: failures older than the window are dropped before the map grows past 100,000 keys.
+        if map.len() > 100_000 {
+            map.retain(|_, times| times.back().is_some_and(|t| t.saturating_add(FAILURE_WINDOW) > now));
+        }
+        for (key, _) in keys {
+            map.entry(key.clone()).or_default().push_back(now);
+        }
+    }
+
+    fn succeeded(&self, person: &str) {
+        self.throttle.lock().unwrap_or_else(PoisonError::into_inner).remove(&person_key(person));
+    }
+}
+
+fn person_key(person: &str) -> String {
+    format!("person\u{0}{person}")
+}
+
+/// The inbox's routes, under `/inbox/`.
+pub(crate) fn router() -> Router<Arc<App>> {
+    Router::new()
+        .route("/inbox", get(|| async { Redirect::to("/inbox/waiting") }))
+        .route("/inbox/", get(|| async { Redirect::to("/inbox/waiting") }))
+        .route("/inbox/sign-in", get(sign_in_page).post(sign_in))
+        .route("/inbox/sign-out", post(sign_out))
+        .route("/inbox/waiting", get(waiting))
+        .route("/inbox/proposals/{id}", get(proposal))
+        .route("/inbox/proposals/{id}/approve", post(approve))
+        .route("/inbox/proposals/{id}/reject", post(reject))
+        .route("/inbox/rules", get(rules))
+        .route("/inbox/rules/{id}/revoke", post(revoke_rule))
+        .route("/inbox/history", get(history))
+        .route("/inbox/tables", get(tables))
+        .route("/inbox/totp", get(totp_page).post(totp_confirm))
+        .layer(axum::middleware::map_response(headers))
+}
+
+/// Every inbox answer: no caching, no framing, no script, no referrer.
+async fn headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    h.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    response
+}
+
+/// A token for forms of `purpose`, derived from a secret the browser holds in an HttpOnly cookie.
+fn derive(purpose: &str, secret: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(b"permits-inbox-csrf\0");
+    h.update(purpose.as_bytes());
+    h.update(b"\0");
+    h.update(secret.as_bytes());
+    crate::keys::hex(&h.finalize())
+}
+
+use crate::people::same_text as same;
+
+fn cookie<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(n, _)| *n == name)
+        .map(|(_, v)| v)
+}
+
+/// 64 lowercase hex digits: the only form a session id or a sign-in secret has.
+fn is_secret(text: &str) -> bool {
+    text.len() == 64 && text.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+fn set_cookie(name: &str, value: &str, path: &str, max_age: u64, secure: bool) -> HeaderValue {
+    let secure = if secure { "; Secure" } else { "" };
+    HeaderValue::from_str(&format!("{name}={value}; HttpOnly; SameSite=Strict; Path={path}; Max-Age={max_age}{secure}"))
+        .unwrap_or_else(|_| HeaderValue::from_static("permits_invalid=1"))
+}
+
+/// The signed-in person of a request: from the session cookie only.
+pub(crate) struct Signed {
+    person: String,
+    session: String,
+    csrf: String,
+    signed_in_at: u64,
+}
+
+impl FromRequestParts<Arc<App>> for Signed {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Signed, Response> {
+        let id = cookie(&parts.headers, SESSION_COOKIE).filter(|id| is_secret(id)).map(str::to_string);
+        let found = match &id {
+            Some(id) => match app.keys.session(id, crate::server::now()) {
+                Ok(found) => found,
+                Err(e) => return Err(error_page(None, StatusCode::SERVICE_UNAVAILABLE, &e)),
+            },
+            None => None,
+        };
+        match (id, found) {
+            (Some(session), Some(s)) => {
+                let csrf = derive("session", &session);
+                Ok(Signed { person: s.person, session, csrf, signed_in_at: s.signed_in_at })
+            }
+            _ if parts.method == Method::GET || parts.method == Method::HEAD => {
+                let next = parts.uri.path_and_query().map_or("/inbox/waiting", |p| p.as_str());
+                Err(Redirect::to(&format!("/inbox/sign-in?next={}", encode(next))).into_response())
+            }
+            _ => Err(error_page(None, StatusCode::FORBIDDEN, "this needs a signed-in person: sign in first")),
+        }
+    }
+}
+
+impl Signed {
+    /// The refusal (403) of a form whose CSRF token is not this session's; `None` when it is.
+    fn refused(&self, token: &str) -> Option<Response> {
+        (!same(token, &self.csrf)).then(|| {
+            error_page(
+                Some(self),
+                StatusCode::FORBIDDEN,
+                "this form's CSRF token is missing or is not this session's: reload the page and try again",
+            )
+        })
+    }
+
+    fn age(&self) -> u64 {
+        crate::server::now().saturating_sub(self.signed_in_at)
+    }
+}
+
+/// Percent-encodes a path for a query parameter.
+fn encode(text: &str) -> String {
+    text.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'/' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Where a sign-in may send the person next: a path of the inbox, nothing else (no open redirect).
+fn next_or_default(next: Option<&str>) -> String {
+    match next {
+        Some(n) if n.starts_with("/inbox/") && !n.contains("//") && !n.contains('\\') && !n.contains("/..") => {
+            n.to_string()
+        }
+        _ => "/inbox/waiting".to_string(),
+    }
+}
+
+fn html(status: StatusCode, markup: maud::Markup) -> Response {
+    (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], markup.into_string()).into_response()
+}
+
+fn error_page(who: Option<&Signed>, status: StatusCode, message: &str) -> Response {
+    html(status, pages::message(who.map(|s| (s.person.as_str(), s.csrf.as_str())), status, message))
+}
+
+fn api_error(who: &Signed, e: ApiError) -> Response {
+    error_page(Some(who), e.status, &e.message)
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct NextQuery {
+    #[serde(default)]
+    next: Option<String>,
+}
+
+async fn sign_in_page(State(app): State<Arc<App>>, headers: HeaderMap, Query(q): Query<NextQuery>) -> Response {
+    sign_in_form(&app, &headers, StatusCode::OK, &next_or_default(q.next.as_deref()), None, "")
+}
+
+/// The sign-in form, with a pre-session secret in a cookie (made now if the browser has none).
+fn sign_in_form(
+    app: &App,
+    headers: &HeaderMap,
+    status: StatusCode,
+    next: &str,
+    note: Option<&str>,
+    person: &str,
+) -> Response {
+    let (secret, new) = match cookie(headers, SIGN_IN_COOKIE).filter(|s| is_secret(s)) {
+        Some(s) => (s.to_string(), false),
+        None => match crate::people::secret() {
+            Ok(s) => (s, true),
+            Err(e) => return error_page(None, StatusCode::INTERNAL_SERVER_ERROR, &e),
+        },
+    };
+    let mut response = html(status, pages::sign_in(&derive("sign-in", &secret), next, note, person));
+    if new {
+        response
+            .headers_mut()
+            .append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, &secret, "/inbox", 3600, app.inbox.secure));
+    }
+    response
+}
+
+#[derive(Deserialize)]
+pub(crate) struct SignInForm {
+    #[serde(default)]
+    person: String,
+    #[serde(default)]
+    password: String,
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    next: Option<String>,
+    /// The one-time code of a person with a second factor.
+    #[serde(default)]
+    code: String,
+}
+
+// No `Debug`: the form holds a password.
+impl std::fmt::Debug for SignInForm {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SignInForm").field("person", &self.person).finish_non_exhaustive()
+    }
+}
+
+async fn sign_in(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    Form(form): Form<SignInForm>,
+) -> Response {
+    let next = next_or_default(form.next.as_deref());
+    let pre = cookie(&headers, SIGN_IN_COOKIE).filter(|s| is_secret(s));
+    if !pre.is_some_and(|pre| same(&form.csrf, &derive("sign-in", pre))) {
+        return error_page(
+            None,
+            StatusCode::FORBIDDEN,
+            "this sign-in form's CSRF token is missing or wrong: open the sign-in page again",
+        );
+    }
+    let now = crate::server::now();
+    let person = form.person.trim().to_string();
+    let keys = [(person_key(&person), PERSON_FAILURES), (format!("address\u{0}{}", peer.ip()), ADDRESS_FAILURES)];
+    if let Some(wait) = app.inbox.throttled(&keys, now) {
+        let note = format!(
+            "too many failed sign-ins for this person or from this address: try again in {} minute(s)",
+            wait.div_ceil(60).max(1)
+        );
+        return sign_in_form(&app, &headers, StatusCode::TOO_MANY_REQUESTS, &next, Some(&note), &person);
+    }
+    let check = app.clone();
+    let (who, password, code) = (person.clone(), form.password, form.code);
+    let verified = tokio::task::spawn_blocking(move || -> Result<Result<(), &'static str>, String> {
+        let phc = check.keys.password_hash(&who)?;
+        // A person without a password never signs in, but costs the same time as a wrong password.
+        let matches = crate::people::verify_password(phc.as_deref().unwrap_or(crate::people::decoy_hash()), &password);
+        if !(matches && phc.is_some()) {
+            return Ok(Err("that person and password do not match"));
+        }
+        match check.keys.second_factor(&who)? {
+            Some(factor) if factor.confirmed => {
+                let step = crate::people::totp::matching_step(&factor.secret, &code, now);
+                match step {
+                    Some(step) if check.keys.use_second_factor(&who, step)? => Ok(Ok(())),
+                    _ => Ok(Err("the one-time code is missing, wrong, or was already used: give the code your authenticator shows now")),
+                }
+            }
+            _ => Ok(Ok(())),
+        }
+    })
+    .await;
+    match verified {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(note))) => {
+            app.inbox.failed(&keys, now);
+            return sign_in_form(&app, &headers, StatusCode::UNAUTHORIZED, &next, Some(note), &person);
+        }
+        Ok(Err(e)) => return error_page(None, StatusCode::SERVICE_UNAVAILABLE, &e),
+        Err(_) => return error_page(None, StatusCode::INTERNAL_SERVER_ERROR, "the sign-in failed inside the service"),
+    }
+    app.inbox.succeeded(&person);
+    let old = cookie(&headers, SESSION_COOKIE).filter(|s| is_secret(s)).map(str::to_string);
+    let start = app.clone();
+    let started = tokio::task::spawn_blocking(move || {
+        if let Some(old) = old {
+            start.keys.end_session(&old)?;
+        }
+        start.keys.start_session(&person, now)
+    })
+    .await;
+    let session = match started {
+        Ok(Ok(session)) => session,
+        Ok(Err(e)) => return error_page(None, StatusCode::SERVICE_UNAVAILABLE, &e),
+        Err(_) => return error_page(None, StatusCode::INTERNAL_SERVER_ERROR, "the sign-in failed inside the service"),
+    };
+    let mut response = Redirect::to(&next).into_response();
+    let h = response.headers_mut();
+    h.append(
+        header::SET_COOKIE,
+        set_cookie(SESSION_COOKIE, &session, "/", crate::people::SESSION_LIFETIME, app.inbox.secure),
+    );
+    h.append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, "", "/inbox", 0, app.inbox.secure));
+    response
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn sign_out(State(app): State<Arc<App>>, who: Signed, Form(form): Form<CsrfForm>) -> Response {
+    if let Some(r) = who.refused(&form.csrf) {
+        return r;
+    }
+    let end = app.clone();
+    let session = who.session.clone();
+    if let Ok(Err(e)) = tokio::task::spawn_blocking(move || end.keys.end_session(&session)).await {
+        return error_page(Some(&who), StatusCode::SERVICE_UNAVAILABLE, &e);
+    }
+    let mut response = Redirect::to("/inbox/sign-in").into_response();
+    response.headers_mut().append(header::SET_COOKIE, set_cookie(SESSION_COOKIE, "", "/", 0, app.inbox.secure));
+    response
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct PageQuery {
+    #[serde(default)]
+    page: Option<usize>,
+}
+
+/// Newest first: by time, then by the number of the id.
+fn newest_first(list: &mut [Proposal]) {
+    let number = |p: &Proposal| p.id.get(2..).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
+    list.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(number(b).cmp(&number(a))));
+}
+
+/// Why a waiting proposal is in a person's list.
+#[derive(Clone, Debug)]
+pub(crate) enum Why {
+    /// They may decide it; the words say by which route ("routed to you", "role `Manager`").
+    Decide(String),
+    /// It is their request, decided by someone else (the words say whom).
+    Mine(String),
+}
+
+async fn waiting(State(app): State<Arc<App>>, who: Signed, Query(q): Query<PageQuery>) -> Response {
+    let person = who.person.clone();
+    let listed = app
+        .run(move |app| {
+            // Only the waiting proposals are read (through the SQLite store's index on the status).
+            let mut all = app.rt.waiting()?;
+            newest_first(&mut all);
+            let mut items = Vec::new();
+            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+            for p in all {
+                let why = match app.rt.may_decide(&p, &person) {
+                    Ok(()) => Why::Decide(pages::route_for(&p, &person)),
+                    Err(_) if p.requester.as_deref() == Some(person.as_str()) => Why::Mine(p.decider.waiting_on()),
+                    Err(_) => continue,
+                };
+                let group = match &why {
+                    Why::Decide(words) => words.clone(),
+                    Why::Mine(_) => "your requests, decided by others".to_string(),
+                };
+                *counts.entry(group).or_default() += 1;
+                items.push((p, why));
+            }
+            Ok((items, counts))
+        })
+        .await;
+    match listed {
+        Ok((items, counts)) => {
+            let pages = items.len().div_ceil(PAGE_SIZE).max(1);
+            let page = q.page.unwrap_or(1).clamp(1, pages);
+            let shown: Vec<_> = items.into_iter().skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE).collect();
+            html(StatusCode::OK, pages::waiting(&who.person, &who.csrf, &shown, &counts, page, pages))
+        }
+        Err(e) => api_error(&who, e),
+    }
+}
+
+async fn proposal(State(app): State<Arc<App>>, who: Signed, Path(id): Path<String>) -> Response {
+    let person = who.person.clone();
+    let read = app
+        .run(move |app| {
+            let p = app.rt.proposal(&id)?;
+            let table = app.rt.table();
+            let budget = match table.tools.get(&p.tool).and_then(|t| t.spends.as_ref()) {
+                Some(spend) => Some(app.rt.budget(&spend.budget)?),
+                None => None,
+            };
+            let may = app.rt.may_decide(&p, &person);
+            Ok((p, table, budget, may))
+        })
+        .await;
+    match read {
+        Ok((p, table, budget, may)) => {
+            let view = pages::ProposalView {
+                person: &who.person,
+                csrf: &who.csrf,
+                p: &p,
+                table: &table,
+                budget: budget.as_ref(),
+                may: may.as_ref().map(|_| ()).map_err(|e| e.as_str()),
+                age: who.age(),
+                fresh: app.inbox.fresh_sign_in,
+            };
+            html(StatusCode::OK, pages::proposal(&view))
+        }
+        Err(e) => api_error(&who, e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ApproveForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    fingerprint: String,
+    /// `once`, `task` or `always`.
+    #[serde(default)]
+    how: String,
+    /// `these` or `any` (for `task` and `always`).
+    #[serde(default)]
+    scope: String,
+}
+
+async fn approve(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    who: Signed,
+    Path(id): Path<String>,
+    Form(form): Form<ApproveForm>,
+) -> Response {
+    if let Some(r) = who.refused(&form.csrf) {
+        return r;
+    }
+    let mode = match (form.how.as_str(), form.scope.as_str()) {
+        ("once", _) => ApproveMode::Once,
+        ("task", "these") => ApproveMode::ForThisTask { any_arguments: false },
+        ("task", "any") => ApproveMode::ForThisTask { any_arguments: true },
+        ("always", "these") => ApproveMode::AlwaysTheseArguments,
+        ("always", "any") => ApproveMode::AlwaysLikeThis,
+        _ => {
+            return error_page(
+                Some(&who),
+                StatusCode::BAD_REQUEST,
+                "approve `once`, for this `task` or `always`, with the scope `these` or `any` arguments",
+            );
+        }
+    };
+    let page = format!("/inbox/proposals/{}", encode(&id));
+    if let Some(refused) = needs_second_factor(&app, &who).await {
+        return refused;
+    }
+    if who.age() > app.inbox.fresh_sign_in {
+        let note = format!(
+            "approving needs a fresh sign-in: yours is {} old, and this service asks again after {}. Sign in again, then approve",
+            pages::duration(who.age()),
+            pages::duration(app.inbox.fresh_sign_in)
+        );
+        return sign_in_form(&app, &headers, StatusCode::FORBIDDEN, &page, Some(&note), &who.person);
+    }
+    match crate::api::approve_as(&app, id, who.person.clone(), form.fingerprint, mode).await {
+        Ok(_) => Redirect::to(&page).into_response(),
+        Err(e) => api_error(&who, e),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+pub(crate) struct ReasonForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn reject(
+    State(app): State<Arc<App>>,
+    who: Signed,
+    Path(id): Path<String>,
+    Form(form): Form<ReasonForm>,
+) -> Response {
+    if let Some(r) = who.refused(&form.csrf) {
+        return r;
+    }
+    let page = format!("/inbox/proposals/{}", encode(&id));
+    let person = who.person.clone();
+    match app.change(move |app| Ok(app.rt.reject(&id, &person, &form.reason)?)).await {
+        Ok(_) => Redirect::to(&page).into_response(),
+        Err(e) => api_error(&who, e),
+    }
+}
+
+async fn rules(State(app): State<Arc<App>>, who: Signed) -> Response {
+    let person = who.person.clone();
+    match app.run(move |app| Ok(app.rt.rules()?)).await {
+        Ok(mut all) => {
+            all.retain(|r| r.by == person);
+            all.reverse();
+            html(StatusCode::OK, pages::rules(&who.person, &who.csrf, &all))
+        }
+        Err(e) => api_error(&who, e),
+    }
+}
+
+async fn revoke_rule(
+    State(app): State<Arc<App>>,
+    who: Signed,
+    Path(id): Path<String>,
+    Form(form): Form<ReasonForm>,
+) -> Response {
+    if let Some(r) = who.refused(&form.csrf) {
+        return r;
+    }
+    let person = who.person.clone();
+    match app.change(move |app| Ok(app.rt.revoke_rule(&id, &person, &form.reason)?)).await {
+        Ok(_) => Redirect::to("/inbox/rules").into_response(),
+        Err(e) => api_error(&who, e),
+    }
+}
+
+async fn history(State(app): State<Arc<App>>, who: Signed, Query(q): Query<PageQuery>) -> Response {
+    let person = who.person.clone();
+    let read = app
+        .run(move |app| {
+            let mut all = app.rt.proposals()?;
+            all.retain(|p| {
+                p.requester.as_deref() == Some(person.as_str())
+                    || p.decided_by.as_deref() == Some(person.as_str())
+                    || p.grant.as_ref().and_then(|g| g.approver.as_deref()) == Some(person.as_str())
+            });
+            newest_first(&mut all);
+            Ok(all)
+        })
+        .await;
+    match read {
+        Ok(all) => {
+            let pages = all.len().div_ceil(PAGE_SIZE).max(1);
+            let page = q.page.unwrap_or(1).clamp(1, pages);
+            let total = all.len();
+            let shown: Vec<_> = all.into_iter().skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE).collect();
+            html(StatusCode::OK, pages::history(&who.person, &who.csrf, &shown, total, page, pages))
+        }
+        Err(e) => api_error(&who, e),
+    }
+}
+
+async fn tables(State(app): State<Arc<App>>, who: Signed) -> Response {
+    match app.run(|app| Ok(app.rt.installed_tables()?)).await {
+        Ok(mut all) => {
+            all.reverse();
+            let current = app.rt.table().header.table_digest.clone();
+            html(StatusCode::OK, pages::tables(&who.person, &who.csrf, &all, &current))
+        }
+        Err(e) => api_error(&who, e),
+    }
+}
+
+/// With `--require-totp`, the refusal of an approval by a person without a confirmed second factor.
+async fn needs_second_factor(app: &Arc<App>, who: &Signed) -> Option<Response> {
+    if !app.inbox.require_totp {
+        return None;
+    }
+    let read = app.clone();
+    let person = who.person.clone();
+    match tokio::task::spawn_blocking(move || read.keys.second_factor(&person)).await {
+        Ok(Ok(Some(f))) if f.confirmed => None,
+        Ok(Ok(_)) => Some(error_page(
+            Some(who),
+            StatusCode::FORBIDDEN,
+            "this service requires a second factor to approve: add one on the Second factor page (/inbox/totp), then sign in with its code",
+        )),
+        Ok(Err(e)) => Some(error_page(Some(who), StatusCode::SERVICE_UNAVAILABLE, &e)),
+        Err(_) => Some(error_page(Some(who), StatusCode::INTERNAL_SERVER_ERROR, "the check failed inside the service")),
+    }
+}
+
+/// `GET /inbox/totp`: the person's second factor: on, or a new secret to enrol (with its `otpauth://` URI).
+async fn totp_page(State(app): State<Arc<App>>, who: Signed) -> Response {
+    let read = app.clone();
+    let person = who.person.clone();
+    match tokio::task::spawn_blocking(move || read.keys.begin_second_factor(&person)).await {
+        Ok(Ok(secret)) => html(StatusCode::OK, pages::totp(&who.person, &who.csrf, secret.as_deref(), None)),
+        Ok(Err(e)) => error_page(Some(&who), StatusCode::SERVICE_UNAVAILABLE, &e),
+        Err(_) => error_page(Some(&who), StatusCode::INTERNAL_SERVER_ERROR, "the enrolment failed inside the service"),
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CodeForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    code: String,
+}
+
+/// `POST /inbox/totp`: confirms the enrolment with a code of the new secret (a fresh sign-in needed).
+async fn totp_confirm(
+    State(app): State<Arc<App>>,
+    headers: HeaderMap,
+    who: Signed,
+    Form(form): Form<CodeForm>,
+) -> Response {
+    if let Some(r) = who.refused(&form.csrf) {
+        return r;
+    }
+    if who.age() > app.inbox.fresh_sign_in {
+        let note = "adding a second factor needs a fresh sign-in: sign in again, then add it";
+        return sign_in_form(&app, &headers, StatusCode::FORBIDDEN, "/inbox/totp", Some(note), &who.person);
+    }
+    let check = app.clone();
+    let person = who.person.clone();
+    let now = crate::server::now();
+    let confirmed = tokio::task::spawn_blocking(move || -> Result<Option<bool>, String> {
+        let Some(factor) = check.keys.second_factor(&person)? else { return Ok(None) };
+        if factor.confirmed {
+            return Ok(Some(true));
+        }
+        match crate::people::totp::matching_step(&factor.secret, &form.code, now) {
+            Some(step) => check.keys.use_second_factor(&person, step).map(Some),
+            None => Ok(Some(false)),
+        }
+    })
+    .await;
+    match confirmed {
+        Ok(Ok(Some(true))) => html(
+            StatusCode::OK,
+            pages::totp(
+                &who.person,
+                &who.csrf,
+                None,
+                Some("Your second factor is on: sign-in asks for its code from now on."),
+            ),
+        ),
+        Ok(Ok(_)) => error_page(
+            Some(&who),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "that code is not the one the new secret gives now: open the Second factor page again and enter the code your authenticator shows",
+        ),
+        Ok(Err(e)) => error_page(Some(&who), StatusCode::SERVICE_UNAVAILABLE, &e),
+        Err(_) => error_page(Some(&who), StatusCode::INTERNAL_SERVER_ERROR, "the enrolment failed inside the service"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sign_in_sends_only_to_a_page_of_the_inbox() {
+        assert_eq!(next_or_default(Some("/inbox/proposals/P-1")), "/inbox/proposals/P-1");
+        for evil in ["https://evil.example/", "//evil.example/inbox/", "/inbox//evil", "/inbox/\\evil", "/v1/rules"] {
+            assert_eq!(next_or_default(Some(evil)), "/inbox/waiting", "{evil}");
+        }
+        assert_eq!(next_or_default(None), "/inbox/waiting");
+    }
+
+    #[test]
+    fn the_throttle_refuses_after_its_limit_and_forgets_after_its_window() {
+        let inbox = Inbox::new(900, false, false);
+        let keys = [(person_key("Noor"), PERSON_FAILURES)];
+        for _ in 0..PERSON_FAILURES {
+            assert_eq!(inbox.throttled(&keys, 1000), None);
+            inbox.failed(&keys, 1000);
+        }
+        assert_eq!(inbox.throttled(&keys, 1000), Some(FAILURE_WINDOW));
+        assert_eq!(inbox.throttled(&keys, 1000 + FAILURE_WINDOW - 1), Some(1));
+        assert_eq!(inbox.throttled(&keys, 1000 + FAILURE_WINDOW), None);
+    }
+
+    #[test]
+    fn cookies_are_read_by_exact_name() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::COOKIE, HeaderValue::from_static("xpermits_session=1; permits_session=abc; b=2"));
+        assert_eq!(cookie(&headers, SESSION_COOKIE), Some("abc"));
+        assert_eq!(cookie(&headers, "nope"), None);
+    }
+}
