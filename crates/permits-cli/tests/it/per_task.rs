@@ -123,15 +123,25 @@ fn outcome_8_per_task_budget_direct_call() -> R {
             && e.reason.as_deref() == Some(message.as_str())),
         "the refusal is audited"
     );
-    let authorized: Vec<&Authorization> = events
+    let authorized: Vec<(&str, Option<&Authorization>)> = events
         .iter()
-        .filter(|e| e.kind == EventKind::Execution && e.outcome == "admitted")
-        .filter_map(|e| e.authorized_by.as_ref())
+        .filter(|e| e.kind == EventKind::Execution)
+        .map(|e| (e.outcome.as_str(), e.authorized_by.as_ref()))
         .collect();
-    assert_eq!(authorized, [&Authorization::Person("Ben".into()), &Authorization::PolicyAlone]);
+    let ben = Authorization::Person("Ben".into());
+    assert_eq!(
+        authorized,
+        [
+            ("sending", Some(&ben)),
+            ("done", Some(&ben)),
+            ("admitted", Some(&Authorization::PolicyAlone)),
+            ("done", Some(&Authorization::PolicyAlone)),
+        ]
+    );
     let settled: Vec<&str> =
         events.iter().filter(|e| e.kind == EventKind::Settlement).map(|e| e.outcome.as_str()).collect();
-    assert_eq!(settled, ["spent", "spent"]);
+    // The alone spend is settled by its own event; the proposal's settlement is its execution's `done`.
+    assert_eq!(settled, ["spent"]);
     Ok(())
 }
 
@@ -247,12 +257,13 @@ fn two_threads_spending_in_one_task_never_exceed_its_cap() -> R {
     // The file exists (and is migrated) before the threads open it.
     drop(SqliteStore::open(&db)?);
     let start = Barrier::new(2);
-    let ran: Vec<usize> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..2).map(|_| scope.spawn(|| race_worker(&table, &db, Some(&start)).map_err(|e| e.to_string()))).collect();
+    let ran: Vec<Result<usize, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..2)
+            .map(|_| scope.spawn(|| race_worker(&table, &db, Some(&start)).map_err(|e| e.to_string())))
+            .collect();
         handles.into_iter().map(|h| h.join().map_err(|_| "a worker panicked".to_string()).and_then(|r| r)).collect()
-    })
-    .into_iter()
-    .collect::<Result<_, String>>()?;
+    });
+    let ran = ran.into_iter().collect::<Result<Vec<usize>, String>>()?;
     check_race_ledger(&table, &db, ran.iter().sum())
 }
 
@@ -269,7 +280,7 @@ fn a_per_task_race_worker_process() -> R {
     match std::env::var_os(WORKER_LEDGER) {
         Some(db) => {
             let ran = race_worker(&table, Path::new(&db), None)?;
-            println!("ran {ran}");
+            println!("\nran {ran}");
         }
         None => {
             let tmp = Temp::new("per-task-worker");
