@@ -322,3 +322,72 @@ fn two_processes_spending_in_one_task_never_exceed_its_cap() -> R {
     }
     check_race_ledger(&table, &db, ran)
 }
+
+/// `permitc decide --task KEY` (no ledger): the decision, the task, and for a spend the budget's per-task
+/// figures with nothing spent; an amount above `per_task` says it would be refused at grant. Without
+/// `--task` the output is the decision alone, as before.
+#[test]
+fn permitc_decide_with_a_task_shows_the_per_task_figures() -> R {
+    let tmp = Temp::new("per-task-decide");
+    let table = tmp.path("desk.json");
+    let compiled = crate::support::permitc(&["compile", "policies/research-desk", "-o", &table.to_string_lossy()]);
+    assert_eq!(compiled.code, 0, "{}", compiled.stderr);
+    let decide = |amount: u64, extra: &[&str]| {
+        let args = format!("{{\"amount\": {amount}}}");
+        let table = table.to_string_lossy().into_owned();
+        let mut all = vec![
+            "decide", "--table", &table, "--agent", "Researcher", "--skill", "Look", "--tool", "BuyCredits", "--args",
+            &args, "--requester", "Ben",
+        ];
+        all.extend_from_slice(extra);
+        crate::support::permitc(&all)
+    };
+    let run = decide(1500, &["--task", "T3"]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let json: serde_json::Value = serde_json::from_str(&run.stdout)?;
+    assert_eq!(json["level"], "propose");
+    assert_eq!(json["task"], "T3");
+    assert_eq!(
+        json["spend"],
+        json!({"budget": "Research", "amount": 1500, "unit": "cents", "ceiling": 100000, "alone_up_to": 500,
+               "per_task": 2000, "task_spent": 0, "task_reserved": 0, "task_room": 2000, "fits_task": true})
+    );
+    let run = decide(1500, &["--task", "T3", "--format", "human"]);
+    assert_eq!(
+        run.stdout.trim_end(),
+        "`Researcher` / `Look` / `BuyCredits`: propose (waits on a decision from Ben); task `T3`: budget `Research`: 1500 cents of the 2000 cents one task may hold (500 left after it; decide keeps no ledger, so the task has spent nothing)"
+    );
+    let run = decide(2500, &["--task", "T3", "--format", "human"]);
+    assert!(
+        run.stdout.trim_end().ends_with(
+            "task `T3`: budget `Research`: 2500 cents is more than the 2000 cents one task may hold: refused at grant"
+        ),
+        "{}",
+        run.stdout
+    );
+    let json: serde_json::Value = serde_json::from_str(&decide(2500, &["--task", "T3"]).stdout)?;
+    assert_eq!(json["spend"]["fits_task"], false);
+    // Without a task: the decision alone.
+    let json: serde_json::Value = serde_json::from_str(&decide(1500, &[]).stdout)?;
+    assert_eq!((json.get("task"), json.get("spend")), (None, None));
+    assert_eq!(json["level"], "propose");
+    Ok(())
+}
+
+/// `permitc explain` of a tool that spends from a budget with `per_task` names the cap (text and JSON).
+#[test]
+fn permitc_explain_names_the_per_task_cap() -> R {
+    let args = ["explain", "--agent", "Researcher", "--skill", "Look", "--tool", "BuyCredits", "policies/research-desk"];
+    let run = crate::support::permitc(&args);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("ceiling 100000, alone up to 500, 2000 per task (declared at policies/research-desk/tools.permits:6)"),
+        "{}",
+        run.stdout
+    );
+    assert!(run.stdout.contains("holds at most 2000 cents reserved and spent; a call with no task cannot spend from it"));
+    let run = crate::support::permitc(&[&args[..], &["--format", "json"]].concat());
+    let json: serde_json::Value = serde_json::from_str(&run.stdout)?;
+    assert_eq!(json["budget"]["per_task"], 2000);
+    Ok(())
+}
