@@ -5,6 +5,7 @@
 mod bad_input;
 mod durability;
 mod keys;
+mod modes;
 mod openapi;
 mod postgres;
 mod protocol;
