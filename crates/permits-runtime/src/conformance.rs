@@ -595,7 +595,8 @@ pub(crate) fn a_store_is_a_runtime_store<B: Backend>() {
 pub(crate) fn reservations_and_spent_are_kept_per_task<B: Backend>() {
     let place = B::fresh("per-task");
     let store = place.open();
-    let in_task = |holder: &str, amount: u64, task: &str| Reservation { task: Some(task.into()), ..reservation(holder, amount) };
+    let in_task =
+        |holder: &str, amount: u64, task: &str| Reservation { task: Some(task.into()), ..reservation(holder, amount) };
     let mut tx = store.begin().expect("begin");
     assert_eq!(tx.task_spent("Purchases", "T3").expect("read"), 0, "a task that never spent holds nothing");
     tx.put_reservation(&in_task("P-1", 700, "T3")).expect("put");

@@ -713,7 +713,9 @@ impl Transaction for SqliteTransaction<'_> {
                  ON CONFLICT (holder) DO UPDATE SET budget = excluded.budget, amount = excluded.amount,
                      created_at = excluded.created_at, task = excluded.task",
             )
-            .and_then(|mut stmt| stmt.execute(params![holder, reservation.budget, amount, created_at, reservation.task]))
+            .and_then(|mut stmt| {
+                stmt.execute(params![holder, reservation.budget, amount, created_at, reservation.task])
+            })
             .map_err(|e| StoreError(format!("cannot store the reservation of `{holder}`: {e}")))?;
         Ok(())
     }
@@ -763,7 +765,9 @@ impl Transaction for SqliteTransaction<'_> {
                  ON CONFLICT (budget, task) DO UPDATE SET spent = excluded.spent",
             )
             .and_then(|mut stmt| stmt.execute(params![budget, task, value]))
-            .map_err(|e| StoreError(format!("cannot store what task `{task}` spent from the budget `{budget}`: {e}")))?;
+            .map_err(|e| {
+                StoreError(format!("cannot store what task `{task}` spent from the budget `{budget}`: {e}"))
+            })?;
         Ok(())
     }
 

@@ -173,7 +173,10 @@ fn automatic_grants_stop_at_the_per_task_cap() -> R {
             "not granted automatically: budget `Research`, task `T6`: per task: 1800 of 2000 cents held (0 spent, 1800 reserved); 300 cents more would exceed it (200 left)"
         )
     );
-    assert_eq!(refusal(rt.approve(&last.id, "Ben", &last.fingerprint, ApproveMode::Once)).map(|r| r.0), Some(Refusal::Budget));
+    assert_eq!(
+        refusal(rt.approve(&last.id, "Ben", &last.fingerprint, ApproveMode::Once)).map(|r| r.0),
+        Some(Refusal::Budget)
+    );
     assert_eq!(figures(&rt, "T6")?, (0, 1800));
     let other = rt.propose(&ProposalRequest::new(buy(300), "T7", "search"))?;
     assert_eq!((other.status, other.grant.map(|g| g.basis)), (Status::Granted, Some(Basis::Automatic)));
@@ -206,7 +209,9 @@ fn a_spend_that_names_no_task_is_refused_under_a_per_task_budget() -> R {
     );
     let total = rt.budget("Research")?;
     assert_eq!((total.spent, total.reserved), (0, 0));
-    assert!(sink.events().iter().any(|e| e.kind == EventKind::Refusal && e.reason.as_deref() == Some(refused.1.as_str())));
+    assert!(
+        sink.events().iter().any(|e| e.kind == EventKind::Refusal && e.reason.as_deref() == Some(refused.1.as_str()))
+    );
     let ran = rt.run_alone(&buy(300).in_task("T8"), |ctx| accepted(ctx, 300))?;
     assert_eq!(ran.decision.level, Level::Alone);
     assert_eq!(figures(&rt, "T8")?, (300, 0));
@@ -258,9 +263,8 @@ fn two_threads_spending_in_one_task_never_exceed_its_cap() -> R {
     drop(SqliteStore::open(&db)?);
     let start = Barrier::new(2);
     let ran: Vec<Result<usize, String>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..2)
-            .map(|_| scope.spawn(|| race_worker(&table, &db, Some(&start)).map_err(|e| e.to_string())))
-            .collect();
+        let handles: Vec<_> =
+            (0..2).map(|_| scope.spawn(|| race_worker(&table, &db, Some(&start)).map_err(|e| e.to_string()))).collect();
         handles.into_iter().map(|h| h.join().map_err(|_| "a worker panicked".to_string()).and_then(|r| r)).collect()
     });
     let ran = ran.into_iter().collect::<Result<Vec<usize>, String>>()?;
@@ -317,7 +321,8 @@ fn two_processes_spending_in_one_task_never_exceed_its_cap() -> R {
         let out = child.wait_with_output()?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "a worker process failed: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-        let line = stdout.lines().find_map(|l| l.strip_prefix("ran ")).ok_or_else(|| format!("no count in: {stdout}"))?;
+        let line =
+            stdout.lines().find_map(|l| l.strip_prefix("ran ")).ok_or_else(|| format!("no count in: {stdout}"))?;
         ran += line.trim().parse::<usize>()?;
     }
     check_race_ledger(&table, &db, ran)
@@ -336,8 +341,19 @@ fn permitc_decide_with_a_task_shows_the_per_task_figures() -> R {
         let args = format!("{{\"amount\": {amount}}}");
         let table = table.to_string_lossy().into_owned();
         let mut all = vec![
-            "decide", "--table", &table, "--agent", "Researcher", "--skill", "Look", "--tool", "BuyCredits", "--args",
-            &args, "--requester", "Ben",
+            "decide",
+            "--table",
+            &table,
+            "--agent",
+            "Researcher",
+            "--skill",
+            "Look",
+            "--tool",
+            "BuyCredits",
+            "--args",
+            &args,
+            "--requester",
+            "Ben",
         ];
         all.extend_from_slice(extra);
         crate::support::permitc(&all)
@@ -377,15 +393,20 @@ fn permitc_decide_with_a_task_shows_the_per_task_figures() -> R {
 /// `permitc explain` of a tool that spends from a budget with `per_task` names the cap (text and JSON).
 #[test]
 fn permitc_explain_names_the_per_task_cap() -> R {
-    let args = ["explain", "--agent", "Researcher", "--skill", "Look", "--tool", "BuyCredits", "policies/research-desk"];
+    let args =
+        ["explain", "--agent", "Researcher", "--skill", "Look", "--tool", "BuyCredits", "policies/research-desk"];
     let run = crate::support::permitc(&args);
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert!(
-        run.stdout.contains("ceiling 100000, alone up to 500, 2000 per task (declared at policies/research-desk/tools.permits:6)"),
+        run.stdout.contains(
+            "ceiling 100000, alone up to 500, 2000 per task (declared at policies/research-desk/tools.permits:6)"
+        ),
         "{}",
         run.stdout
     );
-    assert!(run.stdout.contains("holds at most 2000 cents reserved and spent; a call with no task cannot spend from it"));
+    assert!(
+        run.stdout.contains("holds at most 2000 cents reserved and spent; a call with no task cannot spend from it")
+    );
     let run = crate::support::permitc(&[&args[..], &["--format", "json"]].concat());
     let json: serde_json::Value = serde_json::from_str(&run.stdout)?;
     assert_eq!(json["budget"]["per_task"], 2000);

@@ -179,7 +179,9 @@ fn postgres_hosts_spending_in_one_task_never_exceed_its_cap() -> R {
                     (0..5)
                         .map(|_| {
                             rt.run_alone(&credits(300).in_task("T-alone"), |ctx| {
-                                RunOutcome::Done(json!({"operation": ctx.operation, "amount": 300, "outcome": "accepted"}))
+                                RunOutcome::Done(
+                                    json!({"operation": ctx.operation, "amount": 300, "outcome": "accepted"}),
+                                )
                             })
                             .map(|_| ())
                             .map_err(|e| e.refusal())
@@ -215,7 +217,9 @@ fn postgres_hosts_spending_in_one_task_never_exceed_its_cap() -> R {
                     start.wait();
                     mine.into_iter()
                         .map(|p| {
-                            rt.approve(&p.id, "Ben", &p.fingerprint, ApproveMode::Once).map(|_| ()).map_err(|e| e.refusal())
+                            rt.approve(&p.id, "Ben", &p.fingerprint, ApproveMode::Once)
+                                .map(|_| ())
+                                .map_err(|e| e.refusal())
                         })
                         .collect::<Vec<_>>()
                 })

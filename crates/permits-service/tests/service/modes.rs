@@ -28,7 +28,10 @@ fn a_call_names_its_mode_and_its_task_keeps_it() -> R {
     let everything = host.get("/v1/agents/Coder/skills/FixBug/tools").ok();
     assert_eq!(names(&everything), ["ReadFile", "EditFile", "GitPush"]);
     assert_eq!(everything.get("mode"), None);
-    assert!(names(&host.get("/v1/agents/Coder/skills/FixBug/tools?mode=Plam").ok()).is_empty(), "an unknown mode offers nothing");
+    assert!(
+        names(&host.get("/v1/agents/Coder/skills/FixBug/tools?mode=Plam").ok()).is_empty(),
+        "an unknown mode offers nothing"
+    );
 
     let edit = json!({"agent": "Coder", "skill": "FixBug", "tool": "EditFile",
                       "arguments": {"path": "src/lib.rs", "text": "fix"}, "requester": "Ben"});
@@ -112,7 +115,12 @@ fn a_per_task_budget_over_http() -> R {
         )
         .ok()
     };
-    let approve = |p: &Value| ben.post(&format!("/v1/proposals/{}/approve", p["id"].as_str().unwrap_or_default()), &json!({"fingerprint": p["fingerprint"]}));
+    let approve = |p: &Value| {
+        ben.post(
+            &format!("/v1/proposals/{}/approve", p["id"].as_str().unwrap_or_default()),
+            &json!({"fingerprint": p["fingerprint"]}),
+        )
+    };
     let first = buy(1500, "T3", "tok-1");
     assert_eq!(first["outcome"], "proposed");
     assert_eq!(approve(&first["proposal"]).ok()["status"], "granted");
