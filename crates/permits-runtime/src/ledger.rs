@@ -108,10 +108,10 @@ pub(crate) enum Reserve {
     NoRoom(String),
 }
 
-/// Reserves `spend.amount` for `holder` in `task` against the cumulative ceiling (spec §6): spent + reserved
-/// + this ≤ min(installed, current); and, when the budget sets `per_task`, against the task's cap: what the
-/// task spent + what it holds reserved + this ≤ `per_task`, in the same transaction. A holder that already
-/// has a reservation reserves nothing more (a re-grant).
+/// Reserves `spend.amount` for `holder` in `task` against the cumulative ceiling (spec §6: spent, reserved
+/// and this amount together at most min(installed, current)) and, when the budget sets `per_task`, against
+/// the task's cap (what the task spent, what it holds reserved and this amount together at most `per_task`),
+/// in the same transaction. A holder that already has a reservation reserves nothing more (a re-grant).
 ///
 /// A spend from a budget with `per_task` needs a task: with `task` `None` (an alone call that names no
 /// operation key) nothing is reserved (spec §5a: every call carries its task; §6: a per-task cap cannot be
