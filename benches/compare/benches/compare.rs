@@ -42,7 +42,7 @@ fn compare(c: &mut Criterion) {
     for (a, s, t) in &sample {
         let p = decide_table(&table, &Call::new(a, s, t).with_arguments(args.clone())).level;
         let quick = index
-            .level_of(permits::table::CallRef { agent: a, skill: s, tool: t, arguments: &args, requester: None, mode: None })
+            .level_of(permits::table::CallRef { agent: a, skill: s, tool: t, arguments: &args, requester: None, mode: None, via: &[] })
             .map_or(Level::Never, |l| l.level);
         let ce = cedar.decide(&CedarModel::call(a, s, t));
         let re = rego_decide(&mut rego, &rego_input(a, s, t));

@@ -91,6 +91,7 @@ fn call_of(
         requester: requester.map(|r| r.0),
         operation_key: None,
         mode: mode.map(|m| m.0),
+        via: Vec::new(),
     }
 }
 
@@ -591,6 +592,7 @@ impl PyRuntime {
             scope,
             expires_at: expires_at.map(|e| e.0),
             mode: None,
+            via: Vec::new(),
         };
         self.op(py, |rt| rt.allow_alone(&rule)).map(StandingRule)
     }

@@ -43,7 +43,7 @@ impl Indexed {
     /// The level of one call through the index (the runtime's table decision, without standing rules):
     /// `never` for a refused call.
     pub fn level(&self, agent: &str, skill: &str, tool: &str, arguments: &Value, requester: Option<&str>) -> Level {
-        let call = CallRef { agent, skill, tool, arguments, requester, mode: None };
+        let call = CallRef { agent, skill, tool, arguments, requester, mode: None, via: &[] };
         self.borrow_dependent().level_of(call).map_or(Level::Never, |l| l.level)
     }
 }
@@ -279,6 +279,7 @@ impl PyTable {
             requester: requester.map(|r| r.0),
             operation_key: None,
             mode: None,
+            via: Vec::new(),
         };
         Decision(decide_table(self.indexed.table(), &call))
     }

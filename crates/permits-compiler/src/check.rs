@@ -203,6 +203,7 @@ pub fn check(package: &Package) -> (Model<'_>, Vec<Diagnostic>) {
             model.agents.insert(&a.name.name, agent);
         }
     }
+    c.delegations(&mut model);
     for d in package.declarations() {
         if let DeclarationKind::Test(t) = &d.kind {
             let test = c.test(t, &model);
@@ -1035,6 +1036,102 @@ impl<'a> Checker<'a> {
         out
     }
 
+    /// Resolves every skill's `delegates` entries once all agents are known (spec §3b): an unknown agent or
+    /// skill (with the nearest name), a skill that is not one of the agent's, an entry written twice; then a
+    /// cycle among the skills (a skill that delegates, through any chain of entries, to itself) is an error
+    /// naming the whole cycle.
+    fn delegations(&mut self, model: &mut Model<'a>) {
+        type Entries<'a> = Vec<(&'a str, &'a str, Span)>;
+        let mut resolved: Vec<(&'a str, Entries<'a>)> = Vec::new();
+        for (name, skill) in &model.skills {
+            let mut list: Vec<(&'a str, &'a str, Span)> = Vec::new();
+            let mut seen: BTreeMap<(&str, &str), Span> = BTreeMap::new();
+            for stmt in &skill.skill.statements {
+                let SkillStatement::Delegates(refs, _) = stmt else { continue };
+                for r in refs {
+                    let agent_ok = self.resolve(&r.agent, &[Kind::Agent]);
+                    let skill_ok = self.resolve(&r.skill, &[Kind::Skill]);
+                    if !(agent_ok && skill_ok) {
+                        continue;
+                    }
+                    let Some(agent) = model.agents.get(r.agent.name.as_str()) else { continue };
+                    if !agent.skills.contains(&r.skill.name.as_str()) {
+                        let has = agent.skills.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", ");
+                        let mut d = Diagnostic::new(
+                            Code::CheckDelegateSkill,
+                            format!("`{}` is not one of the skills of `{}`", r.skill.name, r.agent.name),
+                        )
+                        .at(r.span, "delegated here")
+                        .with(agent.agent.name.span, format!("`{}` is declared here", r.agent.name));
+                        d = match closest(&r.skill.name, agent.skills.iter().copied()) {
+                            Some(near) => d.help(format!("did you mean `{}.{near}`?", r.agent.name)),
+                            None if has.is_empty() => d.help(format!("give `{}` skills first", r.agent.name)),
+                            None => d.help(format!("`{}` has the skills {has}", r.agent.name)),
+                        };
+                        self.diags.push(d);
+                        continue;
+                    }
+                    let key = (r.agent.name.as_str(), r.skill.name.as_str());
+                    if let Some(first) = seen.get(&key) {
+                        self.diags.push(repeated(&format!("the delegation to `{}.{}`", key.0, key.1), r.span, *first));
+                        continue;
+                    }
+                    seen.insert(key, r.span);
+                    list.push((key.0, key.1, r.span));
+                }
+            }
+            resolved.push((name, list));
+        }
+        for (name, list) in resolved {
+            if let Some(skill) = model.skills.get_mut(name) {
+                skill.delegates = list;
+            }
+        }
+        // A cycle among skills: the strongly connected components of the delegation graph (one pass); each
+        // component that can reach itself is one error, at its entries, in name order.
+        let names: Vec<&'a str> = model.skills.keys().copied().collect();
+        let index: BTreeMap<&str, usize> = names.iter().enumerate().map(|(i, n)| (*n, i)).collect();
+        let mut graph = petgraph::graph::DiGraph::<(), ()>::with_capacity(names.len(), 0);
+        for _ in &names {
+            graph.add_node(());
+        }
+        for (i, n) in names.iter().enumerate() {
+            for (_, next, _) in &model.skills[n].delegates {
+                if let Some(&j) = index.get(next) {
+                    graph.add_edge(petgraph::graph::NodeIndex::new(i), petgraph::graph::NodeIndex::new(j), ());
+                }
+            }
+        }
+        let mut cycles: Vec<Vec<&'a str>> = petgraph::algo::tarjan_scc(&graph)
+            .into_iter()
+            .map(|c| {
+                let mut members: Vec<&'a str> = c.iter().map(|n| names[n.index()]).collect();
+                members.sort_unstable();
+                members
+            })
+            .filter(|m| m.len() > 1 || model.skills[m[0]].delegates.iter().any(|(_, s, _)| *s == m[0]))
+            .collect();
+        cycles.sort();
+        for members in cycles {
+            let mut entries: Vec<(&str, &str, Span)> = Vec::new();
+            for m in &members {
+                for (_, next, span) in &model.skills[m].delegates {
+                    if members.contains(next) {
+                        entries.push((m, next, *span));
+                    }
+                }
+            }
+            let list = members.iter().map(|m| format!("`{m}`")).collect::<Vec<_>>().join(", ");
+            let Some(((first_from, first_to, first_span), rest)) = entries.split_first() else { continue };
+            let mut d = Diagnostic::new(Code::CheckDelegationCycle, format!("the skills {list} delegate in a cycle"))
+                .at(*first_span, format!("`{first_from}` delegates to `{first_to}`"));
+            for (from, to, span) in rest {
+                d = d.with(*span, format!("`{from}` delegates to `{to}`"));
+            }
+            self.diags.push(d.help("a delegation chain must end: remove one of these `delegates` entries"));
+        }
+    }
+
     fn route(&mut self, r: &Route) -> Option<TableRoute> {
         match &r.target {
             RouteTarget::Person(p) => self.resolve(p, &[Kind::Person]).then(|| TableRoute::Person(p.name.clone())),
@@ -1045,8 +1142,14 @@ impl<'a> Checker<'a> {
     }
 
     fn skill(&mut self, decl: &'a Declaration, s: &'a Skill, model: &Model<'a>) -> SkillModel<'a> {
-        let mut out =
-            SkillModel { declaration: decl, skill: s, tools: Vec::new(), rules: None, routes: BTreeMap::new() };
+        let mut out = SkillModel {
+            declaration: decl,
+            skill: s,
+            tools: Vec::new(),
+            rules: None,
+            routes: BTreeMap::new(),
+            delegates: Vec::new(),
+        };
         let mut tools_span = None;
         let mut may_span = None;
         for stmt in &s.statements {
@@ -1076,7 +1179,7 @@ impl<'a> Checker<'a> {
                     may_span = Some(block.span);
                     out.rules = Some(self.rules(Layer::Skill, block, &model.node_of, &model.nodes));
                 }
-                SkillStatement::Route(_) => {}
+                SkillStatement::Route(_) | SkillStatement::Delegates(..) => {}
             }
         }
         for stmt in &s.statements {
@@ -1116,7 +1219,13 @@ impl<'a> Checker<'a> {
             let skill = self.resolve(&e.skill, &[Kind::Skill]);
             let tool = self.resolve(&e.tool, &[Kind::Tool]);
             let mode = e.mode.as_ref().is_none_or(|m| self.resolve(m, &[Kind::Mode]));
-            let Some(&node) = model.node_of.get(e.tool.name.as_str()).filter(|_| agent && skill && tool && mode) else {
+            let mut via = true;
+            for r in &e.via {
+                via &= self.resolve(&r.agent, &[Kind::Agent]);
+                via &= self.resolve(&r.skill, &[Kind::Skill]);
+            }
+            let Some(&node) = model.node_of.get(e.tool.name.as_str()).filter(|_| agent && skill && tool && mode && via)
+            else {
                 continue;
             };
             let params = &model.nodes[node].params;
@@ -1203,6 +1312,7 @@ impl<'a> Checker<'a> {
                     tool: &e.tool.name,
                     args,
                     mode: e.mode.as_ref().map(|m| m.name.as_str()),
+                    via: e.via.iter().map(|r| crate::table::ChainLink::new(&r.agent.name, &r.skill.name)).collect(),
                     level: e.level,
                     span: e.span,
                     level_span: e.level_span,

@@ -409,6 +409,18 @@ impl<'s> Printer<'s> {
         self.list(indent, span.start, span.end, &format!("{kw} "), &Self::name_items(names), &d, "", Gap::Keep);
     }
 
+    /// `delegates [Agent.Skill, ..]`, the statement spanning `span`.
+    fn delegates(&mut self, indent: usize, refs: &[DelegateRef], span: Span) {
+        let open_pos = self.skip_trivia(span.start + "delegates".len() as u32);
+        let close_pos = self.close_after(refs.last().map_or(open_pos + 1, |r| r.span.end));
+        let d = Delims { open: "[", close: "]", spaced: false, open_pos, close_pos };
+        let items: Vec<Item> = refs
+            .iter()
+            .map(|r| Item::flat(r.span.start, r.span.end, format!("{}.{}", r.agent.name, r.skill.name)))
+            .collect();
+        self.list(indent, span.start, span.end, "delegates ", &items, &d, "", Gap::Keep);
+    }
+
     // -----------------------------------------------------------------------------------------
     // Files and declarations.
 
@@ -671,6 +683,7 @@ impl<'s> Printer<'s> {
                         SkillStatement::Tools(names, span) => self.name_list_stmt(1, *span, "tools", names),
                         SkillStatement::May(m) => self.may(1, m, Gap::Keep),
                         SkillStatement::Route(r) => self.route(1, r),
+                        SkillStatement::Delegates(refs, span) => self.delegates(1, refs, *span),
                     }
                 }
                 self.block_end(0, open, end - 1, s.statements.len());
@@ -706,8 +719,9 @@ impl<'s> Printer<'s> {
     /// `expect A.S.T(name: value, …) in Mode is level`; no parentheses without arguments.
     fn expect(&mut self, indent: usize, e: &Expect) {
         let call = format!("expect {}.{}.{}", e.agent.name, e.skill.name, e.tool.name);
+        let via: String = e.via.iter().map(|r| format!(" via {}.{}", r.agent.name, r.skill.name)).collect();
         let in_mode = e.mode.as_ref().map(|m| format!(" in {}", m.name)).unwrap_or_default();
-        let suffix = format!("{in_mode} is {}", e.level.as_str());
+        let suffix = format!("{via}{in_mode} is {}", e.level.as_str());
         if e.args.is_empty() {
             self.line(indent, e.span.start, e.span.end, format!("{call}{suffix}"), Gap::Keep);
             return;

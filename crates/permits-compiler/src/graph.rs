@@ -1,6 +1,6 @@
 //! The call graph as Graphviz DOT (`permitc graph`, spec §7): every tool and function with its effect set;
 //! with an agent, only what that agent is offered and what those tools call, each offered tool with its
-//! level per skill.
+//! level per skill; and the delegation edges between `Agent.Skill` pairs (spec §3b).
 
 use std::collections::BTreeSet;
 use std::fmt::Write;
@@ -86,6 +86,26 @@ pub fn dot(a: &Analysis<'_>, name: &str, agent: Option<&str>) -> String {
     }
     for (from, to) in edges {
         let _ = writeln!(out, "  {} -> {};", quote(from), quote(to));
+    }
+    // Delegation (spec §3b): a hexagon per `Agent.Skill` that delegates or is delegated to, a dashed edge
+    // per `delegates` entry; with an agent, only the entries of its own skills.
+    let mut links: BTreeSet<(String, String)> = BTreeSet::new();
+    for (agent_name, ag) in &model.agents {
+        if agent.is_some_and(|only| only != *agent_name) {
+            continue;
+        }
+        for skill in &ag.skills {
+            for (to_agent, to_skill, _) in model.skills.get(skill).map(|s| s.delegates.as_slice()).unwrap_or(&[]) {
+                links.insert((format!("{agent_name}.{skill}"), format!("{to_agent}.{to_skill}")));
+            }
+        }
+    }
+    let ends: BTreeSet<&String> = links.iter().flat_map(|(a, b)| [a, b]).collect();
+    for end in ends {
+        let _ = writeln!(out, "  {} [shape=hexagon, label={}];", quote(end), quote(end));
+    }
+    for (from, to) in &links {
+        let _ = writeln!(out, "  {} -> {} [style=dashed, label=\"delegates\"];", quote(from), quote(to));
     }
     out.push_str("}\n");
     out

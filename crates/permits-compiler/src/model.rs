@@ -114,6 +114,8 @@ pub struct ExpectModel<'a> {
     pub args: serde_json::Map<String, serde_json::Value>,
     /// The mode the call is made in (`in MODE`), if written and known.
     pub mode: Option<&'a str>,
+    /// The delegation chain (`via A.S …`), nearest first (spec §3b).
+    pub via: Vec<crate::table::ChainLink>,
     /// The expected level.
     pub level: Level,
     /// The whole statement.
@@ -213,6 +215,9 @@ pub struct SkillModel<'a> {
     pub rules: Option<Rules<'a>>,
     /// Its routes.
     pub routes: BTreeMap<NodeId, (TableRoute, Span)>,
+    /// Its `delegates` entries (spec §3b) that resolved — an agent and one of its skills —, in written order,
+    /// each once, with the entry's span.
+    pub delegates: Vec<(&'a str, &'a str, Span)>,
 }
 
 /// One layer's rules, resolved (a `may` block).

@@ -519,7 +519,7 @@ impl Runtime {
         }
         p.claim = token.map(str::to_string);
         if runner == Runner::Closure {
-            if let Err(message) = self.admit(&p.agent, &runs_as, &p.tool, &p.arguments) {
+            if let Err(message) = self.admit(&p.agent, &p.via, &runs_as, &p.tool, &p.arguments) {
                 p.status = Status::Failed;
                 p.reason = Some(message.clone());
                 p.claim = None;
@@ -720,7 +720,7 @@ impl Runtime {
         let sponsor = table.agents.get(&call.agent).map(|a| a.sponsor.clone()).unwrap_or_default();
         let runs_as = call.requester.clone().unwrap_or(sponsor);
         if runner == Runner::Closure {
-            if let Err(message) = self.admit(&call.agent, &runs_as, &call.tool, &call.arguments) {
+            if let Err(message) = self.admit(&call.agent, &call.via, &runs_as, &call.tool, &call.arguments) {
                 return Err(self.refuse(
                     events,
                     &call.agent,

@@ -184,6 +184,7 @@ pub(crate) fn proposal(n: u64, subject: Option<&str>, grant: Option<Grant>) -> P
         level: Level::Propose,
         entry_digest: "e".repeat(64),
         mode: Some("Plan".into()),
+        via: Vec::new(),
         definition_digest: "d".repeat(64),
         subject: subject.map(str::to_string),
         fingerprint: format!("{n:064}"),
@@ -222,6 +223,7 @@ pub(crate) fn rule(n: u64) -> StandingRule {
         uses: n,
         revoked: None,
         mode: Some("Plan".into()),
+        via: Vec::new(),
         task: Some("order-1".into()),
     }
 }

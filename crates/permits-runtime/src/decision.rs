@@ -5,8 +5,8 @@ use serde_json::{Map, Value};
 
 use super::records::{Decider, Scope, StandingRule, WorkFor};
 use crate::table::{
-    Arguments, CallRef, Entry, Holder, Level, Reason, ReasonKind, Route, Table, ToolInfo, canonical_value, sha256_hex,
-    shell,
+    Arguments, CallRef, ChainLink, Entry, Holder, Level, Reason, ReasonKind, Route, Table, ToolInfo, canonical_value,
+    chain_digest, sha256_hex, shell,
 };
 
 /// One call an agent wants to make: the triple, the arguments and the person the work is for.
@@ -30,6 +30,10 @@ pub struct Call {
     /// The mode the call is made in (spec §3c); `None` for no mode. The task's first call binds its mode
     /// (spec §5a): a later call under the key that names another mode, or none, is `never`.
     pub mode: Option<String>,
+    /// The delegation chain (spec §3b): each delegating agent with the skill it was working in, nearest
+    /// first, root last ([`Call::delegated_by`]); empty for a direct call. A link that is not a declared
+    /// `delegates` entry makes the call `never`; every link's two layers are in its level.
+    pub via: Vec<ChainLink>,
 }
 
 impl Call {
@@ -43,7 +47,21 @@ impl Call {
             requester: None,
             operation_key: None,
             mode: None,
+            via: Vec::new(),
         }
+    }
+
+    /// The same call, delegated by `agent` working in `skill` (spec §3b): call it once per link, nearest
+    /// first (the agent that handed the work to this one), root last.
+    pub fn delegated_by(mut self, agent: impl Into<String>, skill: impl Into<String>) -> Call {
+        self.via.push(ChainLink::new(agent, skill));
+        self
+    }
+
+    /// The root of the call's work (spec §5a "Tasks"): the last link of its chain, or the call's own agent
+    /// and skill for a direct call.
+    pub fn root(&self) -> (&str, &str) {
+        self.via.last().map_or((self.agent.as_str(), self.skill.as_str()), |l| (l.agent.as_str(), l.skill.as_str()))
     }
 
     /// The same call, in this mode (spec §3c).
@@ -79,6 +97,7 @@ impl Call {
             arguments: &self.arguments,
             requester: self.requester.as_deref(),
             mode: self.mode.as_deref(),
+            via: &self.via,
         }
     }
 }
@@ -100,6 +119,9 @@ pub struct Decision {
     /// The mode the call is made in, if any (spec §3c); absent from the JSON for no mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The call's delegation chain, nearest first (spec §3b); absent from the JSON for a direct call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<ChainLink>,
     /// The level of this call: the table's, made `never` by a refusal, or `alone` by a standing rule.
     pub level: Level,
     /// The level the table gives the triple, before arguments and standing rules; `None` when the triple
@@ -161,7 +183,8 @@ impl Decision {
     /// One line a person reads: "`Estimator` / `EstimateRepair` / `SetPrice`: propose (waits on a decision
     /// from Mia)".
     pub fn summary(&self) -> String {
-        let mut out = format!("`{}` / `{}` / `{}`: {}", self.agent, self.skill, self.tool, self.level);
+        let via: String = self.via.iter().map(|l| format!(" via `{l}`")).collect();
+        let mut out = format!("`{}` / `{}` / `{}`{via}: {}", self.agent, self.skill, self.tool, self.level);
         if let Some(refusal) = &self.refusal {
             out.push_str(&format!(" ({refusal})"));
         } else if let Some(rule) = &self.standing_rule {
@@ -197,6 +220,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
         tool: call.tool.clone(),
         requester: call.requester.clone(),
         mode: call.mode.clone(),
+        via: call.via.clone(),
         level: Level::Never,
         table_level: None,
         offered: false,
@@ -240,12 +264,26 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
         d.entry_digest = Some(mode.call_digest.clone());
         d.reasons.extend(mode.because.iter().cloned());
     }
+    // A delegated call (spec §3b): every link's reasons, the call digest over the chain (so a rule made for
+    // another chain, or for the direct call, never matches), and the route nearest the root; with nobody
+    // to work for, the root agent's sponsor decides.
+    let chain =
+        if call.via.is_empty() { None } else { table.chain_links(&call.agent, &call.skill, &call.tool, &call.via) };
+    let call_digest: std::borrow::Cow<'_, str> = match &chain {
+        Some(links) => std::borrow::Cow::Owned(chain_digest(of.call_digest(), &call.via, links)),
+        None => std::borrow::Cow::Borrowed(of.call_digest()),
+    };
+    if let Some(links) = &chain {
+        d.reasons.extend(links.iter().flat_map(|l| l.because.iter().cloned()));
+        d.entry_digest = Some(call_digest.to_string());
+        let (root, _) = call.root();
+        let sponsor = table.agents.get(root).map_or("", |a| a.sponsor.as_str());
+        decider = Some(resolve_decider(table, of.route, call.requester.as_deref(), sponsor));
+    }
     // Spec §3c step 5: a standing rule makes a call whose level is exactly `propose` alone, but a spend
     // over the automatic allowance stays `propose` (§6: "a spend still passes its budget").
     if of.level == Level::Propose && !of.floored {
-        if let Some(rule) =
-            rules.iter().find(|r| rule_applies(table, r, call, of.tool, of.entry, of.call_digest(), now))
-        {
+        if let Some(rule) = rules.iter().find(|r| rule_applies(table, r, call, of.tool, of.route, &call_digest, now)) {
             d.level = Level::Alone;
             d.standing_rule = Some(rule.id.clone());
             d.task_rule = rule.task.is_some();
@@ -264,7 +302,7 @@ pub(crate) fn decide_with(table: &Table, call: &Call, rules: &[StandingRule], no
     // proposal that would wait for the requester is `never`; one routed to anyone else stays.
     let unattended = call.mode.as_ref().and_then(|m| table.modes.get(m)).is_some_and(|m| m.unattended);
     if unattended && matches!(d.level, Level::Propose | Level::ProposeEveryTime) {
-        let asks_requester = match &of.entry.route {
+        let asks_requester = match of.route {
             Route::Requester => true,
             Route::Person(p) => call.requester.as_deref() == Some(p.as_str()),
             Route::Role(_) | Route::Queue(_) => false,
@@ -359,12 +397,13 @@ fn rule_applies(
     rule: &StandingRule,
     call: &Call,
     tool: &ToolInfo,
-    entry: &Entry,
+    route: &Route,
     call_digest: &str,
     now: u64,
 ) -> bool {
     rule.revoked.is_none()
         && rule.mode == call.mode
+        && rule.via == call.via
         && rule.task.as_ref().is_none_or(|task| call.operation_key.as_ref() == Some(task))
         && rule.expires_at.is_none_or(|at| now < at)
         && rule.scope.covers(&call.arguments)
@@ -382,8 +421,8 @@ fn rule_applies(
         && rule.definition_digest == tool.definition_digest
         && rule.covered.get(&call.skill).map(String::as_str) == Some(call_digest)
         && {
-            let routed = [(call.skill.as_str(), &entry.route)];
-            let routed = if entry.route == Route::Requester { &routed[..0] } else { &routed[..] };
+            let routed = [(call.skill.as_str(), route)];
+            let routed = if *route == Route::Requester { &routed[..0] } else { &routed[..] };
             crate::rules::may_make_rule(table, &rule.agent, &rule.tool, &rule.work_for, &rule.by, routed).is_ok()
         }
 }
@@ -449,7 +488,8 @@ pub fn fingerprint(
 
 /// The fingerprint of a proposal (spec §5), format [`FINGERPRINT_FORMAT`]: SHA-256 (hex) of the canonical
 /// JSON of {`v`: 2, agent, skill, tool, entry_digest, arguments, covered_version, destination, `person`
-/// (the person the work is for), `chain` (`[]`: no delegation yet), `mode` (`null` for no mode),
+/// (the person the work is for), `chain` (the delegation chain, nearest first, `[{agent, skill}, …]`; `[]`
+/// for a direct call), `mode` (`null` for no mode),
 /// `instruction_version`}; an absent version, destination, person or instruction version is `null`.
 pub fn fingerprint_with(
     call: &Call,
@@ -468,7 +508,7 @@ pub fn fingerprint_with(
         "covered_version": covered_version,
         "destination": destination,
         "person": call.requester,
-        "chain": [],
+        "chain": call.via,
         "mode": call.mode,
         "instruction_version": instruction_version,
     });

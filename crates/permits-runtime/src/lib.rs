@@ -280,6 +280,9 @@ pub struct NewRule {
     /// The mode it is for (spec §3c step 5): it applies only to calls in exactly this mode; `None` for
     /// calls in no mode.
     pub mode: Option<String>,
+    /// The delegation chain to make it for, nearest first (spec §3b): the rule applies only to calls with
+    /// exactly this chain; empty for direct calls. Every link must be a declared delegation.
+    pub via: Vec<crate::table::ChainLink>,
 }
 
 /// A tool as offered to the model in one skill: never a `never` one. Its serde form is what the approval
@@ -417,11 +420,22 @@ impl Runtime {
         result
     }
 
-    pub(crate) fn admit(&self, agent: &str, runs_as: &str, tool: &str, arguments: &Value) -> Result<(), String> {
+    /// Spec §5 "Authority", §3b: every agent account of the work — the acting agent and each delegating agent
+    /// of its chain — and the person it runs as must be admitted.
+    pub(crate) fn admit(
+        &self,
+        agent: &str,
+        via: &[crate::table::ChainLink],
+        runs_as: &str,
+        tool: &str,
+        arguments: &Value,
+    ) -> Result<(), String> {
         use claim::{Refused, authority_message};
-        self.authority
-            .admits(Principal::Agent(agent), tool, arguments)
-            .map_err(|why| authority_message(agent, runs_as, tool, Refused::Agent, &why))?;
+        for account in std::iter::once(agent).chain(via.iter().map(|l| l.agent.as_str())) {
+            self.authority
+                .admits(Principal::Agent(account), tool, arguments)
+                .map_err(|why| authority_message(account, runs_as, tool, Refused::Agent, &why))?;
+        }
         self.authority
             .admits(Principal::Person(runs_as), tool, arguments)
             .map_err(|why| authority_message(agent, runs_as, tool, Refused::Person, &why))
@@ -505,5 +519,6 @@ pub(crate) fn proposal_call(p: &Proposal) -> Call {
         requester: p.requester.clone(),
         operation_key: Some(p.operation_key.clone()),
         mode: p.mode.clone(),
+        via: p.via.clone(),
     }
 }

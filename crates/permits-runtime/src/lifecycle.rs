@@ -66,6 +66,7 @@ impl Runtime {
                         // Spec §5a: a task rule ends with the task or the grant lifetime.
                         expires_at: for_task.then(|| now.saturating_add(table.package.grant_lifetime_seconds)),
                         mode: p.mode.clone(),
+                        via: p.via.clone(),
                     };
                     let mut rule = self.check_rule(events, &table, &new, now)?;
                     if for_task {

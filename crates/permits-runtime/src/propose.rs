@@ -115,6 +115,7 @@ impl Runtime {
                 level: decision.level,
                 entry_digest,
                 mode: call.mode.clone(),
+                via: call.via.clone(),
                 definition_digest: tool.definition_digest.clone(),
                 subject,
                 fingerprint: fp,

@@ -188,6 +188,10 @@ pub struct Proposal {
     /// The mode the call was proposed in (spec §3c); absent for no mode.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The call's delegation chain, nearest first (spec §3b): "Researcher in Look, for Coder in FixBug";
+    /// absent for a direct call.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<crate::table::ChainLink>,
     /// The tool's `definition_digest` when it was proposed.
     pub definition_digest: String,
     /// The canonical JSON of the `subject` argument, for a tool with `subject P` (spec §6 supersession).
@@ -405,6 +409,10 @@ pub struct StandingRule {
     /// only to calls in no mode).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The delegation chain it was made for, nearest first (spec §3b): it applies only to calls with exactly
+    /// this chain (empty: only to direct calls). Absent for a direct call's rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<crate::table::ChainLink>,
     /// For a **task rule** (spec §5a "Task-scoped approval"): the operation key of its task. It applies only
     /// to calls under that key and ends with the task (`end_task`) or at its expiry.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -169,6 +169,15 @@ impl Runtime {
                 format!("unknown mode `{mode}`"),
             ));
         }
+        if !new.via.is_empty() && new.skill.is_none() {
+            return Err(self.refuse(
+                events,
+                &new.by,
+                About::NewRule(new),
+                Refusal::Rule,
+                "a standing rule for a delegated call names the skill the call is made in".to_string(),
+            ));
+        }
         let mut covered = BTreeMap::new();
         let mut routed = Vec::new();
         for skill in &skills {
@@ -197,6 +206,25 @@ impl Runtime {
                 crate::decision::entry_level_in(entry, tool, moded)
             };
             let digest = moded.map_or(&entry.entry_digest, |m| &m.call_digest);
+            // A delegated call (spec §3b): every link is a layer, the call digest covers the chain, and the
+            // route nearest the root decides who may make the rule.
+            let (level, digest, route) = if new.via.is_empty() {
+                (level, digest.clone(), entry.route.clone())
+            } else {
+                let Some(links) = table.chain_links(agent_name, skill, tool_name, &new.via) else {
+                    let chain = new.via.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(" via ");
+                    return Err(self.refuse(
+                        events,
+                        &new.by,
+                        About::NewRule(new),
+                        Refusal::Rule,
+                        format!("not a declared delegation: `{agent_name}.{skill}` via {chain}"),
+                    ));
+                };
+                let level = links.iter().map(|l| l.level.unwrap_or(Level::Propose)).fold(level, Level::max);
+                let route = links.iter().rev().find_map(|l| l.route.clone()).unwrap_or_else(|| entry.route.clone());
+                (level, crate::table::chain_digest(digest, &new.via, &links), route)
+            };
             match level {
                 Level::Never => {
                     return Err(self.refuse(events, &new.by, About::NewRule(new), Refusal::Rule,
@@ -216,9 +244,9 @@ impl Runtime {
                 }
                 Level::Alone => {}
                 Level::Propose => {
-                    covered.insert(skill.clone(), digest.clone());
-                    if entry.route != Route::Requester {
-                        routed.push((skill.clone(), entry.route.clone()));
+                    covered.insert(skill.clone(), digest);
+                    if route != Route::Requester {
+                        routed.push((skill.clone(), route));
                     }
                 }
             }
@@ -255,6 +283,7 @@ impl Runtime {
             scope: new.scope.clone(),
             expires_at: new.expires_at,
             mode: new.mode.clone(),
+            via: new.via.clone(),
             task: None,
             created_at: now,
             uses: 0,

@@ -60,8 +60,8 @@ impl Runtime {
             if binding == Binding::Bind {
                 let task = Task {
                     key: key.to_string(),
-                    root_agent: call.agent.clone(),
-                    root_skill: call.skill.clone(),
+                    root_agent: call.root().0.to_string(),
+                    root_skill: call.root().1.to_string(),
                     person: call.requester.clone(),
                     mode: call.mode.clone(),
                     bound_at: self.clock.now(),
@@ -80,7 +80,7 @@ impl Runtime {
                 person(&call.requester)
             )));
         }
-        if task.root_agent != call.agent || task.root_skill != call.skill {
+        if (task.root_agent.as_str(), task.root_skill.as_str()) != call.root() {
             return Ok(Some(format!(
                 "not this task's root (`{key}` is the work of `{}` in `{}`)",
                 task.root_agent, task.root_skill

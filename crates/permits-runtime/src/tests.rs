@@ -112,6 +112,7 @@ fn workshop() -> Table {
             tools: vec!["PartsFor".into(), "NoteRepair".into(), "SetPrice".into(), "ScrapRepair".into()],
             routes: BTreeMap::new(),
             rules_digest: sha256_hex(b"EstimateRepair"),
+            delegates: Vec::new(),
         },
     );
     let mut fleet_routes = BTreeMap::new();
@@ -124,6 +125,7 @@ fn workshop() -> Table {
             tools: vec!["PartsFor".into(), "SetPrice".into()],
             routes: fleet_routes,
             rules_digest: sha256_hex(b"PriceFleetRepair"),
+            delegates: Vec::new(),
         },
     );
     let mut persons = BTreeMap::new();
@@ -163,6 +165,7 @@ fn workshop() -> Table {
             .map(|r| (r.to_string(), crate::table::RoleInfo { doc: None }))
             .collect(),
         entities: BTreeMap::new(),
+        links: BTreeMap::new(),
         queues: BTreeMap::new(),
         authority: crate::table::AuthorityStatements {
             supervises: manager.clone(),
@@ -591,6 +594,8 @@ fn standing_rules_are_refused_for_never_and_for_the_wrong_people() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+
+        via: Vec::new(),
     };
     let err = w.rt.allow_alone(&rule("ScrapRepair", WorkFor::Everybody, "Noor")).err().ok_or("made")?;
     assert_eq!(err.refusal(), Some(Refusal::Rule));
@@ -620,6 +625,8 @@ fn a_rule_stops_applying_when_the_tool_changes() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+
+        via: Vec::new(),
     })?;
     assert_eq!(w.rt.decide(&set_price(45, "Mia", "EstimateRepair"))?.level, Level::Alone);
     let mut table = workshop();
@@ -843,6 +850,7 @@ fn a_store_transaction_dropped_without_commit_changes_nothing() -> R {
             scope: Scope::AnyArguments,
             expires_at: None,
             mode: None,
+            via: Vec::new(),
             task: None,
             created_at: 0,
             uses: 0,

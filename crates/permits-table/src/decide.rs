@@ -25,7 +25,8 @@ use std::fmt;
 use serde_json::{Map, Value};
 
 use super::{
-    Arguments, BudgetInfo, ConditionError, Entry, Level, ModeEntry, NameMap, ParamType, Route, Table, ToolInfo,
+    Arguments, BudgetInfo, ChainLink, ConditionError, Entry, Level, LinkEntry, ModeEntry, NameMap, ParamType, Route,
+    Table, ToolInfo,
 };
 use crate::shell;
 
@@ -190,6 +191,8 @@ pub enum Refused {
     UnknownPerson(Box<str>),
     /// The call names a mode the table does not declare (spec §3c: an unknown mode → `never`).
     UnknownMode(Box<str>),
+    /// A link of the call's delegation chain is not a declared `delegates` entry (spec §3b).
+    NotDelegation(Box<NotDelegation>),
     /// The arguments do not fit the tool's parameters.
     Arguments(Box<ArgumentError>),
     /// A `shell` argument is not judgeable (spec §3a): the call is `never` whatever the conditions say.
@@ -201,6 +204,16 @@ pub enum Refused {
     Condition(Box<ConditionError>),
     /// The tool's spend cannot be read: it spends from a budget the table does not declare (spec §6).
     Budget(Box<BudgetRefusal>),
+}
+
+/// A link of a delegation chain that is not declared ([`Refused::NotDelegation`]): `parent` (an
+/// `Agent.Skill`) does not delegate to `child`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NotDelegation {
+    /// The delegating link, `Agent.Skill`.
+    pub parent: String,
+    /// What it was to delegate to, `Agent.Skill`.
+    pub child: String,
 }
 
 /// A `shell` argument that is not judgeable ([`Refused::NotJudgeable`]).
@@ -251,6 +264,9 @@ impl fmt::Display for Refused {
             Refused::NotOffered(why) => f.write_str(why.as_str()),
             Refused::UnknownPerson(person) => write!(f, "unknown person `{person}`"),
             Refused::UnknownMode(mode) => write!(f, "unknown mode `{mode}`"),
+            Refused::NotDelegation(d) => {
+                write!(f, "not a declared delegation: `{}` does not delegate to `{}`", d.parent, d.child)
+            }
             Refused::Arguments(e) => e.fmt(f),
             Refused::NotJudgeable(n) => write!(f, "the command line `{}` of `{}`: {}", n.param, n.tool, n.error),
             Refused::SecondShellParameter(s) => {
@@ -287,6 +303,9 @@ pub struct CallRef<'c> {
     pub requester: Option<&'c str>,
     /// The mode the call is made in (spec §3c); `None` for no mode.
     pub mode: Option<&'c str>,
+    /// The delegation chain (spec §3b): each delegating agent with the skill it was working in, nearest
+    /// first, root last; empty for a direct call.
+    pub via: &'c [ChainLink],
 }
 
 /// The level of one call, borrowed from the table ([`Table::level_of`]).
@@ -382,6 +401,42 @@ impl Table {
         self.possible_levels_in(agent, skill, tool, None)
     }
 
+    /// [`Table::possible_levels_in`] for a delegated call (spec §3b): every link's rows are more layers; a
+    /// chain with a link that is not a declared delegation gives only `never`. `via` is nearest first; an
+    /// empty chain is a direct call.
+    ///
+    /// Errors: [`NotOffered`].
+    pub fn possible_levels_via(
+        &self,
+        agent: &str,
+        skill: &str,
+        tool: &str,
+        mode: Option<&str>,
+        via: &[ChainLink],
+    ) -> Result<BTreeSet<Level>, NotOffered> {
+        let mut acc = self.possible_levels_in(agent, skill, tool, mode)?;
+        let mut child = (agent, skill);
+        for link in via {
+            let Some(rows) = link_entry(self, child, link, tool) else {
+                return Ok(BTreeSet::from([Level::Never]));
+            };
+            let options: BTreeSet<Level> = match rows.level {
+                Some(level) => BTreeSet::from([level]),
+                None => {
+                    let mut o = BTreeSet::from([Level::Alone]);
+                    for row in &rows.rows {
+                        let here = row.possible_levels();
+                        o = o.iter().flat_map(|a| here.iter().map(move |h| h.map_or(*a, |h| h.max(*a)))).collect();
+                    }
+                    o
+                }
+            };
+            acc = acc.iter().flat_map(|a| options.iter().map(move |o| (*a).max(*o))).collect();
+            child = (link.agent.as_str(), link.skill.as_str());
+        }
+        Ok(acc)
+    }
+
     /// [`Table::possible_levels`] for a call in `mode` (spec §3c): the mode's row is one more layer. A mode
     /// the table does not declare gives only `never`.
     ///
@@ -451,7 +506,7 @@ fn level_of_offered<'t>(
 ) -> Result<LevelOf<'t>, Refused> {
     match level_or_fault(table, entry, tool, shell, call, fit) {
         Ok(of) => Ok(of),
-        Err(fault) => Err(refusal(fault, entry, tool, shell, call)),
+        Err(fault) => Err(refusal(fault, table, entry, tool, shell, call)),
     }
 }
 
@@ -460,6 +515,7 @@ fn level_of_offered<'t>(
 #[derive(Clone, Copy)]
 enum Fault {
     Mode,
+    Chain,
     Person,
     Arguments,
     NotJudgeable,
@@ -507,17 +563,116 @@ fn level_or_fault<'t>(
         Ok(Some(param)) => shell_level(entry, mode, tool, param, args)?,
         Err(_) => return Err(Fault::SecondShell),
     };
+    // A delegated call: every link's two layers (spec §3b), and the route nearest the root that sends the
+    // tool to someone other than the requester.
+    let mut level = level;
+    let mut route = &entry.route;
+    if !call.via.is_empty() {
+        let mut child = (call.agent, call.skill);
+        for link in call.via {
+            let rows = link_entry(table, child, link, call.tool).ok_or(Fault::Chain)?;
+            if level != Level::Never {
+                level = level.max(link_level(rows, shell.ok().flatten(), args).map_err(|_| Fault::Condition)?);
+            }
+            child = (link.agent.as_str(), link.skill.as_str());
+        }
+        let mut child = (call.agent, call.skill);
+        let mut nearest_root = None;
+        for link in call.via {
+            if let Some(r) = link_entry(table, child, link, call.tool).and_then(|l| l.route.as_ref()) {
+                nearest_root = Some(r);
+            }
+            child = (link.agent.as_str(), link.skill.as_str());
+        }
+        if let Some(r) = nearest_root {
+            route = r;
+        }
+    }
     let over_allowance = table.spend_of(tool, args).map_err(Fault::Budget)?.is_some_and(|s| s.over_allowance());
     let floored = level == Level::Alone && over_allowance;
     Ok(LevelOf {
         level: if floored { Level::Propose } else { level },
-        route: &entry.route,
+        route,
         entry,
         tool,
         over_allowance,
         floored,
         mode,
     })
+}
+
+/// The rows a delegating link adds for `tool` when it really delegates to `child` (spec §3b): the link's
+/// agent has the link's skill, the skill's `delegates` names `child`, and the table holds the link's rows
+/// for the tool; `None` otherwise (the call is then `never`: "not a declared delegation").
+fn link_entry<'t>(table: &'t Table, child: (&str, &str), link: &ChainLink, tool: &str) -> Option<&'t LinkEntry> {
+    let agent = table.agents.get(link.agent.as_str())?;
+    if !agent.skills.contains(&link.skill) {
+        return None;
+    }
+    let skill = table.skills.get(link.skill.as_str())?;
+    if !skill.delegates.iter().any(|d| d.split_once('.') == Some(child)) {
+        return None;
+    }
+    table.links.get(link.agent.as_str())?.get(link.skill.as_str())?.get(tool)
+}
+
+/// A link's level for a call: stated, or its rows on the arguments — for a tool with a `shell` parameter,
+/// the strictest over the line's parts, each judged as if it were the whole call (spec §3a).
+fn link_level(link: &LinkEntry, shell: Option<&str>, args: &Map<String, Value>) -> Result<Level, ConditionError> {
+    if let Some(level) = link.level {
+        return Ok(level);
+    }
+    let Some(param) = shell else { return link.level_on(Arguments::new(args)) };
+    let line = args.get(param).and_then(Value::as_str).unwrap_or_default();
+    // INVARIANT: the line was judged judgeable before; stay closed if it is not.
+    let parts = shell::part_texts(line).map_err(|_| ConditionError::Missing(param.to_string()))?;
+    let mut level = Level::Alone;
+    for part in parts.iter() {
+        level = level.max(link.level_on(Arguments::new(args).with_part(param, part))?);
+    }
+    Ok(level)
+}
+
+impl Table {
+    /// The rows each link of a delegation chain adds for `tool` (spec §3b), nearest first, when every link
+    /// is a declared delegation (the link's agent has the link's skill, whose `delegates` names the link
+    /// below); `None` when one is not. An empty chain gives an empty list.
+    pub fn chain_links(&self, agent: &str, skill: &str, tool: &str, via: &[ChainLink]) -> Option<Vec<&LinkEntry>> {
+        let mut child = (agent, skill);
+        let mut out = Vec::with_capacity(via.len());
+        for link in via {
+            out.push(link_entry(self, child, link, tool)?);
+            child = (link.agent.as_str(), link.skill.as_str());
+        }
+        Some(out)
+    }
+}
+
+/// The **call digest** of a delegated call (spec §3b "Digest"): SHA-256 (hex) of the canonical JSON of
+/// {`base`: the entry's digest (or the mode's call digest), `links`: [{agent, skill, link_digest}, …] nearest
+/// first}. It stands where `entry_digest` stands in fingerprints and rules, so an edit to any link's rules
+/// makes a waiting delegated proposal stale, and a rule made for one chain never matches another. A direct
+/// call's digest is `base` itself.
+pub fn chain_digest(base: &str, via: &[ChainLink], links: &[&LinkEntry]) -> String {
+    let links: Vec<Value> = via
+        .iter()
+        .zip(links)
+        .map(|(l, e)| serde_json::json!({ "agent": l.agent, "skill": l.skill, "link_digest": e.link_digest }))
+        .collect();
+    crate::sha256_hex(crate::canonical_value(&serde_json::json!({ "base": base, "links": links })).as_bytes())
+}
+
+/// The first undeclared link of a chain, in words ([`Refused::NotDelegation`]).
+fn undeclared(table: &Table, call: CallRef<'_>) -> NotDelegation {
+    let mut child = (call.agent, call.skill);
+    for link in call.via {
+        if link_entry(table, child, link, call.tool).is_none() {
+            return NotDelegation { parent: link.to_string(), child: format!("{}.{}", child.0, child.1) };
+        }
+        child = (link.agent.as_str(), link.skill.as_str());
+    }
+    // INVARIANT: called only for a chain with an undeclared link; name the whole chain if none is found.
+    NotDelegation { parent: String::new(), child: format!("{}.{}", call.agent, call.skill) }
 }
 
 /// The level of a call in a mode on `args`: the strictest of the entry's rows and the mode's row (spec
@@ -533,6 +688,7 @@ fn moded_level(entry: &Entry, mode: &ModeEntry, args: Arguments<'_>) -> Result<L
 #[inline(never)]
 fn refusal(
     fault: Fault,
+    table: &Table,
     entry: &Entry,
     tool: &ToolInfo,
     shell: Result<Option<&str>, &str>,
@@ -557,6 +713,7 @@ fn refusal(
             param: shell.err().unwrap_or_default().to_string(),
         })),
         Fault::Mode => Refused::UnknownMode(call.mode.unwrap_or_default().into()),
+        Fault::Chain => Refused::NotDelegation(Box::new(undeclared(table, call))),
         Fault::Person => Refused::UnknownPerson(call.requester.unwrap_or_default().into()),
         Fault::Arguments => Refused::Arguments(Box::new(match check_arguments(call.tool, tool, call.arguments) {
             Err(e) => e,

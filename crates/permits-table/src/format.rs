@@ -49,6 +49,12 @@ pub struct Table {
     pub modes: BTreeMap<String, ModeInfo>,
     /// One entry per offered triple: `entries[agent][skill][tool]`.
     pub entries: BTreeMap<String, BTreeMap<String, BTreeMap<String, Entry>>>,
+    /// What each delegating link adds to a delegated call (spec §3b): `links[agent][skill][tool]` for every
+    /// agent, each of its skills with a `delegates` list, and every tool a descendant over the transitive
+    /// closure of those lists can be offered. Absent from the JSON when no skill delegates, so tables
+    /// without delegation (and their digests) are unchanged.
+    #[serde(default)]
+    pub links: BTreeMap<String, BTreeMap<String, BTreeMap<String, LinkEntry>>>,
 }
 
 impl Table {
@@ -64,7 +70,7 @@ impl Serialize for Table {
     /// tables without them.
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut t = serializer.serialize_struct("Table", 13)?;
+        let mut t = serializer.serialize_struct("Table", 14)?;
         t.serialize_field("agents", &self.agents)?;
         t.serialize_field("authority", &self.authority)?;
         if self.budgets.is_empty() {
@@ -75,6 +81,11 @@ impl Serialize for Table {
         t.serialize_field("entities", &self.entities)?;
         t.serialize_field("entries", &self.entries)?;
         t.serialize_field("header", &self.header)?;
+        if self.links.is_empty() {
+            t.skip_field("links")?;
+        } else {
+            t.serialize_field("links", &self.links)?;
+        }
         if self.modes.is_empty() {
             t.skip_field("modes")?;
         } else {
@@ -227,6 +238,71 @@ pub struct ModeEntry {
     pub call_digest: String,
 }
 
+/// One link of a delegation chain (spec §3b): a delegating agent and the skill it was working in when it
+/// handed the work on. A call's chain is written nearest first, root last.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChainLink {
+    /// The delegating agent.
+    pub agent: String,
+    /// The skill it was working in (one with a `delegates` entry for the next link down).
+    pub skill: String,
+}
+
+impl ChainLink {
+    /// The link `agent.skill`.
+    pub fn new(agent: impl Into<String>, skill: impl Into<String>) -> ChainLink {
+        ChainLink { agent: agent.into(), skill: skill.into() }
+    }
+}
+
+impl fmt::Display for ChainLink {
+    /// `Coder.FixBug`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.agent, self.skill)
+    }
+}
+
+/// What one delegating link — an agent working in one of its skills, which hands the work on — adds to a
+/// delegated call of one tool (spec §3b): its two layers for the acting tool, computed as §3 step 2 (the
+/// agent's `may` with the agent-layer defaults, then the delegating skill's `may` if it has one).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkEntry {
+    /// The strictest level the link's two layers give, stated when it does not depend on the arguments;
+    /// `None` when a condition decides.
+    pub level: Option<Level>,
+    /// The link's rows: its agent layer (always), then its skill layer when the skill has a `may`.
+    pub rows: Vec<Row>,
+    /// Why the rows give their levels, with places in the sources.
+    pub because: Vec<Reason>,
+    /// The link's own route for the tool (its skill's, else its agent's), when it has one that is not
+    /// `requester`: a delegated proposal goes to the route nearest the root (spec §3b "Route").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route: Option<Route>,
+    /// SHA-256 (hex) of the link's agent and skill names, its rows, its route and the tool's definition
+    /// digest: part of a delegated call's call digest, so an edit to the link's rules makes a waiting
+    /// delegated proposal stale.
+    pub link_digest: String,
+}
+
+impl LinkEntry {
+    /// The link's level for a call's arguments: the strictest of its rows (spec §3b); `Alone` when neither
+    /// says anything (never the case for a compiled link: the agent layer always speaks).
+    ///
+    /// Errors: [`ConditionError`] when a condition cannot be evaluated; the caller decides `never`.
+    pub fn level_on(&self, args: Arguments<'_>) -> Result<Level, ConditionError> {
+        if let Some(l) = self.level {
+            return Ok(l);
+        }
+        let mut level: Option<Level> = None;
+        for row in &self.rows {
+            level = level.max(row.level_on(args)?);
+        }
+        Ok(level.unwrap_or(Level::Alone))
+    }
+}
+
 /// How a tool spends: `spend BUDGET by PARAM` (spec §6).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -339,6 +415,10 @@ pub struct SkillInfo {
     /// SHA-256 (hex) of the canonical form of the skill's `may` block and routes; part of every entry
     /// digest of the skill.
     pub rules_digest: String,
+    /// The agents, each in one of its skills, that may be handed work from this skill (spec §3b), as
+    /// `Agent.Skill`, in written order. Absent from the JSON when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub delegates: Vec<String>,
 }
 
 /// A role.

@@ -34,8 +34,8 @@ pub use canonical::{canonical_digest, canonical_json, canonical_value, hex, sha2
 pub use canonical::{push_json_escaped, reference_canonical, reference_pretty};
 pub use condition::{Arguments, Condition, ConditionError, glob_matches};
 pub use decide::{
-    ArgumentError, BudgetRefusal, CallRef, LevelIndex, LevelOf, NotJudgeableShell, NotOffered, Refused, SecondShell,
-    SpendError, SpendOf, arguments_fit, check_arguments, type_words, value_fits,
+    ArgumentError, BudgetRefusal, CallRef, LevelIndex, LevelOf, NotDelegation, NotJudgeableShell, NotOffered, Refused,
+    SecondShell, SpendError, SpendOf, arguments_fit, chain_digest, check_arguments, type_words, value_fits,
 };
 pub use format::*;
 pub use hash::NameMap;

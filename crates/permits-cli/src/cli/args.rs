@@ -118,6 +118,10 @@ pub(super) enum Command {
         /// The mode the call is made in (spec §3c); an unknown mode decides `never`.
         #[arg(long)]
         mode: Option<String>,
+        /// A delegating link `AGENT.SKILL` of the call's chain (spec §3b), nearest first; repeatable. A link
+        /// that is not a declared delegation decides `never`; one without a `.` is a usage error (exit 2).
+        #[arg(long = "via", value_name = "AGENT.SKILL")]
+        via: Vec<String>,
         /// The task (operation key) the call belongs to (spec §5a). `decide` has no ledger: the task has no
         /// binding yet and nothing spent, so a spend from a budget with `per_task` shows the task's figures
         /// with nothing spent (the `task` and `spend` members of the JSON).

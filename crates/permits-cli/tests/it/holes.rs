@@ -81,6 +81,7 @@ mod coding_agent {
             scope: Scope::AnyArguments,
             expires_at: None,
             mode: None,
+            via: Vec::new(),
         };
         let err = rt.allow_alone(&bens).err().ok_or("Ben made a rule on a triple routed to his own role")?;
         assert_eq!(err.refusal(), Some(Refusal::Rule));

@@ -15,13 +15,14 @@
 use std::collections::BTreeMap;
 
 use crate::common::generator::{
-    ARGS, CLASSES, Cond, EntryG, MayG, NodeRef, Pkg, Preset, RESERVED, cases, compile_files, compile_pkg, compile_text,
-    cond, pkg,
+    ARGS, CLASSES, Cond, EntryG, MayG, ModeG, NodeRef, Pkg, Preset, RESERVED, cases, compile_files, compile_pkg,
+    compile_text, cond, mode, pkg,
 };
+use crate::common::level_in;
 use crate::common::level_with as table_level;
 use crate::common::spec::{self, LayerKind};
-use permits::runtime::{AdmitAll, Call, NewRule, Runtime, Scope, WorkFor, fingerprint};
-use permits::table::{EffectClass, HopKind, Level, Table, canonical_json, canonical_value};
+use permits::runtime::{AdmitAll, ApproveMode, Call, NewRule, ProposalRequest, Runtime, Scope, WorkFor, fingerprint};
+use permits::table::{CallRef, ChainLink, EffectClass, HopKind, Level, Table, canonical_json, canonical_value};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -342,7 +343,7 @@ proptest! {
         for (a, s, t) in p.triples() {
             let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
             let entry = &table.entries[&an][&sn][&tn];
-            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: None });
+            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: None, via: Vec::new() });
             match entry.level {
                 Some(Level::Propose) | None => prop_assert!(made.is_ok(), "no rule for ({}, {}, {}): {:?}", an, sn, tn, made.err()),
                 Some(l) => prop_assert!(made.is_err(), "a rule was made for ({}, {}, {}) at `{}`", an, sn, tn, l),
@@ -463,6 +464,213 @@ proptest! {
         prop_assert_eq!(canonical_json(&v).map_err(|e| TestCaseError::fail(e.to_string()))?, reference_canonical(&v));
         if v != w {
             prop_assert_ne!(canonical_value(&v), canonical_value(&w));
+        }
+    }
+}
+
+/// A generated package with at least one mode (a generated one is added when it has none).
+fn pkg_with_modes() -> impl Strategy<Value = Pkg> {
+    pkg()
+        .prop_flat_map(|p| {
+            let nt = p.tools.len();
+            (Just(p), mode(nt))
+        })
+        .prop_map(|(mut p, m): (Pkg, ModeG)| {
+            if p.modes.is_empty() {
+                p.modes.push(m);
+            }
+            p
+        })
+}
+
+/// The level the runtime's pipeline (spec §3c) gives a call for `P0` in a mode whose table level is
+/// `level`: a standing rule that applies lifts `propose` to `alone` (step 5); then, in an `unattended` mode,
+/// a proposal left waiting for the requester (the generated packages route nothing, so every proposal
+/// waits for the requester) is `never` (step 7).
+fn pipeline(level: Level, rule_applies: bool, unattended: bool) -> Level {
+    match level {
+        Level::Propose if rule_applies => Level::Alone,
+        Level::Propose | Level::ProposeEveryTime if unattended => Level::Never,
+        other => other,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    /// Choosing a mode never loosens any call (spec §3c: modes only tighten): for every triple, argument
+    /// and mode of the package, the level in the mode is at least the level in no mode.
+    #[test]
+    fn choosing_a_mode_never_loosens_any_call(p in pkg_with_modes()) {
+        let table = compile_pkg(&p);
+        for (a, s, t) in p.triples() {
+            let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
+            for n in ARGS {
+                let plain = table_level(&table, &an, &sn, &tn, &args(n)).0;
+                for m in 0..p.modes.len() {
+                    let moded = level_in(&table, Some(&format!("M{m}")), &an, &sn, &tn, &args(n)).0;
+                    prop_assert!(moded >= plain, "({}, {}, {}) n = {}: `{}` in no mode, `{}` in M{}", an, sn, tn, n, plain, moded, m);
+                }
+            }
+        }
+    }
+
+    /// A rule applies only in its own mode (spec §3c step 5: "a rule applies only in exactly the mode it was
+    /// made in; none = none"): a standing rule for `P0` made in `M0` lifts `propose` to `alone` in `M0` only;
+    /// in no mode and in every other mode each call keeps the pipeline's level without the rule.
+    #[test]
+    fn a_rule_applies_only_in_its_own_mode(p in pkg_with_modes()) {
+        let table = compile_pkg(&p);
+        let rt = Runtime::new(table.clone(), AdmitAll);
+        for (a, s, t) in p.triples() {
+            let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
+            let made = rt.allow_alone(&NewRule { agent: an.clone(), tool: tn.clone(), skill: Some(sn.clone()), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: Some("M0".into()), via: Vec::new() });
+            for n in ARGS {
+                let call = Call::new(an.clone(), sn.clone(), tn.clone()).with_arguments(json!({ "n": n })).for_person("P0");
+                let plain = table_level(&table, &an, &sn, &tn, &args(n)).0;
+                let d = rt.decide(&call).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(d.level, plain, "({}, {}, {}) n = {} in no mode", an, sn, tn, n);
+                for (m, spec) in p.modes.iter().enumerate() {
+                    let name = format!("M{m}");
+                    let level = level_in(&table, Some(&name), &an, &sn, &tn, &args(n)).0;
+                    let applies = m == 0 && made.is_ok();
+                    let d = rt.decide(&call.clone().in_mode(name.clone())).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(d.level, pipeline(level, applies, spec.unattended), "({}, {}, {}) n = {} in {}", an, sn, tn, n, name);
+                    if m == 0 && level == Level::Propose {
+                        prop_assert!(made.is_ok(), "no rule in M0 for ({}, {}, {}) though it proposes there: {:?}", an, sn, tn, made.as_ref().err());
+                    }
+                }
+            }
+        }
+    }
+
+    /// A task rule never outlives its task (spec §5a "Task-scoped approval"): a proposal in task `K1`
+    /// approved *for this task* makes the same call `alone` in `K1` and nowhere else, and after
+    /// `end_task(K1)` the call is back at the table's level in `K1` too.
+    #[test]
+    fn a_task_rule_never_outlives_its_task(p in pkg()) {
+        let table = compile_pkg(&p);
+        let rt = Runtime::new(table.clone(), AdmitAll);
+        for (k, (a, s, t)) in p.triples().into_iter().enumerate() {
+            let (an, sn, tn) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
+            for n in ARGS {
+                if table_level(&table, &an, &sn, &tn, &args(n)).0 != Level::Propose {
+                    continue;
+                }
+                let (k1, k2) = (format!("K{k}-{n}"), format!("K{k}-{n}-other"));
+                let call = Call::new(an.clone(), sn.clone(), tn.clone()).with_arguments(json!({ "n": n })).for_person("P0");
+                let proposal = rt.propose(&ProposalRequest::new(call.clone().in_task(k1.clone()), k1.clone(), "law"))
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                rt.approve(&proposal.id, "P0", &proposal.fingerprint, ApproveMode::ForThisTask { any_arguments: false })
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let level = |task: &str| rt.decide(&call.clone().in_task(task.to_string())).map(|d| d.level);
+                prop_assert_eq!(level(&k1).map_err(|e| TestCaseError::fail(e.to_string()))?, Level::Alone, "({}, {}, {}) n = {} in its task", an, sn, tn, n);
+                prop_assert_eq!(level(&k2).map_err(|e| TestCaseError::fail(e.to_string()))?, Level::Propose, "({}, {}, {}) n = {} in another task", an, sn, tn, n);
+                rt.end_task(&k1).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert_eq!(level(&k1).map_err(|e| TestCaseError::fail(e.to_string()))?, Level::Propose, "({}, {}, {}) n = {} after its task ended", an, sn, tn, n);
+            }
+        }
+    }
+}
+
+/// The table's level of a call of (agent, skill, tool) by index for `n`, delegated through `chain`.
+fn chain_table_level(table: &Table, (a, s, t): (usize, usize, usize), n: i64, chain: &[(usize, usize)]) -> Level {
+    let via: Vec<ChainLink> = chain.iter().map(|(la, ls)| ChainLink::new(format!("A{la}"), format!("S{ls}"))).collect();
+    let arguments = json!({ "n": n });
+    let (agent, skill, tool) = (format!("A{a}"), format!("S{s}"), format!("T{t}"));
+    let call = CallRef {
+        agent: &agent,
+        skill: &skill,
+        tool: &tool,
+        arguments: &arguments,
+        requester: None,
+        mode: None,
+        via: &via,
+    };
+    table.level_of(call).map_or(Level::Never, |of| of.level)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(48), ..ProptestConfig::default() })]
+
+    /// Adding a `delegates` entry never loosens any existing call (spec §3b): every direct call and every
+    /// chain declared before keeps at least its level.
+    #[test]
+    fn adding_a_delegates_entry_never_loosens_any_existing_call(p in pkg(), pick in any::<(usize, usize, usize)>()) {
+        let before = compile_pkg(&p);
+        let mut q = p.clone();
+        let from = pick.0 % q.skills.len();
+        let candidates: Vec<(usize, usize)> = (0..q.agents.len())
+            .flat_map(|a| q.agents[a].skills.iter().map(move |&s| (a, s)))
+            .filter(|&(_, s)| s > from)
+            .filter(|e| !q.skills[from].delegates.contains(e))
+            .collect();
+        prop_assume!(!candidates.is_empty());
+        q.skills[from].delegates.push(candidates[pick.1 % candidates.len()]);
+        let after = compile_pkg(&q);
+        let found = loosened(&levels(&p, &before), &levels(&q, &after));
+        prop_assert!(found.is_empty(), "{}\n--- source ---\n{}", found.join("\n"), q.render());
+        for (a, s, t) in p.triples() {
+            for chain in spec::chains_to(&p, a, s) {
+                for n in ARGS {
+                    let (b, l) = (chain_table_level(&before, (a, s, t), n, &chain), chain_table_level(&after, (a, s, t), n, &chain));
+                    prop_assert!(l >= b, "(A{}, S{}, T{}) via {:?} n = {}: `{}` became `{}`", a, s, t, chain, n, b, l);
+                }
+            }
+        }
+    }
+
+    /// A delegated call is never looser than the same tool decided in any link's layers (spec §3b): through
+    /// every declared chain, the level is at least the acting triple's direct level and, where a link's agent
+    /// is offered the tool in the link's skill, that triple's level.
+    #[test]
+    fn a_delegated_call_is_never_looser_than_its_links(p in pkg()) {
+        let table = compile_pkg(&p);
+        for (a, s, t) in p.triples() {
+            for chain in spec::chains_to(&p, a, s) {
+                for n in ARGS {
+                    let via = chain_table_level(&table, (a, s, t), n, &chain);
+                    let direct = chain_table_level(&table, (a, s, t), n, &[]);
+                    prop_assert!(via >= direct, "(A{}, S{}, T{}) via {:?} n = {}: `{}` < direct `{}`", a, s, t, chain, n, via, direct);
+                    for &(la, ls) in &chain {
+                        if p.skills[ls].tools.contains(&t) {
+                            let link = chain_table_level(&table, (la, ls, t), n, &[]);
+                            prop_assert!(via >= link, "(A{}, S{}, T{}) via {:?} n = {}: `{}` < the link (A{}, S{})'s `{}`", a, s, t, chain, n, via, la, ls, link);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A chain-bound rule never applies to another chain (spec §3b, §5): a standing rule for `P0` made for
+    /// one declared chain lifts `propose` to `alone` through that chain only; the direct call and every
+    /// other chain keep their levels.
+    #[test]
+    fn a_chain_bound_rule_never_applies_to_another_chain(p in pkg()) {
+        let table = compile_pkg(&p);
+        for (a, s, t) in p.triples() {
+            let chains = spec::chains_to(&p, a, s);
+            let Some(bound) = chains.first() else { continue };
+            let rt = Runtime::new(table.clone(), AdmitAll);
+            let via: Vec<ChainLink> = bound.iter().map(|(la, ls)| ChainLink::new(format!("A{la}"), format!("S{ls}"))).collect();
+            let made = rt.allow_alone(&NewRule { agent: format!("A{a}"), tool: format!("T{t}"), skill: Some(format!("S{s}")), work_for: WorkFor::Person("P0".into()), by: "P0".into(), scope: Scope::AnyArguments, expires_at: None, mode: None, via: via.clone() });
+            let mut others: Vec<Vec<(usize, usize)>> = chains.iter().skip(1).cloned().collect();
+            others.push(Vec::new());
+            for n in ARGS {
+                let level = chain_table_level(&table, (a, s, t), n, bound);
+                let mut call = Call::new(format!("A{a}"), format!("S{s}"), format!("T{t}")).with_arguments(json!({ "n": n })).for_person("P0");
+                call.via = via.clone();
+                let d = rt.decide(&call).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let expected = if level == Level::Propose && made.is_ok() { Level::Alone } else { level };
+                prop_assert_eq!(d.level, expected, "(A{}, S{}, T{}) via {:?} n = {}", a, s, t, bound, n);
+                for other in &others {
+                    let mut call = call.clone();
+                    call.via = other.iter().map(|(la, ls)| ChainLink::new(format!("A{la}"), format!("S{ls}"))).collect();
+                    let d = rt.decide(&call).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                    prop_assert_eq!(d.level, chain_table_level(&table, (a, s, t), n, other), "(A{}, S{}, T{}) via {:?} n = {} (rule via {:?})", a, s, t, other, n, bound);
+                }
+            }
         }
     }
 }
@@ -625,8 +833,10 @@ fn files_written_in_another_order_compile_to_the_same_bytes() {
         skills: vec![SkillG {
             tools: vec![0, 1, 2],
             may: Some(MayG { preset: None, settings: [None, Some(Level::Never), None, None], lists: vec![] }),
+            delegates: vec![],
         }],
         package_may: None,
+        modes: vec![],
     };
     let decls = p.declarations();
     let base = std::env::temp_dir().join(format!("permits-laws-order-{}", std::process::id()));

@@ -10,6 +10,7 @@ mod cli;
 mod common;
 mod conditions;
 mod deep;
+mod delegation;
 mod diff;
 mod evaluator;
 mod fixtures;

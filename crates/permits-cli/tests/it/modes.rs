@@ -141,6 +141,7 @@ fn a_rule_applies_only_in_its_own_mode_and_never_lifts_a_modes_never() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: mode.map(str::to_string),
+        via: Vec::new(),
     };
     rt.allow_alone(&rule(None))?;
     assert_eq!(rt.decide(&mail("a@x.example"))?.level, Level::Alone);
@@ -164,7 +165,8 @@ fn a_rule_applies_only_in_its_own_mode_and_never_lifts_a_modes_never() -> R {
 fn choosing_a_mode_never_loosens_and_the_fingerprint_covers_it() -> R {
     let table = desk()?;
     let none = json!({});
-    let call = |agent, skill, tool, mode| CallRef { agent, skill, tool, arguments: &none, requester: None, mode };
+    let call =
+        |agent, skill, tool, mode| CallRef { agent, skill, tool, arguments: &none, requester: None, mode, via: &[] };
     let err = table.level_of(call("Coder", "FixBug", "ReadFile", Some("Plam"))).err().ok_or("decided")?;
     assert_eq!(err.to_string(), "unknown mode `Plam`");
     let mut checked = 0;

@@ -1,5 +1,5 @@
-//! Per-task budgets (spec §6 "Per task") on `policies/research-desk`: the direct-call half of
-//! `shared/cases/delegation-modes.md` outcome 8 as values (statuses, spent per task, audit kinds), the cap
+//! Per-task budgets (spec §6 "Per task") on `policies/research-desk`: `shared/cases/delegation-modes.md`
+//! outcome 8, direct and delegated, as values (statuses, spent per task, audit kinds), the cap
 //! for operator grants, automatic grants and alone spends alike, a spend that names no task, and races: calls
 //! of one task spending from its per-task amount from two threads and from two OS processes on one SQLite
 //! ledger never exceed it.
@@ -142,6 +142,58 @@ fn outcome_8_per_task_budget_direct_call() -> R {
         events.iter().filter(|e| e.kind == EventKind::Settlement).map(|e| e.outcome.as_str()).collect();
     // The alone spend is settled by its own event; the proposal's settlement is its execution's `done`.
     assert_eq!(settled, ["spent"]);
+    Ok(())
+}
+
+/// Outcome 8, delegated (Researcher.Look.BuyCredits via Coder.FixBug): 1500 in `T3` is `propose` (Coder's layer
+/// leaves `spends` unset: the agent-layer default), Ben approves, it runs and settles: 1500 spent in `T3`; 800
+/// more in `T3` is refused at grant with the figures; 800 in `T4` is granted; 300 via Coder in `T5` is
+/// proposed and granted **automatically** (within `alone_up_to`, nobody asked). The task's root is Coder.FixBug.
+#[test]
+fn outcome_8_per_task_budget_delegated() -> R {
+    let sink = MemorySink::new();
+    let rt = Runtime::new(desk()?, AdmitAll).with_audit(sink.clone());
+    let via = |amount: u64| buy(amount).delegated_by("Coder", "FixBug");
+    let request = |amount: u64, task: &str| ProposalRequest::new(via(amount), task, "Credits for the search.");
+
+    let first = rt.propose(&request(1500, "T3"))?;
+    assert_eq!((first.level, first.status), (Level::Propose, Status::Waiting));
+    rt.approve(&first.id, "Ben", &first.fingerprint, ApproveMode::Once)?;
+    assert_eq!(rt.execute(&first.id, None, |ctx| accepted(ctx, 1500))?.proposal.status, Status::Done);
+    assert_eq!(figures(&rt, "T3")?, (1500, 0));
+    assert_eq!(rt.task("T3")?.map(|t| (t.root_agent, t.root_skill)), Some(("Coder".into(), "FixBug".into())));
+
+    let second = rt.propose(&request(800, "T3"))?;
+    let (kind, message) = refusal(rt.approve(&second.id, "Ben", &second.fingerprint, ApproveMode::Once))
+        .ok_or("the second buy in T3 must be refused")?;
+    assert_eq!(kind, Refusal::Budget);
+    assert_eq!(
+        message,
+        "budget `Research`, task `T3`: per task: 1500 of 2000 cents held (1500 spent, 0 reserved); 800 cents more would exceed it (500 left)"
+    );
+    let elsewhere = rt.propose(&request(800, "T4"))?;
+    assert_eq!(rt.approve(&elsewhere.id, "Ben", &elsewhere.fingerprint, ApproveMode::Once)?.status, Status::Granted);
+
+    let small = rt.propose(&request(300, "T5"))?;
+    assert_eq!((small.status, small.grant.as_ref().map(|g| g.basis)), (Status::Granted, Some(Basis::Automatic)));
+    assert_eq!(figures(&rt, "T5")?, (0, 300));
+    let automatic: Vec<Option<String>> = sink
+        .events()
+        .iter()
+        .filter(|e| e.kind == EventKind::Grant && e.who.is_none())
+        .map(|e| e.proposal.clone())
+        .collect();
+    assert_eq!(automatic, [Some(small.id.clone())], "one automatic grant, nobody asked: the 300 in T5");
+    let ran = rt.execute(&small.id, None, |ctx| accepted(ctx, 300))?;
+    assert_eq!(ran.proposal.status, Status::Done);
+    let authorized: Vec<Option<Authorization>> = sink
+        .events()
+        .iter()
+        .filter(|e| e.kind == EventKind::Execution && e.proposal.as_deref() == Some(small.id.as_str()))
+        .map(|e| e.authorized_by.clone())
+        .collect();
+    assert_eq!(authorized, [Some(Authorization::AutomaticGrant), Some(Authorization::AutomaticGrant)]);
+    assert_eq!(figures(&rt, "T5")?, (300, 0));
     Ok(())
 }
 

@@ -561,6 +561,7 @@ fn an_alone_spend_within_the_allowance_runs_reserves_and_spends() -> R {
             arguments: &args,
             requester: Some("Lucy"),
             mode: None,
+            via: &[],
         };
         t.level_of(call).map(|l| l.level)
     };

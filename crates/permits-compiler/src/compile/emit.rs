@@ -9,8 +9,8 @@ use crate::check::{NodeId, Rules};
 use crate::effects::{NextHop, RESERVED_SLOT};
 use crate::table::{
     self, AgentInfo, AuthorityStatements, BudgetInfo, EffectInfo, EntityInfo, Entry, Header, Hop as TableHop, HopKind,
-    ModeEntry, ModeInfo, PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Route, SkillInfo, SpendInfo,
-    Table, ToolInfo, VersionInfo, canonical_digest,
+    LinkEntry, ModeEntry, ModeInfo, PackageSettings, ParamInfo, PersonInfo, QueueInfo, RoleInfo, Route, SkillInfo,
+    SpendInfo, Table, ToolInfo, VersionInfo, canonical_digest,
 };
 
 fn table_hop(a: &Analysis<'_>, node: NodeId, hop: NextHop) -> TableHop {
@@ -101,8 +101,13 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
     for (name, s) in &model.skills {
         let routes: BTreeMap<String, Route> =
             s.routes.iter().map(|(id, (r, _))| (model.nodes[*id].name.to_string(), r.clone())).collect();
-        let digest =
-            digest_of(&serde_json::json!({ "may": rules_form(a, s.rules.as_ref()), "routes": json_of(&routes) }));
+        let delegates: Vec<String> = s.delegates.iter().map(|(agent, skill, _)| format!("{agent}.{skill}")).collect();
+        // `delegates` is in the digest only when written, so skills without one keep their digests.
+        let mut form = serde_json::json!({ "may": rules_form(a, s.rules.as_ref()), "routes": json_of(&routes) });
+        if let (false, Some(o)) = (delegates.is_empty(), form.as_object_mut()) {
+            o.insert("delegates".to_string(), serde_json::json!(delegates));
+        }
+        let digest = digest_of(&form);
         skill_digests.insert(*name, digest.clone());
         skills.insert(
             name.to_string(),
@@ -112,6 +117,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
                 tools: s.tools.iter().map(|id| model.nodes[*id].name.to_string()).collect(),
                 routes,
                 rules_digest: digest,
+                delegates,
             },
         );
     }
@@ -189,6 +195,34 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
             },
         );
     }
+    let mut links: BTreeMap<String, BTreeMap<String, BTreeMap<String, LinkEntry>>> = BTreeMap::new();
+    for l in &a.links {
+        let tool_name = model.nodes[l.tool].name;
+        let rules: Vec<serde_json::Value> = l
+            .because
+            .iter()
+            .map(|(r, _)| serde_json::json!({ "layer": r.layer, "kind": r.kind, "level": r.level, "rule": r.rule, "via": r.via }))
+            .collect();
+        let link_digest = digest_of(&serde_json::json!({
+            "agent": l.agent,
+            "skill": l.skill,
+            "tool": tool_name,
+            "rows": json_of(&l.rows),
+            "route": json_of(&l.route),
+            "rules": rules,
+            "definition_digest": tools[tool_name].definition_digest,
+        }));
+        links.entry(l.agent.to_string()).or_default().entry(l.skill.to_string()).or_default().insert(
+            tool_name.to_string(),
+            LinkEntry {
+                level: l.level,
+                rows: l.rows.clone(),
+                because: l.because.iter().map(|(r, _)| r.clone()).collect(),
+                route: l.route.clone(),
+                link_digest,
+            },
+        );
+    }
     let doc = |name: &str| model.docs.get(name).cloned();
     let holders = |k| model.authority.get(&k).cloned().unwrap_or_default();
     let mut table = Table {
@@ -258,6 +292,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
             })
             .collect(),
         entries,
+        links,
     };
     table.seal();
     table

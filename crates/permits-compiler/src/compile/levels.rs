@@ -405,3 +405,109 @@ pub(super) fn compute<'a>(a: &Analysis<'a>) -> Vec<TripleFacts<'a>> {
     }
     out
 }
+
+/// What one delegating link adds for one tool a descendant can be offered (spec §3b): the link's agent
+/// layer and delegating skill's layer for the tool, as §3 step 2.
+#[derive(Debug)]
+pub struct LinkDecision<'a> {
+    /// The delegating agent.
+    pub agent: &'a str,
+    /// The skill it works in, which has the `delegates` list.
+    pub skill: &'a str,
+    /// The tool a descendant can be offered.
+    pub tool: NodeId,
+    /// The strictest level of the two layers, when it does not depend on the arguments.
+    pub level: Option<Level>,
+    /// The agent layer's row, then the skill layer's when it says something.
+    pub rows: Vec<Row>,
+    /// Why, each reason with the span of its rule.
+    pub because: Vec<(Reason, Option<Span>)>,
+    /// The link's own route for the tool when it is not `requester`.
+    pub route: Option<Route>,
+}
+
+/// Every tool a skill's descendants can be offered over the transitive closure of `delegates` (spec §3b),
+/// by skill; a cycle (an error of its own) ends where it closes.
+fn descendant_tools<'a>(model: &Model<'a>) -> std::collections::BTreeMap<&'a str, BTreeSet<NodeId>> {
+    fn visit<'a>(
+        model: &Model<'a>,
+        skill: &'a str,
+        memo: &mut std::collections::BTreeMap<&'a str, BTreeSet<NodeId>>,
+        on_path: &mut BTreeSet<&'a str>,
+    ) -> BTreeSet<NodeId> {
+        if let Some(done) = memo.get(skill) {
+            return done.clone();
+        }
+        let mut out = BTreeSet::new();
+        if !on_path.insert(skill) {
+            return out;
+        }
+        if let Some(s) = model.skills.get(skill) {
+            for (_, child, _) in &s.delegates {
+                if let Some(c) = model.skills.get(child) {
+                    out.extend(c.tools.iter().copied());
+                }
+                out.extend(visit(model, child, memo, on_path));
+            }
+        }
+        on_path.remove(skill);
+        memo.insert(skill, out.clone());
+        out
+    }
+    let mut memo = std::collections::BTreeMap::new();
+    for (name, s) in &model.skills {
+        if !s.delegates.is_empty() {
+            let mut on_path = BTreeSet::new();
+            visit(model, name, &mut memo, &mut on_path);
+        }
+    }
+    memo.retain(|_, tools| !tools.is_empty());
+    memo
+}
+
+/// The rows of every delegating link (spec §3b): for every agent, each of its skills that delegates, and
+/// every tool that skill's descendants can be offered, in (agent, skill, tool name) order.
+pub(super) fn compute_links<'a>(a: &Analysis<'a>) -> Vec<LinkDecision<'a>> {
+    let reach = reach_sets(&a.model, &a.effects);
+    let below = descendant_tools(&a.model);
+    let mut out = Vec::new();
+    for (agent_name, agent) in &a.model.agents {
+        for skill_name in &agent.skills {
+            let (Some(skill), Some(tools)) = (a.model.skills.get(skill_name), below.get(skill_name)) else {
+                continue;
+            };
+            let mut tools: Vec<NodeId> = tools.iter().copied().collect();
+            tools.sort_by_key(|t| a.model.nodes[*t].name);
+            for tool in tools {
+                let level_set = a.effects.level_set(&a.model, tool);
+                let reach_t = &reach[a.effects.component_of[tool]];
+                let mut layers = vec![eval_layer(a, &agent.rules, agent_name, tool, level_set, reach_t)];
+                if let Some(r) = &skill.rules {
+                    layers.push(eval_layer(a, r, skill_name, tool, level_set, reach_t));
+                }
+                let mut possible: BTreeSet<Option<Level>> = BTreeSet::from([None]);
+                for l in &layers {
+                    possible = possible.iter().flat_map(|x| l.possible.iter().map(move |y| (*x).max(*y))).collect();
+                }
+                let possible: BTreeSet<Level> = possible.into_iter().map(|l| l.unwrap_or(Level::Alone)).collect();
+                let level = if possible.len() == 1 { possible.iter().next().copied() } else { None };
+                let route = skill
+                    .routes
+                    .get(&tool)
+                    .or_else(|| agent.routes.get(&tool))
+                    .map(|(r, _)| r.clone())
+                    .filter(|r| *r != Route::Requester);
+                out.push(LinkDecision {
+                    agent: agent_name,
+                    skill: skill_name,
+                    tool,
+                    level,
+                    because: layers.iter().flat_map(|l| l.because.iter().cloned()).collect(),
+                    rows: layers.into_iter().filter_map(|l| l.row).collect(),
+                    route,
+                });
+            }
+        }
+    }
+    out
+}

@@ -17,6 +17,7 @@ use crate::table::{Level, Reason, Route, Row, Table};
 
 mod emit;
 mod levels;
+pub use levels::LinkDecision;
 mod lints;
 mod test_blocks;
 
@@ -38,6 +39,9 @@ pub struct Analysis<'a> {
     pub effects: Effects,
     /// Every offered triple's decision, sorted by (agent, skill, tool).
     pub decisions: Vec<TripleDecision<'a>>,
+    /// What every delegating link adds for each tool its descendants can be offered (spec §3b), sorted
+    /// by (agent, skill, tool).
+    pub links: Vec<LinkDecision<'a>>,
 }
 
 /// The compiled decision for one offered triple, with the spans of its reasons (for `explain`).
@@ -188,7 +192,7 @@ pub fn analyze<'a>(package: &'a syntax::ast::Package, sources: &'a Sources) -> (
     let (effects, mut d) = effects::infer(&model, sources);
     diagnostics.append(&mut d);
     diagnostics.append(&mut check_spend_binding(&model, &effects));
-    let mut analysis = Analysis { sources, model, effects, decisions: Vec::new() };
+    let mut analysis = Analysis { sources, model, effects, decisions: Vec::new(), links: Vec::new() };
     let mut d = decide_all(&mut analysis);
     diagnostics.append(&mut d);
     if analysis.decisions.is_empty() && !sources.is_empty() && !diagnostics.iter().any(Diagnostic::is_error) {
@@ -210,5 +214,6 @@ fn decide_all(a: &mut Analysis<'_>) -> Vec<Diagnostic> {
         (x.agent, x.skill, a.model.nodes[x.tool].name).cmp(&(y.agent, y.skill, a.model.nodes[y.tool].name))
     });
     a.decisions = decisions;
+    a.links = levels::compute_links(a);
     diags
 }

@@ -66,7 +66,7 @@ pub(super) fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, V
 /// arguments and the level depends on them.
 fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result<(Level, String), Vec<Level>> {
     if e.args.is_empty() {
-        return match table.possible_levels_in(e.agent, e.skill, e.tool, e.mode) {
+        return match table.possible_levels_via(e.agent, e.skill, e.tool, e.mode, &e.via) {
             Err(why) => Ok((Level::Never, why.to_string())),
             Ok(levels) if levels.len() == 1 => {
                 let level = levels.first().copied().unwrap_or(Level::Never);
@@ -88,6 +88,7 @@ fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result
         arguments: &arguments,
         requester: None,
         mode: e.mode,
+        via: &e.via,
     };
     Ok(match table.level_of(call) {
         Err(why) => (Level::Never, why.to_string()),

@@ -90,6 +90,10 @@ codes! {
     CheckPreset = "permits::check::preset", Error, "a preset that is not the first statement of its `may` block";
     /// A `route` for a tool the skill (or none of the agent's skills) lists.
     CheckRouteUnlisted = "permits::check::route_unlisted", Error, "a `route` for a tool the skill (or none of the agent's skills) lists";
+    /// A `delegates` entry naming a skill that is not one of the agent's skills (spec §3b).
+    CheckDelegateSkill = "permits::check::delegate_skill", Error, "a `delegates` entry naming a skill that is not one of the agent's skills";
+    /// Skills that delegate to each other in a cycle (spec §3b).
+    CheckDelegationCycle = "permits::check::delegation_cycle", Error, "skills that delegate to each other in a cycle";
     /// A queue that nobody can decide.
     CheckQueueUndecidable = "permits::check::queue_undecidable", Error, "a queue that nobody can decide";
     /// An agent without a sponsor.

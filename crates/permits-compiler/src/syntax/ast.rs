@@ -218,6 +218,8 @@ pub struct Expect {
     pub tool: Ident,
     /// The call's arguments, in written order.
     pub args: Vec<(Ident, Literal)>,
+    /// `via Agent.Skill …`: the call's delegation chain, nearest first (spec §3b); empty for a direct call.
+    pub via: Vec<DelegateRef>,
     /// `in MODE`: the mode the call is made in, if written.
     pub mode: Option<Ident>,
     /// The expected level.
@@ -615,6 +617,19 @@ pub enum SkillStatement {
     May(MayBlock),
     /// `route T to ..`
     Route(Route),
+    /// `delegates [Agent.Skill, ..]` (spec §3b), with the whole statement's span.
+    Delegates(Vec<DelegateRef>, Span),
+}
+
+/// `Researcher.Look` in a `delegates` list: an agent and one of its skills (spec §3b).
+#[derive(Clone, Debug)]
+pub struct DelegateRef {
+    /// The agent handed the work.
+    pub agent: Ident,
+    /// The skill it works in.
+    pub skill: Ident,
+    /// `Agent.Skill`.
+    pub span: Span,
 }
 
 /// `route T to person P`

@@ -52,6 +52,8 @@ pub const RESERVED: &[&str] = &[
     "skill",
     "skills",
     "route",
+    "delegates",
+    "via",
     "to",
     "supervises",
     "decides_proposals",
@@ -719,9 +721,16 @@ fn expect_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Expect {
     let mut args = Vec::new();
     let mut lvl = None;
     let mut mode = None;
+    let mut via = Vec::new();
     for p in inner(pair) {
         match p.as_rule() {
             Rule::ident => names.push(ident_from_pair(p, ctx)),
+            // expect_via = { kw_via ~ delegate_ref }
+            Rule::expect_via => {
+                if let Some(r) = inner(p).find(|q| q.as_rule() == Rule::delegate_ref) {
+                    via.push(delegate_ref_from_pair(r, ctx));
+                }
+            }
             // expect_mode = { kw_in ~ ident }
             Rule::expect_mode => mode = inner(p).find(|q| q.as_rule() == Rule::ident).map(|q| ident_from_pair(q, ctx)),
             // call_args = { "(" ~ (call_arg ~ ("," ~ call_arg)* ~ ","?)? ~ ")" }; call_arg = { ident ~ ":" ~ literal }
@@ -742,7 +751,16 @@ fn expect_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Expect {
         unreachable!("expect_stmt: agent, skill and tool")
     };
     let (level, level_span) = lvl.unwrap_or_else(|| unreachable!("expect_stmt: a level"));
-    Expect { agent, skill, tool, args, mode, level, level_span, span }
+    Expect { agent, skill, tool, args, via, mode, level, level_span, span }
+}
+
+/// delegate_ref = { ident ~ "." ~ ident }
+fn delegate_ref_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> DelegateRef {
+    let span = ctx.span(&pair);
+    let mut names = inner(pair).map(|i| ident_from_pair(i, ctx)).collect::<Vec<_>>().into_iter();
+    let agent = names.next().unwrap_or_else(|| unreachable!("delegate_ref: an agent"));
+    let skill = names.next().unwrap_or_else(|| unreachable!("delegate_ref: a skill"));
+    DelegateRef { agent, skill, span }
 }
 
 /// list_entry = { ident ~ (kw_when ~ condition)? }
@@ -905,6 +923,13 @@ fn skill_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Skill {
             Rule::tools_stmt => statements.push(SkillStatement::Tools(list_after_keyword(p, ctx), span)),
             Rule::may_block => statements.push(SkillStatement::May(may_from_pair(p, ctx))),
             Rule::route_stmt => statements.push(SkillStatement::Route(route_from_pair(p, ctx))),
+            Rule::delegates_stmt => {
+                let refs = inner(p)
+                    .filter(|r| r.as_rule() == Rule::delegate_ref)
+                    .map(|r| delegate_ref_from_pair(r, ctx))
+                    .collect();
+                statements.push(SkillStatement::Delegates(refs, span));
+            }
             _ => unreachable!("skill_stmt: no other statements"),
         }
     }
@@ -1043,6 +1068,9 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::skills_stmt => "`skills`",
         Rule::tools_stmt => "`tools`",
         Rule::route_stmt => "`route`",
+        Rule::delegates_stmt | Rule::kw_delegates => "`delegates`",
+        Rule::delegate_ref => "`Agent.Skill`",
+        Rule::expect_via | Rule::kw_via => "`via`",
         Rule::route_target => "`person`, `role`, `queue` or `requester`",
         Rule::may_block => "`may`",
         Rule::authority_kind | Rule::authority_stmt => "an authority statement",

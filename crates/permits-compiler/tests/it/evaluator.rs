@@ -47,7 +47,7 @@ tool Spare "Offered nowhere" () { read Order }
 "#;
 
 fn call<'c>(tool: &'c str, arguments: &'c Value) -> CallRef<'c> {
-    CallRef { agent: "Clerk", skill: "Buying", tool, arguments, requester: None, mode: None }
+    CallRef { agent: "Clerk", skill: "Buying", tool, arguments, requester: None, mode: None, via: &[] }
 }
 
 /// `Table::level_of` and `LevelIndex::level_of` on one call: they must agree; the table's answer.
@@ -198,7 +198,7 @@ fn triples_that_are_not_offered_say_why() {
     ] {
         assert_eq!(table.offered(agent, skill, tool), Err(why), "{agent} {skill} {tool}");
         assert_eq!(table.possible_levels(agent, skill, tool), Err(why));
-        let c = CallRef { agent, skill, tool, arguments: &none, requester: None, mode: None };
+        let c = CallRef { agent, skill, tool, arguments: &none, requester: None, mode: None, via: &[] };
         assert_eq!(table.level_of(c), Err(Refused::NotOffered(why)));
         assert_eq!(index.level_of(c), Err(Refused::NotOffered(why)));
     }

@@ -1,14 +1,17 @@
 //! Differential testing: a deliberately simple reference evaluator, written straight from docs/language.md
 //! §2–§3 over the generator's own in-memory structure (`tests/common/spec.rs`: naive reachability per
 //! tool, no call graph, no components), must agree with the compiled table on the level of every
-//! (agent, skill, tool) triple of every generated package, for a spread of arguments.
+//! (agent, skill, tool) triple of every generated package, for a spread of arguments — with no mode, in
+//! each of the package's modes (§3c: one more tightening layer), in a mode the package does not declare, and
+//! through every declared delegation chain of one or two links and an undeclared one (§3b).
 //!
 //! 300 packages by default; `PROPTEST_CASES=5000 cargo test --release --test reference` runs more.
 
 use crate::common::generator::{ARGS, Pkg, cases, compile_pkg, pkg};
+use crate::common::level_in;
 use crate::common::level_with as table_level;
-use crate::common::spec::triple_level;
-use permits_table::{Level, Table};
+use crate::common::spec::{chain_level, chains_to, mode_level, triple_level};
+use permits_table::{CallRef, ChainLink, Level, Table};
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -16,6 +19,22 @@ fn args(n: i64) -> serde_json::Map<String, serde_json::Value> {
     let mut m = serde_json::Map::new();
     m.insert("n".into(), json!(n));
     m
+}
+
+/// The table's level of a delegated call, or `never` with the refusal's words.
+fn via_level(
+    table: &Table,
+    agent: &str,
+    skill: &str,
+    tool: &str,
+    args: &serde_json::Map<String, serde_json::Value>,
+    via: &[ChainLink],
+) -> (Level, String) {
+    let arguments = serde_json::Value::Object(args.clone());
+    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None, mode: None, via }) {
+        Ok(of) => (of.level, String::new()),
+        Err(why) => (Level::Never, why.to_string()),
+    }
 }
 
 /// Every disagreement between the table and the reference, as readable lines.
@@ -51,6 +70,38 @@ fn disagreements(p: &Pkg, table: &Table) -> Vec<String> {
                         out.push(format!(
                             "({an}, {sn}, {tn}) with n = {n}: reference `{reference}`, table `{compiled}` ({why})"
                         ));
+                    }
+                }
+                // In every mode of the package, and in one it does not declare (index past the end).
+                for m in 0..=p.modes.len() {
+                    let mode = format!("M{m}");
+                    for n in ARGS {
+                        let reference = mode_level(p, m, a, s, t, n).unwrap_or(Level::Never);
+                        let (compiled, why) = level_in(table, Some(&mode), &an, &sn, &tn, &args(n));
+                        if reference != compiled {
+                            out.push(format!(
+                                "({an}, {sn}, {tn}) in {mode} with n = {n}: reference `{reference}`, table `{compiled}` ({why})"
+                            ));
+                        }
+                    }
+                }
+                // Through every declared chain of one or two links, and one undeclared link (the acting
+                // pair itself, which never delegates to itself: delegation is acyclic).
+                let mut chains = chains_to(p, a, s);
+                chains.push(vec![(a, s)]);
+                for chain in &chains {
+                    let via: Vec<ChainLink> =
+                        chain.iter().map(|(la, ls)| ChainLink::new(format!("A{la}"), format!("S{ls}"))).collect();
+                    let words = via.iter().map(|l| l.to_string()).collect::<Vec<_>>().join(" via ");
+                    for n in ARGS {
+                        let reference = chain_level(p, a, s, t, n, chain).unwrap_or(Level::Never);
+                        let compiled = via_level(table, &an, &sn, &tn, &args(n), &via);
+                        if reference != compiled.0 {
+                            out.push(format!(
+                                "({an}, {sn}, {tn}) via {words} with n = {n}: reference `{reference}`, table `{}` ({})",
+                                compiled.0, compiled.1
+                            ));
+                        }
                     }
                 }
                 // An entry that states one level must not depend on the argument.
@@ -104,8 +155,9 @@ fn the_reference_reads_the_spec_on_a_known_package() {
                 ],
             }),
         }],
-        skills: vec![SkillG { tools: vec![0, 1, 2, 3], may: None }],
+        skills: vec![SkillG { tools: vec![0, 1, 2, 3], may: None, delegates: vec![] }],
         package_may: None,
+        modes: vec![],
     };
     let table = compile_pkg(&p);
     assert!(disagreements(&p, &table).is_empty(), "{:?}", disagreements(&p, &table));
@@ -119,6 +171,51 @@ fn the_reference_reads_the_spec_on_a_known_package() {
     assert_eq!(triple_level(&p, 0, 0, 3, 1), Some(Level::Never));
     // Not offered.
     assert_eq!(triple_level(&p, 0, 1, 0, 1), None);
+}
+
+/// The reference reads §3c on a known package: in `M0` (`sends: never`, `propose [T2]`) the sending tool
+/// and its wrapper are `never` (the wrapper through its callee's class, not by inheritance: a class setting
+/// is not inherited), the reading tool is proposed; `M1` is only `unattended` and changes no level; an
+/// undeclared mode is `never` for every call.
+#[test]
+fn the_reference_reads_modes_on_a_known_package() {
+    use crate::common::generator::{AgentG, MayG, ModeG, NodeRef, Op, SkillG, ToolG};
+    let tool = |ops| ToolG { external: false, claim: None, ops };
+    let p = Pkg {
+        // T0 sends; T1 wraps T0; T2 reads.
+        tools: vec![tool(vec![Op::Send]), tool(vec![Op::Call(NodeRef::Tool(0))]), tool(vec![Op::Read])],
+        fns: vec![],
+        agents: vec![AgentG {
+            skills: vec![0],
+            may: Some(MayG { preset: Some(crate::common::generator::Preset::Everything), ..MayG::default() }),
+        }],
+        skills: vec![SkillG { tools: vec![0, 1, 2], may: None, delegates: vec![] }],
+        package_may: None,
+        modes: vec![
+            ModeG {
+                may: Some(MayG {
+                    preset: None,
+                    settings: [None, Some(Level::Never), None, None],
+                    lists: vec![(Level::Propose, vec![crate::common::generator::EntryG { tool: 2, when: None }])],
+                }),
+                unattended: false,
+            },
+            ModeG { may: None, unattended: true },
+        ],
+    };
+    let table = compile_pkg(&p);
+    assert!(disagreements(&p, &table).is_empty(), "{:?}", disagreements(&p, &table));
+    use crate::common::spec::mode_level;
+    // No mode: the agent's `everything`.
+    assert_eq!(triple_level(&p, 0, 0, 0, 1), Some(Level::Alone));
+    assert_eq!(mode_level(&p, 0, 0, 0, 0, 1), Some(Level::Never));
+    assert_eq!(mode_level(&p, 0, 0, 0, 1, 1), Some(Level::Never));
+    assert_eq!(mode_level(&p, 0, 0, 0, 2, 1), Some(Level::Propose));
+    for t in 0..3 {
+        assert_eq!(mode_level(&p, 1, 0, 0, t, 1), Some(Level::Alone), "M1 changes no level of T{t}");
+        assert_eq!(mode_level(&p, 2, 0, 0, t, 1), Some(Level::Never), "an undeclared mode, T{t}");
+    }
+    assert_eq!(level_in(&table, Some("M0"), "A0", "S0", "T2", &args(1)).0, Level::Propose);
 }
 
 /// Found by the differential test (shrunk): a tool that calls itself inherits its own conditional

@@ -179,6 +179,8 @@ fn small_orders_alone(rt: &Runtime) -> Result<String, RuntimeError> {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+
+        via: Vec::new(),
     })?;
     Ok(rule.id)
 }

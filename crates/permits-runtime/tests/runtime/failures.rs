@@ -99,6 +99,8 @@ fn kind_3_nothing_makes_a_never_tool_run() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+
+        via: Vec::new(),
     };
     assert_eq!(rt.allow_alone(&rule).err().and_then(|e| e.refusal()), Some(Refusal::Rule));
     // A decider's yes with a valid fingerprint, then the policy says never: nothing runs.
@@ -226,6 +228,8 @@ fn kind_10_a_standing_rule_follows_the_tools_content_not_its_name() -> R {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+
+        via: Vec::new(),
     })?;
     assert_eq!(rule.covered.len(), 2);
     assert_eq!(rt.decide(&set_price(45, "Noor"))?.level, Level::Alone);

@@ -289,6 +289,8 @@ fn hole_11_a_rule_covers_only_its_scope_and_ends_at_its_expiry() -> R {
         scope: Scope::these(&json!({"percent": 20, "sku": "mint"})),
         expires_at: Some(w.clock.now() + DAY),
         mode: None,
+
+        via: Vec::new(),
     })?;
     let created = w.audit.events().into_iter().find(|e| e.kind == EventKind::RuleCreated).ok_or("no event")?;
     assert_eq!(
@@ -330,6 +332,7 @@ fn rule_for_sam() -> NewRule {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+        via: Vec::new(),
     }
 }
 
@@ -590,6 +593,8 @@ fn hole_5_every_operation_is_one_event_in_the_stores_chain_saying_how_it_was_aut
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+
+        via: Vec::new(),
     })?;
     let ran = w.rt.run_alone(&order("mint", 300, "Sam"), |ctx| RunOutcome::Done(accepted(ctx.operation, 300)))?;
     assert_eq!(ran.decision.standing_rule.as_deref(), Some(rule.id.as_str()));

@@ -46,6 +46,8 @@ fn outcome_2_propose_every_time_takes_no_standing_rule() -> R {
             scope: Scope::AnyArguments,
             expires_at: None,
             mode: None,
+
+            via: Vec::new(),
         })
         .err()
         .ok_or("a rule was made")?;

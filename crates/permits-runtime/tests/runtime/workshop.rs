@@ -310,6 +310,8 @@ fn outcome_8_what_it_never_does_takes_no_rule() -> R {
             scope: Scope::AnyArguments,
             expires_at: None,
             mode: None,
+
+            via: Vec::new(),
         })
         .err()
         .ok_or("a rule was made")?;

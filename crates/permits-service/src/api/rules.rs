@@ -77,6 +77,8 @@ pub(crate) async fn allow_alone(
         },
         expires_at: body.expires_at,
         mode: body.mode,
+        // The service passes no delegation chain (issue #21): a rule made here applies to direct calls only.
+        via: Vec::new(),
     };
     app.change(move |app| Ok(axum::Json(json!({"rule": app.rt.allow_alone(&rule)?})))).await
 }

@@ -10,6 +10,9 @@ pub(in crate::cli) struct TripleCall<'a> {
     pub(in crate::cli) args: Option<&'a str>,
     pub(in crate::cli) requester: Option<&'a str>,
     pub(in crate::cli) mode: Option<&'a str>,
+    /// `--via AGENT.SKILL`, nearest first.
+    pub(in crate::cli) via: &'a [String],
+    /// `--task KEY`.
     pub(in crate::cli) task: Option<&'a str>,
 }
 
@@ -40,6 +43,17 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
     let mut call = crate::runtime::Call::new(c.agent, c.skill, c.tool).with_arguments(arguments);
     call.requester = c.requester.map(str::to_string);
     call.mode = c.mode.map(str::to_string);
+    for link in c.via {
+        match link.split_once('.') {
+            Some((agent, skill)) if !agent.is_empty() && !skill.is_empty() && !skill.contains('.') => {
+                call = call.delegated_by(agent, skill);
+            }
+            _ => {
+                errln!("error: `--via {link}` is not `AGENT.SKILL` (a delegating agent and the skill it works in)");
+                return 2;
+            }
+        }
+    }
     call.operation_key = c.task.map(str::to_string);
     let d = crate::runtime::decide_table(&table, &call);
     let Some(task) = c.task else {

@@ -78,6 +78,7 @@ fn no_standing_rule_makes_command_lines_alone() {
         scope: Scope::AnyArguments,
         expires_at: None,
         mode: None,
+        via: Vec::new(),
     });
     let err = made.expect_err("a rule for any arguments of a shell tool is refused");
     assert_eq!(err.refusal(), Some(Refusal::Rule));
@@ -123,6 +124,7 @@ fn a_stored_rule_for_any_arguments_never_makes_a_command_line_alone() {
         scope,
         expires_at: None,
         mode: None,
+        via: Vec::new(),
         task: None,
         created_at: 0,
         uses: 0,

@@ -156,6 +156,9 @@ pub struct SkillG {
     pub tools: Vec<usize>,
     /// Its `may`, if written.
     pub may: Option<MayG>,
+    /// Its `delegates` entries (agent, skill), each naming a skill of a later index that the agent has, so
+    /// delegation is acyclic (spec §3b: a cycle is an error).
+    pub delegates: Vec<(usize, usize)>,
 }
 
 /// An agent `A{i}`.
@@ -165,6 +168,15 @@ pub struct AgentG {
     pub skills: Vec<usize>,
     /// Its `may`, if written (an absent one is an empty one).
     pub may: Option<MayG>,
+}
+
+/// A mode `M{i}` (spec §3c): a named layer that only tightens, and may be `unattended`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModeG {
+    /// Its `may`, if written (it tightens like the package-wide one).
+    pub may: Option<MayG>,
+    /// `unattended`: a proposal waiting for the requester is `never` in this mode (the runtime's step 7).
+    pub unattended: bool,
 }
 
 /// A generated package.
@@ -180,6 +192,8 @@ pub struct Pkg {
     pub skills: Vec<SkillG>,
     /// The package-wide `may`, if written.
     pub package_may: Option<MayG>,
+    /// `M0`, `M1`, … (none in most packages).
+    pub modes: Vec<ModeG>,
 }
 
 /// The name of a node.
@@ -296,7 +310,18 @@ impl Pkg {
         for (i, s) in self.skills.iter().enumerate() {
             let may = s.may.as_ref().map(|m| self.render_may(m, "    ")).unwrap_or_default();
             let tools = s.tools.iter().map(|t| format!("T{t}")).collect::<Vec<_>>().join(", ");
-            out.push(format!("skill S{i} \"Skill {i}\" {{\n    tools [{tools}]\n{may}}}\n"));
+            let delegates = if s.delegates.is_empty() {
+                String::new()
+            } else {
+                let list = s.delegates.iter().map(|(a, s)| format!("A{a}.S{s}")).collect::<Vec<_>>().join(", ");
+                format!("    delegates [{list}]\n")
+            };
+            out.push(format!("skill S{i} \"Skill {i}\" {{\n    tools [{tools}]\n{may}{delegates}}}\n"));
+        }
+        for (i, m) in self.modes.iter().enumerate() {
+            let may = m.may.as_ref().map(|m| self.render_may(m, "    ")).unwrap_or_default();
+            let unattended = if m.unattended { "    unattended\n" } else { "" };
+            out.push(format!("mode M{i} \"Mode {i}\" {{\n{may}{unattended}}}\n"));
         }
         out
     }
@@ -377,13 +402,19 @@ pub fn may(nt: usize) -> impl Strategy<Value = MayG> {
         .prop_map(|(preset, settings, lists)| MayG { preset, settings, lists })
 }
 
+/// A mode over `nt` tools: mostly a `may` block, sometimes `unattended` too (or only).
+pub fn mode(nt: usize) -> impl Strategy<Value = ModeG> {
+    (proptest::option::weighted(0.85, may(nt)), proptest::bool::weighted(0.3))
+        .prop_map(|(may, unattended)| ModeG { may, unattended })
+}
+
 fn distinct(v: Vec<usize>) -> Vec<usize> {
     let mut seen = BTreeSet::new();
     v.into_iter().filter(|x| seen.insert(*x)).collect()
 }
 
 /// A small random package: 1–6 tools (some extern), 0–3 functions, call edges (cycles included),
-/// claims, 1–3 agents, 1–3 skills, `may` blocks in every layer.
+/// claims, 1–3 agents, 1–3 skills, `may` blocks in every layer, 0–2 modes.
 pub fn pkg() -> impl Strategy<Value = Pkg> {
     (1usize..=6, 0usize..=3, 1usize..=3, 1usize..=3).prop_flat_map(|(nt, nf, na, ns)| {
         let node = (0..nt + nf).prop_map(move |i| if i < nt { NodeRef::Tool(i) } else { NodeRef::Fn(i - nt) });
@@ -408,8 +439,13 @@ pub fn pkg() -> impl Strategy<Value = Pkg> {
                 }
             });
         let function = (proptest::option::weighted(0.2, 0u8..32), ops).prop_map(|(claim, ops)| FnG { claim, ops });
-        let skill = (proptest::collection::vec(0..nt, 1..=nt), proptest::option::weighted(0.6, may(nt)))
-            .prop_map(|(tools, may)| SkillG { tools: distinct(tools), may });
+        let delegate = (0..na, 0..ns);
+        let skill = (
+            proptest::collection::vec(0..nt, 1..=nt),
+            proptest::option::weighted(0.6, may(nt)),
+            proptest::collection::vec(delegate, 0..3),
+        )
+            .prop_map(|(tools, may, delegates)| SkillG { tools: distinct(tools), may, delegates });
         let agent = (proptest::collection::vec(0..ns, 1..=ns), proptest::option::weighted(0.8, may(nt)))
             .prop_map(|(skills, may)| AgentG { skills: distinct(skills), may });
         (
@@ -418,13 +454,22 @@ pub fn pkg() -> impl Strategy<Value = Pkg> {
             proptest::collection::vec(agent, na),
             proptest::collection::vec(skill, ns),
             proptest::option::weighted(0.5, may(nt)),
+            proptest::collection::vec(mode(nt), 0..=2),
         )
-            .prop_map(|(tools, fns, agents, skills, package_may)| Pkg {
-                tools,
-                fns,
-                agents,
-                skills,
-                package_may,
+            .prop_map(|(tools, fns, agents, skills, package_may, modes)| {
+                let mut p = Pkg { tools, fns, agents, skills, package_may, modes };
+                // Keep the entries that name a later skill the agent has, each once: acyclic and valid.
+                for i in 0..p.skills.len() {
+                    let mut seen = BTreeSet::new();
+                    let kept: Vec<(usize, usize)> = p.skills[i]
+                        .delegates
+                        .iter()
+                        .copied()
+                        .filter(|&(a, s)| s > i && p.agents[a].skills.contains(&s) && seen.insert((a, s)))
+                        .collect();
+                    p.skills[i].delegates = kept;
+                }
+                p
             })
     })
 }

@@ -16,8 +16,20 @@ pub fn level_with(
     tool: &str,
     args: &serde_json::Map<String, serde_json::Value>,
 ) -> (Level, String) {
+    level_in(table, None, agent, skill, tool, args)
+}
+
+/// [`level_with`] for a call made in `mode` (spec §3c; `None` for no mode).
+pub fn level_in(
+    table: &Table,
+    mode: Option<&str>,
+    agent: &str,
+    skill: &str,
+    tool: &str,
+    args: &serde_json::Map<String, serde_json::Value>,
+) -> (Level, String) {
     let arguments = serde_json::Value::Object(args.clone());
-    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None, mode: None }) {
+    match table.level_of(CallRef { agent, skill, tool, arguments: &arguments, requester: None, mode, via: &[] }) {
         Ok(of) => (of.level, String::new()),
         Err(why) => (Level::Never, why.to_string()),
     }

@@ -13,6 +13,8 @@ use super::generator::{AgentG, CLASSES, MayG, NodeRef, Op, Pkg, Preset, RESERVED
 pub enum LayerKind {
     /// The package-wide `may`.
     Package,
+    /// A mode's `may` (spec §3c: it tightens exactly like the package-wide one).
+    Mode,
     /// The agent's `may` (always present).
     Agent,
     /// The skill's `may`.
@@ -158,4 +160,71 @@ pub fn triple_level(p: &Pkg, a: usize, s: usize, t: usize, n: i64) -> Option<Lev
         level = level.max(layer_level(p, m, LayerKind::Skill, t, n));
     }
     Some(level.unwrap_or(Level::Alone))
+}
+
+/// The level of (agent `a`, skill `s`, tool `t`) for the argument `n` in mode `mode` (spec §3c), read
+/// independently of the table: `None` when the triple is not offered; an unknown mode (`mode` past the
+/// package's modes) is `never`; otherwise the mode's `may` is one more layer, tightening like the
+/// package-wide one (unset says nothing, `alone` says nothing, restrictive entries are inherited through
+/// calls), and the strictest of all the layers wins. `unattended` adds no layer: it acts on proposals at
+/// run time (pipeline step 7), so it never changes a level.
+pub fn mode_level(p: &Pkg, mode: usize, a: usize, s: usize, t: usize, n: i64) -> Option<Level> {
+    let level = triple_level(p, a, s, t, n)?;
+    let Some(m) = p.modes.get(mode) else {
+        return Some(Level::Never);
+    };
+    let layer = m.may.as_ref().and_then(|may| layer_level(p, may, LayerKind::Mode, t, n));
+    Some(level.max(layer.unwrap_or(Level::Alone)))
+}
+
+/// The level of (agent `a`, skill `s`, tool `t`) for `n`, delegated through `via` (nearest first, each an
+/// (agent, skill) pair by index), read independently of the table (spec §3b): `None` when the triple is
+/// not offered; `never` when a link is not a declared delegation (the link's agent has the link's skill,
+/// whose `delegates` names the link below); otherwise every link adds two layers — its agent's `may` (with
+/// the agent-layer defaults) and its skill's — each computed for the acting tool as §3 step 2, and the
+/// strictest of all wins.
+pub fn chain_level(p: &Pkg, a: usize, s: usize, t: usize, n: i64, via: &[(usize, usize)]) -> Option<Level> {
+    let mut level = triple_level(p, a, s, t, n)?;
+    let mut child = (a, s);
+    let empty = MayG::default();
+    for &(la, ls) in via {
+        let declared = p.agents.get(la).is_some_and(|ag| ag.skills.contains(&ls))
+            && p.skills.get(ls).is_some_and(|sk| sk.delegates.contains(&child));
+        if !declared {
+            return Some(Level::Never);
+        }
+        let agent = &p.agents[la];
+        let layers = [
+            layer_level(p, agent.may.as_ref().unwrap_or(&empty), LayerKind::Agent, t, n),
+            p.skills[ls].may.as_ref().and_then(|m| layer_level(p, m, LayerKind::Skill, t, n)),
+        ];
+        for l in layers.into_iter().flatten() {
+            level = level.max(l);
+        }
+        child = (la, ls);
+    }
+    Some(level)
+}
+
+/// Every declared delegation chain of one or two links that ends at (agent `a`, skill `s`), nearest first.
+pub fn chains_to(p: &Pkg, a: usize, s: usize) -> Vec<Vec<(usize, usize)>> {
+    let parents = |child: (usize, usize)| -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        for (la, ag) in p.agents.iter().enumerate() {
+            for &ls in &ag.skills {
+                if p.skills[ls].delegates.contains(&child) {
+                    out.push((la, ls));
+                }
+            }
+        }
+        out
+    };
+    let mut out = Vec::new();
+    for first in parents((a, s)) {
+        out.push(vec![first]);
+        for second in parents(first) {
+            out.push(vec![first, second]);
+        }
+    }
+    out
 }

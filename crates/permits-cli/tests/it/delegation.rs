@@ -1,0 +1,407 @@
+//! Delegation in the language and the table (spec §3b) on `policies/research-desk`: the levels of
+//! `shared/cases/delegation-modes.md` outcomes 1–3 and the delegated half of 4 through the one evaluator
+//! (`Table::level_of` with a chain), the checks on `delegates` (unknown names with the nearest, a skill the
+//! agent does not have, a cycle, an entry written twice), the route nearest the root, `fmt`, `graph`, and
+//! tables without delegation keeping their bytes. The runtime's chains (`Call::delegated_by`, chain-bound
+//! rules, the fingerprint) come with the rest of the delegation issue.
+
+use permits::table::{CallRef, ChainLink, Level, Route, Table};
+use serde_json::{Value, json};
+
+use crate::common::{codes, compile_text, table_of};
+
+type R = Result<(), Box<dyn std::error::Error>>;
+
+fn desk() -> Result<Table, Box<dyn std::error::Error>> {
+    Ok(permits::compile::compile_path(&crate::root().join("policies/research-desk"))?)
+}
+
+fn link(agent: &str, skill: &str) -> ChainLink {
+    ChainLink::new(agent, skill)
+}
+
+/// The level of a call, or `never` with the refusal's words.
+fn level(
+    table: &Table,
+    (agent, skill, tool): (&str, &str, &str),
+    args: &Value,
+    mode: Option<&str>,
+    via: &[ChainLink],
+) -> (Level, String) {
+    match table.level_of(CallRef { agent, skill, tool, arguments: args, requester: Some("Ben"), mode, via }) {
+        Ok(of) => (of.level, String::new()),
+        Err(why) => (Level::Never, why.to_string()),
+    }
+}
+
+/// Outcomes 1–3 and the delegated half of 4, as values.
+#[test]
+fn a_delegated_call_is_never_looser_than_its_links() -> R {
+    let t = desk()?;
+    let fetch = json!({ "url": "https://a.example/x" });
+    let look = ("Researcher", "Look", "WebFetch");
+    let coder = [link("Coder", "FixBug")];
+    // 1. WebFetch alone on its own; via Coder.FixBug proposed (Coder's `reaches_out: propose`).
+    assert_eq!(level(&t, look, &fetch, None, &[]).0, Level::Alone);
+    assert_eq!(level(&t, look, &fetch, None, &coder).0, Level::Propose);
+    assert_eq!(level(&t, look, &fetch, None, &[link("Reviewer", "Review")]).0, Level::Propose);
+    // 2. SendMail via Coder.FixBug: never (Coder's `sends: never`), though Researcher alone proposes it.
+    let mail = json!({ "to": "a@x.example" });
+    assert_eq!(level(&t, ("Researcher", "Look", "SendMail"), &mail, None, &[]).0, Level::Propose);
+    assert_eq!(level(&t, ("Researcher", "Look", "SendMail"), &mail, None, &coder).0, Level::Never);
+    // 3. ReadFile via Coder.FixBug alone; the undeclared chain Coder.FixBug via Researcher.Look never.
+    let read = json!({ "path": "src/lib.rs" });
+    assert_eq!(level(&t, ("Researcher", "Look", "ReadFile"), &read, None, &coder).0, Level::Alone);
+    let (l, why) = level(&t, ("Coder", "FixBug", "ReadFile"), &read, None, &[link("Researcher", "Look")]);
+    assert_eq!(l, Level::Never);
+    assert_eq!(why, "not a declared delegation: `Researcher.Look` does not delegate to `Coder.FixBug`");
+    // A link naming an agent that does not have the skill, or nothing at all, is not declared either.
+    let (l, why) = level(&t, look, &fetch, None, &[link("Reviewer", "FixBug")]);
+    assert_eq!(
+        (l, why.as_str()),
+        (Level::Never, "not a declared delegation: `Reviewer.FixBug` does not delegate to `Researcher.Look`")
+    );
+    assert_eq!(level(&t, look, &fetch, None, &[link("Nobody", "Look")]).0, Level::Never);
+    // Two links: Reviewer.Review does not delegate to Coder.FixBug, so the second link is undeclared.
+    let (l, why) = level(&t, look, &fetch, None, &[link("Coder", "FixBug"), link("Reviewer", "Review")]);
+    assert_eq!(
+        (l, why.as_str()),
+        (Level::Never, "not a declared delegation: `Reviewer.Review` does not delegate to `Coder.FixBug`")
+    );
+    // 4. A delegated WebFetch in Plan is never (the mode is a layer of the delegated call too).
+    assert_eq!(level(&t, look, &fetch, Some("Plan"), &coder).0, Level::Never);
+    // 8 (the level): BuyCredits(300) via Coder is proposed (Coder's agent-layer default for `spends`).
+    let buy = json!({ "amount": 300 });
+    assert_eq!(level(&t, ("Researcher", "Look", "BuyCredits"), &buy, None, &[]).0, Level::Alone);
+    assert_eq!(level(&t, ("Researcher", "Look", "BuyCredits"), &buy, None, &coder).0, Level::Propose);
+    Ok(())
+}
+
+/// The table carries the `delegates` entries and each link's rows for every tool a descendant can be
+/// offered, with the link's reasons; `possible_levels_via` agrees with `level_of`.
+#[test]
+fn the_table_carries_each_links_rows() -> R {
+    let t = desk()?;
+    assert_eq!(t.skills["FixBug"].delegates, vec!["Researcher.Look".to_string()]);
+    assert!(t.skills["Look"].delegates.is_empty());
+    let fixbug = &t.links["Coder"]["FixBug"];
+    assert_eq!(
+        fixbug.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["BuyCredits", "ReadFile", "SendMail", "WebFetch"]
+    );
+    assert_eq!(fixbug["WebFetch"].level, Some(Level::Propose));
+    assert!(
+        fixbug["WebFetch"].because.iter().any(|r| r.rule == "reaches_out: propose"),
+        "{:?}",
+        fixbug["WebFetch"].because
+    );
+    assert_eq!(fixbug["SendMail"].level, Some(Level::Never));
+    assert_ne!(fixbug["WebFetch"].link_digest, t.links["Reviewer"]["Review"]["WebFetch"].link_digest);
+    assert!(!t.links.contains_key("Researcher"), "Look delegates nothing");
+    let via = [link("Coder", "FixBug")];
+    assert_eq!(
+        t.possible_levels_via("Researcher", "Look", "WebFetch", None, &via)
+            .map_err(|e| e.as_str())?
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [Level::Propose]
+    );
+    assert_eq!(
+        t.possible_levels_via("Coder", "FixBug", "ReadFile", None, &[link("Researcher", "Look")])
+            .map_err(|e| e.as_str())?
+            .into_iter()
+            .collect::<Vec<_>>(),
+        [Level::Never]
+    );
+    Ok(())
+}
+
+const BASE: &str = "person P\nqueue Q { decided_by [P] }\n\
+    extern tool Fetch \"Fetch\" (url: string) : reaches_out\n\
+    agent Parent \"p\" { sponsor P\n may { reaches_out: alone }\n skills [Work] }\n\
+    agent Child \"c\" { sponsor P\n may { reaches_out: propose }\n skills [Help] }\n";
+
+/// The route nearest the root that sends the tool to someone other than the requester decides a delegated
+/// proposal (spec §3b "Route"): the parent's queue, not the child's default `requester`.
+#[test]
+fn a_delegated_proposal_goes_to_the_route_nearest_the_root() -> R {
+    let t = table_of(&format!(
+        "{BASE}skill Work \"w\" {{ tools [Fetch]\n route Fetch to queue Q\n delegates [Child.Help] }}\nskill Help \"h\" {{ tools [Fetch] }}\n"
+    ));
+    let args = json!({ "url": "https://x.example" });
+    let call = |via| CallRef {
+        agent: "Child",
+        skill: "Help",
+        tool: "Fetch",
+        arguments: &args,
+        requester: None,
+        mode: None,
+        via,
+    };
+    let direct = t.level_of(call(&[])).map_err(|e| e.to_string())?;
+    assert_eq!((direct.level, direct.route), (Level::Propose, &Route::Requester));
+    let delegated = t.level_of(call(&[link("Parent", "Work")])).map_err(|e| e.to_string())?;
+    assert_eq!((delegated.level, delegated.route), (Level::Propose, &Route::Queue("Q".into())));
+    Ok(())
+}
+
+/// The checks: an unknown agent or skill with the nearest name, a skill the agent does not have, a cycle, an
+/// entry written twice; each with its stable code, all collected.
+#[test]
+fn delegates_entries_are_checked() {
+    let text = format!(
+        "{BASE}skill Work \"w\" {{ tools [Fetch]\n delegates [Chld.Help, Child.Hlp, Child.Work, Child.Help, Child.Help] }}\n\
+         skill Help \"h\" {{ tools [Fetch] }}\n"
+    );
+    let out = compile_text(&text);
+    let got = codes(&out);
+    assert_eq!(
+        got,
+        [
+            "permits::check::unknown",
+            "permits::check::unknown",
+            "permits::check::delegate_skill",
+            "permits::check::repeated"
+        ],
+        "{}",
+        permits::diagnostics::render_plain(&out.diagnostics, &out.sources)
+    );
+    let words: Vec<String> =
+        out.diagnostics.iter().map(|d| format!("{} / {}", d.message, d.help.clone().unwrap_or_default())).collect();
+    assert!(words[0].contains("unknown agent `Chld`") && words[0].contains("did you mean `Child`?"), "{words:?}");
+    assert!(words[1].contains("unknown skill `Hlp`") && words[1].contains("did you mean `Help`?"), "{words:?}");
+    assert!(words[2].starts_with("`Work` is not one of the skills of `Child`"), "{words:?}");
+
+    // A cycle: Work → Help → Work.
+    let cyclic = format!(
+        "{BASE}skill Work \"w\" {{ tools [Fetch]\n delegates [Child.Help] }}\nskill Help \"h\" {{ tools [Fetch]\n delegates [Parent.Work] }}\n"
+    );
+    let out = compile_text(&cyclic);
+    assert_eq!(codes(&out), ["permits::check::delegation_cycle"]);
+    assert_eq!(out.diagnostics[0].message, "the skills `Help`, `Work` delegate in a cycle");
+    assert!(out.table.is_none());
+}
+
+/// `fmt` writes `delegates` and `via` in the canonical layout, and formatting is idempotent.
+#[test]
+fn fmt_writes_delegates_and_via() -> R {
+    let messy = "skill Work \"w\" {\n  tools [Fetch]\n  delegates [ Child.Help ,Parent.Work, ]\n}\n\
+                 test \"t\" {\n  expect   Child.Help.Fetch   via Parent.Work  via  X.Y in Plan is never\n}\n";
+    let formatted = permits::fmt::format_file(messy).map_err(|e| format!("{e:?}"))?;
+    assert!(formatted.contains("    delegates [Child.Help, Parent.Work]\n"), "{formatted}");
+    assert!(
+        formatted.contains("    expect Child.Help.Fetch via Parent.Work via X.Y in Plan is never\n"),
+        "{formatted}"
+    );
+    assert_eq!(permits::fmt::format_file(&formatted).map_err(|e| format!("{e:?}"))?, formatted);
+    Ok(())
+}
+
+/// A package without `delegates` compiles to a table with no `links` member and skills without a
+/// `delegates` member: older tables and their digests are unchanged.
+#[test]
+fn tables_without_delegation_keep_their_bytes() -> R {
+    let t = table_of(&format!("{BASE}skill Work \"w\" {{ tools [Fetch] }}\nskill Help \"h\" {{ tools [Fetch] }}\n"));
+    let json = permits::table::canonical_json(&serde_json::to_value(&t)?)?;
+    assert!(!json.contains("\"links\"") && !json.contains("\"delegates\""), "{json}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The runtime's chains: `Call::delegated_by`, the task's root, routes, rules bound to their chain, the
+// fingerprint and staleness, Authority across the chain (outcomes 5, 6, 7, 9).
+
+use permits::runtime::{
+    AdmitAll, ApproveMode, Authority, Call, Handled, NewRule, Principal, ProposalRequest, RunOutcome, Runtime, Scope,
+    WorkFor,
+};
+
+fn runtime_of(table: Table) -> Runtime {
+    Runtime::new(table, AdmitAll)
+}
+
+fn fetch(url: &str) -> Call {
+    Call::new("Researcher", "Look", "WebFetch").with_arguments(json!({ "url": url })).for_person("Ben")
+}
+
+fn done(_: &permits::runtime::RunContext<'_>) -> RunOutcome {
+    RunOutcome::Done(json!("ok"))
+}
+
+/// The runtime decides a delegated call with every link's layers, names the chain, and refuses an undeclared
+/// one; a delegated call's root is the task's root (spec §5a): a task begun by Coder in FixBug takes the
+/// Researcher's call delegated by it, and refuses the same call made directly.
+#[test]
+fn the_runtime_decides_chains_and_binds_them_to_the_tasks_root() -> R {
+    let rt = runtime_of(desk()?);
+    let d = rt.decide(&fetch("https://a.example/x").delegated_by("Coder", "FixBug"))?;
+    assert_eq!(d.level, Level::Propose);
+    assert_eq!(
+        d.summary(),
+        "`Researcher` / `Look` / `WebFetch` via `Coder.FixBug`: propose (waits on a decision from Ben)"
+    );
+    assert!(d.reasons.iter().any(|r| r.rule == "reaches_out: propose"), "{:?}", d.reasons);
+    let d = rt.decide(
+        &Call::new("Coder", "FixBug", "ReadFile")
+            .with_arguments(json!({"path": "a"}))
+            .delegated_by("Researcher", "Look"),
+    )?;
+    assert_eq!(d.level, Level::Never);
+    let read = Call::new("Coder", "FixBug", "ReadFile").with_arguments(json!({"path": "a"})).for_person("Ben");
+    rt.run_alone(&read.in_task("T-root"), done)?;
+    let delegated = Call::new("Researcher", "Look", "ReadFile").with_arguments(json!({"path": "a"})).for_person("Ben");
+    let ran = rt.run_alone(&delegated.clone().delegated_by("Coder", "FixBug").in_task("T-root"), done)?;
+    assert_eq!(ran.decision.level, Level::Alone);
+    let d = rt.decide(&delegated.in_task("T-root"))?;
+    assert_eq!(d.level, Level::Never);
+    assert!(d.refusal.unwrap_or_default().starts_with("not this task's root"), "direct call in a delegated task");
+    Ok(())
+}
+
+/// Outcome 5's delegated half: in an unattended task a delegated WebFetch (proposed, decided by the
+/// requester) is `never` ("unattended: nobody to ask").
+#[test]
+fn outcome_5_a_delegated_proposal_for_the_requester_is_never_unattended() -> R {
+    let rt = runtime_of(desk()?);
+    let d = rt.decide(
+        &fetch("https://a.example/x").delegated_by("Coder", "FixBug").in_mode("Unattended").in_task("T-night"),
+    )?;
+    assert_eq!((d.level, d.refusal.as_deref()), (Level::Never, Some("unattended: nobody to ask")));
+    Ok(())
+}
+
+/// Outcome 6, delegated: approved *for this task* with these arguments, the same delegated fetch runs alone in
+/// `T1` (a task rule), another argument is proposed, another task proposes it again, and so does the same
+/// call made through another chain.
+#[test]
+fn outcome_6_a_delegated_task_rule_lives_in_its_task_and_its_chain() -> R {
+    let rt = runtime_of(desk()?);
+    let a = fetch("https://a.example/x").delegated_by("Coder", "FixBug");
+    let p = rt.propose(&ProposalRequest::new(a.clone(), "T1", "look it up"))?;
+    rt.approve_and_run(&p.id, "Ben", &p.fingerprint, ApproveMode::ForThisTask { any_arguments: false }, done)?;
+    let rule = rt.rules()?.pop().ok_or("no rule")?;
+    assert_eq!(rule.via, vec![link("Coder", "FixBug")]);
+    let again = rt.call(&ProposalRequest::new(a.clone(), "T1", "again"), done)?;
+    let Handled::Ran(ran) = again else { return Err("not run alone".into()) };
+    assert!(ran.decision.task_rule);
+    assert_eq!(
+        rt.decide(&fetch("https://b.example/").delegated_by("Coder", "FixBug").in_task("T1"))?.level,
+        Level::Propose
+    );
+    assert_eq!(rt.decide(&a.clone().in_task("T2"))?.level, Level::Propose);
+    rt.end_task("T1")?;
+    assert_eq!(rt.decide(&a.in_task("T1"))?.level, Level::Propose);
+    Ok(())
+}
+
+/// Outcome 7: a standing rule made from a delegated proposal ("always like this", any arguments) applies to
+/// that chain only: the same fetch via Reviewer.Review is still proposed.
+#[test]
+fn outcome_7_a_standing_rule_applies_to_its_chain_only() -> R {
+    let rt = runtime_of(desk()?);
+    let via_coder = fetch("https://a.example/x").delegated_by("Coder", "FixBug");
+    let p = rt.propose(&ProposalRequest::new(via_coder.clone(), "T7", "look it up"))?;
+    rt.approve(&p.id, "Ben", &p.fingerprint, ApproveMode::AlwaysLikeThis)?;
+    let d = rt.decide(&fetch("https://c.example/").delegated_by("Coder", "FixBug"))?;
+    assert_eq!(d.level, Level::Alone);
+    assert!(d.standing_rule.is_some());
+    assert_eq!(rt.decide(&fetch("https://a.example/x").delegated_by("Reviewer", "Review"))?.level, Level::Propose);
+    // A rule made for the direct call does not reach a delegated one either (the direct call proposes SendMail).
+    let mail =
+        Call::new("Researcher", "Look", "SendMail").with_arguments(json!({"to": "a@x.example"})).for_person("Ben");
+    rt.allow_alone(&NewRule {
+        agent: "Researcher".into(),
+        tool: "SendMail".into(),
+        skill: Some("Look".into()),
+        work_for: WorkFor::Person("Ben".into()),
+        by: "Ben".into(),
+        scope: Scope::AnyArguments,
+        expires_at: None,
+        mode: None,
+        via: Vec::new(),
+    })?;
+    assert_eq!(rt.decide(&mail)?.level, Level::Alone);
+    assert_eq!(rt.decide(&mail.clone().delegated_by("Reviewer", "Review"))?.level, Level::Propose);
+    // A rule for an undeclared chain is refused when made.
+    let err = rt
+        .allow_alone(&NewRule {
+            agent: "Researcher".into(),
+            tool: "WebFetch".into(),
+            skill: Some("Look".into()),
+            work_for: WorkFor::Person("Ben".into()),
+            by: "Ben".into(),
+            scope: Scope::AnyArguments,
+            expires_at: None,
+            mode: None,
+            via: vec![link("Researcher", "Look")],
+        })
+        .err()
+        .ok_or("made")?;
+    assert!(err.to_string().starts_with("not a declared delegation"), "{err}");
+    Ok(())
+}
+
+/// Outcome 9: the fingerprint covers the chain (delegated vs direct differ), and an edit to a link's rules
+/// (Coder's `may`) while a delegated proposal waits makes it stale on approval.
+#[test]
+fn outcome_9_the_fingerprint_covers_the_chain_and_a_links_edit_makes_it_stale() -> R {
+    let rt = runtime_of(desk()?);
+    let read =
+        Call::new("Researcher", "Look", "SendMail").with_arguments(json!({"to": "a@x.example"})).for_person("Ben");
+    let direct = rt.propose(&ProposalRequest::new(read.clone(), "T9", "tell"))?;
+    let delegated = rt.propose(&ProposalRequest::new(
+        fetch("https://a.example/x").delegated_by("Reviewer", "Review"),
+        "T10",
+        "look",
+    ))?;
+    let delegated_coder =
+        rt.propose(&ProposalRequest::new(fetch("https://a.example/x").delegated_by("Coder", "FixBug"), "T11", "look"))?;
+    assert_ne!(direct.fingerprint, delegated.fingerprint);
+    assert_ne!(delegated.fingerprint, delegated_coder.fingerprint);
+    assert_eq!(delegated_coder.via, vec![link("Coder", "FixBug")]);
+    // Coder's `may` edited (`reaches_out: propose_every_time`): the link's digest changes.
+    let dir = std::env::temp_dir().join(format!("permits-delegation-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir)?;
+    for f in ["agents.permits", "people.permits", "tools.permits"] {
+        let text = std::fs::read_to_string(crate::root().join("policies/research-desk").join(f))?;
+        let text = if f == "agents.permits" {
+            text.replacen(
+                "        reaches_out: propose\n        sends: never",
+                "        reaches_out: propose_every_time\n        sends: never",
+                1,
+            )
+        } else {
+            text
+        };
+        std::fs::write(dir.join(f), text)?;
+    }
+    rt.replace_table(permits::compile::compile_path(&dir)?)?;
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = rt
+        .approve(&delegated_coder.id, "Ben", &delegated_coder.fingerprint, ApproveMode::Once)
+        .err()
+        .ok_or("approved")?;
+    assert!(err.to_string().contains("is stale"), "{err}");
+    // Reviewer's link did not change: its delegated proposal is still good.
+    rt.approve(&delegated.id, "Ben", &delegated.fingerprint, ApproveMode::Once)?;
+    Ok(())
+}
+
+/// Authority across the chain (spec §3b): execution admits every agent account of the chain, not only the
+/// acting one; a host that does not admit Coder refuses a call Coder delegated.
+#[test]
+fn authority_admits_every_agent_of_the_chain() -> R {
+    struct NotCoder;
+    impl Authority for NotCoder {
+        fn admits(&self, principal: Principal<'_>, _: &str, _: &Value) -> Result<(), String> {
+            if principal.name() == "Coder" { Err("Coder has no account here".into()) } else { Ok(()) }
+        }
+    }
+    let rt = Runtime::new(desk()?, NotCoder);
+    let read = Call::new("Researcher", "Look", "ReadFile").with_arguments(json!({"path": "a"})).for_person("Ben");
+    rt.run_alone(&read.clone(), done)?;
+    let err = rt.run_alone(&read.delegated_by("Coder", "FixBug"), done).err().ok_or("ran")?;
+    assert!(err.to_string().contains("Coder has no account here"), "{err}");
+    Ok(())
+}
