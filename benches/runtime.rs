@@ -160,6 +160,21 @@ fn decide(c: &mut Criterion) {
     let mode_level = |call: &Call| mode_index.level_of(call.as_ref()).map(|l| l.level);
     assert_eq!(mode_level(&moded), Ok(Level::Never));
     assert_eq!(decide_table(&mode_table, &moded).level, Level::Never);
+    // A delegated call (spec §3b) with a 3-link chain, in a mode, through the `LevelIndex` of a 1k-tool table
+    // whose agents delegate in one chain (`Config::delegation`): each link is a check of its `delegates`
+    // entry and a lookup of its rows, then the mode's row.
+    let chain_table = compile_with(&Config { delegation: true, ..Config::sized(1_000) }, MODE);
+    let chain_index = LevelIndex::new(&chain_table);
+    let tool = chain_table.skills["A3S0"].tools.first().cloned().expect("A3S0 lists a tool");
+    let chained = Call::new("A3", "A3S0", tool)
+        .with_arguments(args())
+        .in_mode("Plan")
+        .delegated_by("A2", "A2S0")
+        .delegated_by("A1", "A1S0")
+        .delegated_by("A0", "A0S0");
+    let chain_level = |call: &Call| chain_index.level_of(call.as_ref()).map(|l| l.level);
+    assert!(chain_level(&chained).is_ok(), "the 3-link chain is declared: {:?}", chain_level(&chained));
+    assert_eq!(decide_table(&chain_table, &chained).via.len(), 3);
     let mut g = c.benchmark_group("decide_level");
     g.bench_function("hit", |b| b.iter(|| level(black_box(&calls.hit))));
     g.bench_function("miss", |b| b.iter(|| level(black_box(&calls.miss))));
@@ -167,6 +182,7 @@ fn decide(c: &mut Criterion) {
     g.bench_function("table_hit", |b| b.iter(|| table_level(black_box(&calls.hit))));
     g.bench_function("shell_5_parts", |b| b.iter(|| shell_level(black_box(&shell))));
     g.bench_function("in_mode", |b| b.iter(|| mode_level(black_box(&moded))));
+    g.bench_function("chain_3_in_mode", |b| b.iter(|| chain_level(black_box(&chained))));
     g.finish();
 
     // The whole owned `Decision`: reasons, decider, digests, the refusal in words.

@@ -1,4 +1,5 @@
-//! Writes a synthetic policy package: `cargo run --release --example gen -- TOOLS [EDGES] > big.permits`.
+//! Writes a synthetic policy package: `cargo run --release --example gen -- TOOLS [EDGES] [SEED] [delegation]
+//! > big.permits`. `delegation` adds a chain of `delegates` entries through the agents (BENCHMARKS.md).
 //! Seeded and deterministic (see `permits::generate`).
 
 fn main() {
@@ -11,5 +12,6 @@ fn main() {
     if let Some(seed) = args.next().and_then(|a| a.parse().ok()) {
         config.seed = seed;
     }
+    config.delegation = args.next().as_deref() == Some("delegation");
     print!("{}", permits_testkit::generate::generate(&config));
 }

@@ -488,7 +488,8 @@ impl<'py> FromPyObject<'_, 'py> for Callable {
     }
 }
 
-/// A parameter's type as the policy spells it: `string`, `int`, `bool`, `money`, `shell`, or the entity's name.
+/// A parameter's type as the policy spells it: `string`, `int`, `bool`, `money`, `shell`, `number`, `json`, or
+/// the entity's name.
 pub fn type_word(ty: &ParamType) -> &str {
     match ty {
         ParamType::String => "string",
@@ -496,6 +497,8 @@ pub fn type_word(ty: &ParamType) -> &str {
         ParamType::Bool => "bool",
         ParamType::Money => "money",
         ParamType::Shell => "shell",
+        ParamType::Number => "number",
+        ParamType::Json => "json",
         ParamType::Entity(e) => e,
     }
 }

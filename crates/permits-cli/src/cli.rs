@@ -1,5 +1,6 @@
 //! `permitc`, the command line (spec §7): `check`, `compile` (optionally signed), `keygen`, `explain`,
-//! `decide` (optionally trusting signing keys), `test`, `diff`, `fmt`, `graph`, `audit verify`.
+//! `decide` (optionally trusting signing keys), `test`, `diff`, `fmt`, `graph`, `audit verify`, and `mcp import` /
+//! `mcp proxy` (permits in front of an MCP server, issue #19).
 //!
 //! Exit codes: 0 clean, 1 errors (or warnings with `--deny-warnings`), 2 usage or I/O. Human output goes
 //! to stderr as miette diagnostics (graphical with colour on a terminal; without colour when stderr is
@@ -37,12 +38,14 @@ macro_rules! err {
 mod args;
 mod commands;
 mod json;
+mod mcp;
 mod output;
 mod sarif;
 
 use args::*;
 use commands::*;
 use json::*;
+use mcp::*;
 use output::*;
 use sarif::*;
 
@@ -62,8 +65,8 @@ pub fn main() -> ExitCode {
             compile_cmd(&path, &output, format, deny_warnings, signing)
         }
         Command::Keygen { output } => keygen(&output),
-        Command::Explain { agent, skill, tool, mode, path, format } => {
-            explain(&path, &agent, &skill, &tool, mode.as_deref(), format)
+        Command::Explain { agent, skill, tool, mode, via, path, format } => {
+            explain(&path, &agent, &skill, &tool, mode.as_deref(), &via, format)
         }
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
@@ -82,6 +85,33 @@ pub fn main() -> ExitCode {
         }
         Command::Audit { command: AuditCommand::Verify { file, head } } => audit_verify(&file, head.as_deref()),
         Command::Fmt { paths, check } => fmt(&paths, check),
+        Command::Mcp { command: McpCommand::Import { output, command } } => mcp_import(output.as_deref(), &command),
+        Command::Mcp {
+            command:
+                McpCommand::Proxy {
+                    service,
+                    key,
+                    agent,
+                    skill,
+                    requester,
+                    wait,
+                    task,
+                    allow_resources,
+                    allow_prompts,
+                    command,
+                },
+        } => mcp_proxy(ProxyArgs {
+            service,
+            key,
+            agent,
+            skill,
+            requester,
+            wait,
+            task,
+            allow_resources,
+            allow_prompts,
+            command,
+        }),
         Command::Diff { old, new, format, fail_on_widen } => diff_cmd(&old, &new, format, fail_on_widen),
     };
     ExitCode::from(code)

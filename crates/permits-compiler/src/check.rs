@@ -509,6 +509,15 @@ impl<'a> Checker<'a> {
     /// Checks the parameter of `spend BUDGET by PARAM`: a parameter of the node, of type `money`.
     fn spend_param(&mut self, node: &Ident, params: &[Param], by: &Ident) -> bool {
         match params.iter().find(|p| p.name.name == by.name) {
+            Some(p) if p.ty.name == "money" && p.optional => {
+                self.diags.push(
+                    Diagnostic::new(Code::CheckSpend, format!("`spend` by `{}`, which is optional", by.name))
+                        .at(by.span, format!("`{}` may be missing", by.name))
+                        .with(p.span, "declared optional here")
+                        .help(format!("the amount a tool spends is always given: write `{}: money`", by.name)),
+                );
+                false
+            }
             Some(p) if p.ty.name == "money" => true,
             Some(p) => {
                 self.diags.push(
@@ -556,24 +565,31 @@ impl<'a> Checker<'a> {
     }
 
     fn param_type(&mut self, ty: &Ident) -> Option<ParamType> {
+        // `number` and `json` are written like the other built-in types.
         match ty.name.as_str() {
             "string" => Some(ParamType::String),
             "int" => Some(ParamType::Int),
             "bool" => Some(ParamType::Bool),
             "money" => Some(ParamType::Money),
             "shell" => Some(ParamType::Shell),
+            "number" => Some(ParamType::Number),
+            "json" => Some(ParamType::Json),
             name => match self.names.get(name) {
                 Some((Kind::Entity, _)) => Some(ParamType::Entity(name.to_string())),
                 _ => {
-                    let entities = self.entities.keys().copied().chain(["string", "int", "bool", "money", "shell"]);
+                    let entities = self
+                        .entities
+                        .keys()
+                        .copied()
+                        .chain(["string", "int", "bool", "money", "shell", "number", "json"]);
                     let near = closest(name, entities);
                     let mut d =
                         Diagnostic::new(Code::CheckType, format!("unknown type `{name}`")).at(ty.span, "not a type");
                     d = match near {
                         Some(n) => d.help(format!(
-                            "did you mean `{n}`? types are `string`, `int`, `bool`, `money`, `shell` or an entity"
+                            "did you mean `{n}`? types are `string`, `int`, `bool`, `money`, `shell`, `number`, `json` or an entity"
                         )),
-                        None => d.help("types are `string`, `int`, `bool`, `money`, `shell` or an entity"),
+                        None => d.help("types are `string`, `int`, `bool`, `money`, `shell`, `number`, `json` or an entity"),
                     };
                     self.diags.push(d);
                     None
@@ -633,9 +649,22 @@ impl<'a> Checker<'a> {
                         .help("state what it does after the parameters, e.g. `: reaches_out` or `: changes + sends`"),
                 );
             }
+            if let Some(pin) = &t.pinned {
+                if !is_pin(&pin.value) {
+                    self.diags.push(
+                        Diagnostic::new(
+                            Code::CheckPinned,
+                            format!("the pin of `{}` is not a SHA-256 digest", name.name),
+                        )
+                        .at(pin.span, "expected `sha256:` and 64 lowercase hex digits")
+                        .help("write the digest `permitc mcp import` printed, e.g. `pinned \"sha256:9f86d081884c7d65…\"` (all 64 digits)"),
+                    );
+                }
+            }
         }
         // Parameters.
         let mut resolved_params = Vec::new();
+        let mut optional = Vec::new();
         for (i, p) in params.iter().enumerate() {
             if let Some(first) = params[..i].iter().find(|q| q.name.name == p.name.name) {
                 self.diags.push(
@@ -662,6 +691,7 @@ impl<'a> Checker<'a> {
                     }
                 }
                 resolved_params.push((p.name.name.as_str(), ty));
+                optional.push(p.optional);
             }
         }
         let claim = claim.as_ref().map(|c| {
@@ -677,6 +707,7 @@ impl<'a> Checker<'a> {
             declaration: decl,
             kind,
             params: resolved_params,
+            optional,
             operations: Vec::new(),
             calls: Vec::new(),
             claim,
@@ -1250,7 +1281,12 @@ impl<'a> Checker<'a> {
                 use crate::syntax::ast::LiteralValue::{Decimal, Value};
                 use crate::table::Literal;
                 let json = match (&value.value, ty) {
-                    (Value(Literal::Int(n)), ParamType::Int | ParamType::Money) => serde_json::Value::from(*n),
+                    (Value(Literal::Int(n)), ParamType::Int | ParamType::Money | ParamType::Number) => {
+                        serde_json::Value::from(*n)
+                    }
+                    (Value(Literal::Int(n)), ParamType::Json) => serde_json::Value::from(*n),
+                    (Value(Literal::String(s)), ParamType::Json) => serde_json::Value::from(s.clone()),
+                    (Value(Literal::Bool(b)), ParamType::Json) => serde_json::Value::from(*b),
                     (Value(Literal::String(s)), ParamType::String | ParamType::Shell | ParamType::Entity(_)) => {
                         serde_json::Value::from(s.clone())
                     }
@@ -1278,6 +1314,8 @@ impl<'a> Checker<'a> {
                             }
                             (ParamType::String | ParamType::Shell, _) => "write a quoted string".to_string(),
                             (ParamType::Int | ParamType::Money, _) => "write a whole number".to_string(),
+                            (ParamType::Number, _) => "write a whole number".to_string(),
+                            (ParamType::Json, _) => "write a whole number, a string or `true`/`false`".to_string(),
                             (ParamType::Bool, _) => "write `true` or `false`".to_string(),
                         };
                         self.diags.push(
@@ -1422,6 +1460,12 @@ impl<'a> Checker<'a> {
         }
         out
     }
+}
+
+/// Whether `text` is a pin as spec §2 writes it: `sha256:` and 64 lowercase hex digits.
+pub(crate) fn is_pin(text: &str) -> bool {
+    text.strip_prefix("sha256:")
+        .is_some_and(|hex| hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
 }
 
 #[cfg(test)]

@@ -171,6 +171,8 @@ pub(crate) fn type_name(ty: &ParamType) -> String {
         ParamType::Bool => "bool".into(),
         ParamType::Money => "money".into(),
         ParamType::Shell => "shell".into(),
+        ParamType::Number => "number".into(),
+        ParamType::Json => "json".into(),
         ParamType::Entity(e) => e.clone(),
     }
 }
@@ -193,6 +195,8 @@ pub(crate) fn type_words(ty: &ParamType) -> String {
         ParamType::String => "a string".into(),
         ParamType::Shell => "a command line (a string)".into(),
         ParamType::Bool => "`true` or `false`".into(),
+        ParamType::Number => "a number".into(),
+        ParamType::Json => "any JSON value".into(),
         ParamType::Entity(e) => format!("an id of a `{e}` (a string)"),
     }
 }
@@ -246,6 +250,28 @@ fn lower_inner(
 ) -> Option<Condition> {
     let param_type = |param: &crate::syntax::ast::Ident, diags: &mut Vec<Diagnostic>| -> Option<ParamType> {
         match params.iter().find(|(n, _)| *n == param.name) {
+            Some((_, ParamType::Json)) => {
+                diags.push(
+                    Diagnostic::new(
+                        Code::CheckConditionType,
+                        format!("no condition may read `{}`: it is `json`", param.name),
+                    )
+                    .at(param.span, "any JSON value: nothing to compare")
+                    .help("a `json` argument is passed through unread (spec §2); give the tool a typed parameter to decide on"),
+                );
+                None
+            }
+            Some((_, ParamType::Number)) => {
+                diags.push(
+                    Diagnostic::new(
+                        Code::CheckConditionType,
+                        format!("`{}` is `number`: conditions on `number` are not supported yet", param.name),
+                    )
+                    .at(param.span, "a JSON number, integer or fraction")
+                    .help("declare it `int` if it is always a whole number, and compare it with `<`, `<=`, `==`, `!=`, `>=`, `>`"),
+                );
+                None
+            }
             Some((_, ty)) => Some(ty.clone()),
             None => {
                 let mut d = Diagnostic::new(
@@ -394,6 +420,8 @@ fn mismatch(param: &Ident, ty: &ParamType, value: &Literal) -> Diagnostic {
         ParamType::Int | ParamType::Money => "a number",
         ParamType::String | ParamType::Shell | ParamType::Entity(_) => "a string",
         ParamType::Bool => "`true` or `false`",
+        ParamType::Number => "a number",
+        ParamType::Json => "nothing: no condition reads a `json` parameter",
     };
     Diagnostic::new(
         Code::CheckConditionType,

@@ -104,6 +104,7 @@ pub fn diff(old: &Table, new: &Table) -> Vec<Change> {
             (Some(oe), Some(ne)) => {
                 compare_levels(oe, ne, &mut details);
                 compare_modes(old, new, (a, s, t), &mut details);
+                compare_delegations(old, new, (a, s, t), &mut details);
                 compare_routes(&oe.route, &ne.route, &mut details);
                 compare_effects(old, new, t, &mut details);
                 ChangeKind::Changed
@@ -204,6 +205,45 @@ fn compare_modes(old: &Table, new: &Table, (a, s, t): (&str, &str, &str), detail
             if pn.first() < po.first() || pn.last() < po.last() { Direction::Widening } else { Direction::Narrowing };
         let words = |p: &BTreeSet<Level>| p.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(" | ");
         details.push((dir, format!("in mode `{mode}`: {} → {}", words(&po), words(&pn))));
+    }
+}
+
+/// Spec §3b: a call delegated to the triple by one link, for every link that delegates to it in either table.
+/// A new or widened `delegates` entry (an undeclared chain, `never`, that now decides something) and a loosened
+/// link row are widenings; a removed entry is a narrowing.
+fn compare_delegations(
+    old: &Table,
+    new: &Table,
+    (a, s, t): (&str, &str, &str),
+    details: &mut Vec<(Direction, String)>,
+) {
+    let child = format!("{a}.{s}");
+    let mut links: BTreeSet<(&str, &str)> = BTreeSet::new();
+    for table in [old, new] {
+        for (skill, info) in &table.skills {
+            if info.delegates.contains(&child) {
+                for (agent, ag) in &table.agents {
+                    if ag.skills.iter().any(|x| x == skill) {
+                        links.insert((agent, skill));
+                    }
+                }
+            }
+        }
+    }
+    for (agent, skill) in links {
+        let via = [crate::table::ChainLink::new(agent, skill)];
+        let (Ok(po), Ok(pn)) =
+            (old.possible_levels_via(a, s, t, None, &via), new.possible_levels_via(a, s, t, None, &via))
+        else {
+            continue;
+        };
+        if po == pn {
+            continue;
+        }
+        let dir =
+            if pn.first() < po.first() || pn.last() < po.last() { Direction::Widening } else { Direction::Narrowing };
+        let words = |p: &BTreeSet<Level>| p.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(" | ");
+        details.push((dir, format!("via `{agent}.{skill}`: {} → {}", words(&po), words(&pn))));
     }
 }
 

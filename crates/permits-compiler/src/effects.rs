@@ -314,14 +314,19 @@ impl DigestWriter {
 }
 
 /// Appends the canonical form of a node's own definition: signature, label, doc, claim and body; no spans,
-/// no formatting. The object `{"body", "claim", "doc", "kind", "label", "name", "params"}`, keys in order.
+/// no formatting. The object `{"body", "claim", "doc", "kind", "label", "name", "params"}`, keys in order,
+/// and `"pinned"` last for a pinned extern tool; a parameter is `[name, type]`, or `[name, type, "optional"]`
+/// for `name?: type` (so a file without either digests as before they existed).
 fn push_local_form(out: &mut Vec<u8>, model: &Model<'_>, m: NodeId) {
     let node = &model.nodes[m];
-    let (kind, label, body) = match node.kind {
-        NodeKind::Tool(t) => {
-            (if node.is_extern() { "extern_tool" } else { "tool" }, t.label.as_ref().map(|l| &l.value), &t.body)
-        }
-        NodeKind::Function(f) => ("fn", None, &f.body),
+    let (kind, label, body, pinned) = match node.kind {
+        NodeKind::Tool(t) => (
+            if node.is_extern() { "extern_tool" } else { "tool" },
+            t.label.as_ref().map(|l| &l.value),
+            &t.body,
+            t.pinned.as_ref().map(|p| &p.value),
+        ),
+        NodeKind::Function(f) => ("fn", None, &f.body, None),
     };
     out.extend_from_slice(b"{\"body\":[");
     for (i, s) in body.iter().enumerate() {
@@ -381,9 +386,17 @@ fn push_local_form(out: &mut Vec<u8>, model: &Model<'_>, m: NodeId) {
         // A type is a string or a one-member object, so serde_json's compact form is already canonical.
         // INVARIANT: `ParamType` derives `Serialize` and a `Vec` never refuses a write.
         serde_json::to_writer(&mut *out, ty).expect("a parameter type serializes");
+        if node.optional.get(i).copied().unwrap_or(false) {
+            out.extend_from_slice(b",\"optional\"");
+        }
         out.push(b']');
     }
-    out.extend_from_slice(b"]}");
+    out.push(b']');
+    if let Some(pin) = pinned {
+        out.extend_from_slice(b",\"pinned\":");
+        push_json_str(out, pin);
+    }
+    out.push(b'}');
 }
 
 /// Appends `s` as a JSON string.
@@ -515,14 +528,24 @@ mod tests {
             let params: Vec<serde_json::Value> = node
                 .params
                 .iter()
-                .map(|(name, ty)| serde_json::json!([name, serde_json::to_value(ty).unwrap_or_default()]))
+                .zip(&node.optional)
+                .map(|((name, ty), optional)| {
+                    let ty = serde_json::to_value(ty).unwrap_or_default();
+                    if *optional { serde_json::json!([name, ty, "optional"]) } else { serde_json::json!([name, ty]) }
+                })
                 .collect();
             let claim: Option<Vec<&str>> = node.claim.map(|(c, _)| c.classes().map(EffectClass::as_str).collect());
             let body: Vec<String> = body.iter().map(|s| crate::check::statement_text(&s.kind)).collect();
-            serde_json::json!({
+            let mut form = serde_json::json!({
                 "kind": kind, "name": node.name, "label": label, "doc": node.declaration.doc_text(),
                 "params": params, "claim": claim, "body": body,
-            })
+            });
+            if let (NodeKind::Tool(t), Some(map)) = (node.kind, form.as_object_mut()) {
+                if let Some(pin) = &t.pinned {
+                    map.insert("pinned".into(), serde_json::Value::from(pin.value.clone()));
+                }
+            }
+            form
         }
         let mut out = vec![String::new(); model.nodes.len()];
         for members in &effects.components {

@@ -5,6 +5,8 @@
 //!
 //! The JSON form (`permitc explain --format json`) is this value serialized: its shape is the type.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
 use crate::compile::Analysis;
@@ -73,6 +75,10 @@ pub struct OfferedTriple {
     /// The mode the triple is explained in (spec §3c), if any; absent from the JSON otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// The delegation chain the call is explained through (spec §3b), nearest first; absent from the JSON
+    /// for a direct call. Each link's rows follow the entry's (and the mode's) in `rows`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<crate::table::ChainLink>,
     /// The budget the tool spends from.
     pub budget: Option<BudgetUse>,
     /// The tool's claim, in words (`reads + sends`), when it has one.
@@ -100,6 +106,9 @@ pub struct ExplainedReason {
     pub at: Option<String>,
     /// The rule as written, whitespace collapsed and comments removed.
     pub text: Option<String>,
+    /// For a delegated call, the link whose layer gives this reason (`Coder.FixBug`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link: Option<String>,
     /// Whether the rule decides the level (an `*` in the text form).
     #[serde(skip)]
     pub decisive: bool,
@@ -185,6 +194,7 @@ pub fn explain_in(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, mode: 
                 via: r.via.clone(),
                 at,
                 text,
+                link: None,
                 decisive: level.is_none_or(|l| l == r.level) || r.level == strictest,
             }
         })
@@ -240,10 +250,100 @@ pub fn explain_in(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, mode: 
         witnesses,
         rows: d.rows.iter().chain(moded.map(|m| &m.row)).cloned().collect(),
         mode: mode.map(str::to_string),
+        via: Vec::new(),
         budget,
         claim: node.claim.map(|(claim, _)| claim.describe()),
         shell: node.params.iter().find(|(_, ty)| *ty == ParamType::Shell).map(|(param, _)| param.to_string()),
     }))
+}
+
+/// Why a chain cannot be explained: a link that is not a declared delegation (spec §3b), in the words the
+/// runtime uses ("not a declared delegation: `Researcher.Look` does not delegate to `Coder.FixBug`").
+pub fn undeclared_link(a: &Analysis<'_>, agent: &str, skill: &str, via: &[crate::table::ChainLink]) -> Option<String> {
+    let mut child = (agent, skill);
+    for link in via {
+        let declared =
+            a.model.agents.get(link.agent.as_str()).is_some_and(|ag| ag.skills.contains(&link.skill.as_str()))
+                && a.model
+                    .skills
+                    .get(link.skill.as_str())
+                    .is_some_and(|s| s.delegates.iter().any(|(da, ds, _)| (*da, *ds) == child));
+        if !declared {
+            return Some(format!("not a declared delegation: `{link}` does not delegate to `{}.{}`", child.0, child.1));
+        }
+        child = (link.agent.as_str(), link.skill.as_str());
+    }
+    None
+}
+
+/// [`explain_in`] for a call delegated through `via` (spec §3b, nearest first): each link's two layers are
+/// more rows and reasons (each reason naming its link), the level is the strictest over all of them, and the
+/// route is the one nearest the root that names someone other than the requester. Call it with a declared
+/// chain ([`undeclared_link`] says why one is not); an undeclared link adds nothing here.
+pub fn explain_via(
+    a: &Analysis<'_>,
+    agent: &str,
+    skill: &str,
+    tool: &str,
+    mode: Option<&str>,
+    via: &[crate::table::ChainLink],
+) -> Explanation {
+    let mut e = explain_in(a, agent, skill, tool, mode);
+    let Explanation::Offered(d) = &mut e else { return e };
+    let mut possible: BTreeSet<Level> = d.possible.iter().copied().collect();
+    let mut route = None;
+    for link in via {
+        let Some(l) = a
+            .links
+            .iter()
+            .find(|l| l.agent == link.agent && l.skill == link.skill && a.model.nodes[l.tool].name == tool)
+        else {
+            continue;
+        };
+        let options: BTreeSet<Level> = match l.level {
+            Some(level) => BTreeSet::from([level]),
+            None => {
+                let mut o = BTreeSet::from([Level::Alone]);
+                for row in &l.rows {
+                    let here = row.possible_levels();
+                    o = o.iter().flat_map(|x| here.iter().map(move |h| h.map_or(*x, |h| h.max(*x)))).collect();
+                }
+                o
+            }
+        };
+        possible = possible.iter().flat_map(|x| options.iter().map(move |o| (*x).max(*o))).collect();
+        d.rows.extend(l.rows.iter().cloned());
+        if let Some(r) = &l.route {
+            route = Some(r.clone());
+        }
+        for (r, span) in &l.because {
+            let (at, text) = span.map(|s| rule_text(a, s)).unzip();
+            d.reasons.push(ExplainedReason {
+                layer: r.layer,
+                kind: r.kind,
+                level: r.level,
+                rule: r.rule.clone(),
+                via: r.via.clone(),
+                at,
+                text,
+                link: Some(link.to_string()),
+                decisive: false,
+            });
+        }
+    }
+    d.possible = possible.into_iter().collect();
+    d.level = if d.possible.len() == 1 { d.possible.first().copied() } else { None };
+    let strictest = d.possible.iter().max().copied().unwrap_or(Level::Never);
+    for r in &mut d.reasons {
+        r.decisive = d.level.is_none_or(|l| l == r.level) || r.level == strictest;
+    }
+    if let Some(r) = route {
+        let root = via.last().map_or(agent, |l| l.agent.as_str());
+        d.route_words = route_words(a, &r, root);
+        d.route = r;
+    }
+    d.via = via.to_vec();
+    e
 }
 
 impl ExplainedReason {

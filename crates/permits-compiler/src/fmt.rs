@@ -822,7 +822,7 @@ impl<'s> Printer<'s> {
         let prefix = format!("{kw} {}{label} ", t.name.name);
         let after = t.label.as_ref().map_or(t.name.span.end, |l| l.span.end);
         let body = t.body_span.map(|b| (b.start, b.end - 1));
-        self.callable(lo, end, &prefix, after, &t.params, t.claim.as_ref(), body, &t.body);
+        self.callable(lo, end, &prefix, after, &t.params, (t.claim.as_ref(), t.pinned.as_ref()), body, &t.body);
     }
 
     fn function(&mut self, lo: u32, end: u32, f: &Function) {
@@ -831,11 +831,12 @@ impl<'s> Printer<'s> {
         let close_paren = self.close_after(f.params.last().map_or(paren + 1, |p| p.span.end));
         let after_sig = f.claim.as_ref().map_or(close_paren + 1, |c| c.span.end);
         let open = self.skip_trivia(after_sig);
-        self.callable(lo, end, &prefix, f.name.span.end, &f.params, f.claim.as_ref(), Some((open, end - 1)), &f.body);
+        let sig_tail = (f.claim.as_ref(), None);
+        self.callable(lo, end, &prefix, f.name.span.end, &f.params, sig_tail, Some((open, end - 1)), &f.body);
     }
 
-    /// A tool's or function's header and body. `after` is where the `(` is searched from; `body` is
-    /// where the braces are, when there is a body.
+    /// A tool's or function's header and body. `after` is where the `(` is searched from; `tail` is the
+    /// claim and an extern tool's `pinned` digest; `body` is where the braces are, when there is a body.
     #[expect(clippy::too_many_arguments, reason = "the parts of a tool and of a function, printed alike")]
     fn callable(
         &mut self,
@@ -844,14 +845,32 @@ impl<'s> Printer<'s> {
         prefix: &str,
         after: u32,
         params: &[Param],
-        claim: Option<&Claim>,
+        tail: (Option<&Claim>, Option<&StringLit>),
         body: Option<(u32, u32)>,
         stmts: &[Statement],
     ) {
+        let (claim, pinned) = tail;
         let open_paren = self.skip_trivia(after);
         let close_paren = self.close_after(params.last().map_or(open_paren + 1, |p| p.span.end));
-        let claim_text =
-            claim.map(|c| format!(": {}", c.classes.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(" + ")));
+        let pin_text = pinned.map(|p| format!("pinned {}", quote(&p.value)));
+        let claim_text = match (claim, &pin_text) {
+            (Some(c), pin) => {
+                let classes = c.classes.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(" + ");
+                Some(match pin {
+                    Some(pin) => format!(": {classes} {pin}"),
+                    None => format!(": {classes}"),
+                })
+            }
+            (None, Some(pin)) => Some(pin.clone()),
+            (None, None) => None,
+        };
+        // Where the claim (and the pin after it) is written, as one piece of the header.
+        let claim_span = match (claim, pinned) {
+            (Some(c), Some(p)) => Some((c.span.start, p.span.end)),
+            (Some(c), None) => Some((c.span.start, c.span.end)),
+            (None, Some(p)) => Some((self.skip_trivia(close_paren + 1), p.span.end)),
+            (None, None) => None,
+        };
         let empty = body.is_some_and(|(o, c)| self.empty_block(o, c, stmts.len()));
         let body_sfx = match body {
             None => "",
@@ -861,21 +880,24 @@ impl<'s> Printer<'s> {
         let header_hi = match body {
             Some((_, c)) if empty => c + 1,
             Some((o, _)) => o + 1,
-            None => claim.map_or(close_paren + 1, |c| c.span.end),
+            None => claim_span.map_or(close_paren + 1, |(_, e)| e),
         };
         let items: Vec<Item> = params
             .iter()
-            .map(|p| Item::flat(p.span.start, p.span.end, format!("{}: {}", p.name.name, p.ty.name)))
+            .map(|p| {
+                let mark = if p.optional { "?" } else { "" };
+                Item::flat(p.span.start, p.span.end, format!("{}{mark}: {}", p.name.name, p.ty.name))
+            })
             .collect();
         let d = Delims { open: "(", close: ")", spaced: false, open_pos: open_paren, close_pos: close_paren };
         let claim_sfx = claim_text.as_ref().map(|c| format!(" {c}")).unwrap_or_default();
         let sig = self.flat_list(prefix, &items, &d, "");
         let whole = format!("{sig}{claim_sfx}{body_sfx}");
         let params_commented = self.has_comment(open_paren, close_paren);
-        match (claim, &claim_text) {
-            (Some(c), Some(ct)) if !params_commented && !fits(0, &whole) && fits(0, &sig) => {
+        match (claim_span, &claim_text) {
+            (Some((c_lo, c_hi)), Some(ct)) if !params_commented && !fits(0, &whole) && fits(0, &sig) => {
                 self.line(0, lo, close_paren + 1, sig, Gap::Keep);
-                self.line(1, c.span.start, c.span.end, ct.clone(), Gap::Never);
+                self.line(1, c_lo, c_hi, ct.clone(), Gap::Never);
                 if let Some((o, cl)) = body {
                     if empty {
                         self.line(0, o, cl + 1, "{}".to_string(), Gap::Never);

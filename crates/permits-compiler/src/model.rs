@@ -137,6 +137,8 @@ pub struct Node<'a> {
     pub kind: NodeKind<'a>,
     /// Its parameters, resolved.
     pub params: Vec<(&'a str, ParamType)>,
+    /// Whether each parameter of `params` (same index) is optional (`name?: type`).
+    pub optional: Vec<bool>,
     /// The effects its own operations prove, each with the operation's span and canonical text.
     pub operations: Vec<Operation>,
     /// Its resolved calls (a `call any` gives one edge per target; `call dynamic` gives an operation).

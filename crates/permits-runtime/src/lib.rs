@@ -300,6 +300,10 @@ pub struct OfferedTool {
     /// The table's level for the triple (`alone`, `propose` or `propose_every_time`); `None` when a
     /// condition on the arguments decides it.
     pub level: Option<Level>,
+    /// The tool's pin (`pinned "sha256:…"`, spec §2): a gateway offers it only while the definition where it
+    /// lives still has this digest. Absent for an unpinned tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
 }
 
 /// The embedded runtime (spec §5). Cheap to share between threads (`&Runtime` is enough for every

@@ -66,6 +66,7 @@ impl Runtime {
                     doc: tool.doc.clone(),
                     params: tool.params.clone(),
                     level,
+                    pinned: tool.pinned.clone(),
                 })
             })
             .collect()

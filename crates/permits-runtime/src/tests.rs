@@ -33,13 +33,14 @@ fn tool(label: &str, params: &[(&str, ParamType)], effect: EffectClass, version:
         label: label.into(),
         doc: None,
         external: false,
-        params: params.iter().map(|(n, t)| ParamInfo { name: (*n).into(), ty: t.clone() }).collect(),
+        params: params.iter().map(|(n, t)| ParamInfo { name: (*n).into(), ty: t.clone(), optional: false }).collect(),
         effects,
         claim: None,
         reserved: None,
         version: version.map(|(p, f)| VersionInfo { param: p.into(), field: f.into() }),
         subject: None,
         spends: None,
+        pinned: None,
         definition_digest: sha256_hex(label.as_bytes()),
     }
 }

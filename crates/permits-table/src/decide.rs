@@ -386,7 +386,8 @@ impl Table {
     /// Errors: [`Refused`], when the level is `never` because the call is refused outright.
     pub fn level_of(&self, call: CallRef<'_>) -> Result<LevelOf<'_>, Refused> {
         let (entry, tool) = self.offered_with_tool(call.agent, call.skill, call.tool).map_err(Refused::NotOffered)?;
-        level_of_offered(self, entry, tool, tool.shell_param(), call, |args| arguments_fit(tool, args))
+        let links = |child: (&str, &str), link: &ChainLink, tool: &str| link_entry(self, child, link, tool);
+        level_of_offered(self, entry, tool, tool.shell_param(), call, |args| arguments_fit(tool, args), links)
     }
 
     /// Every level the triple can get over every well-typed argument set, the allowance floor included
@@ -503,8 +504,9 @@ fn level_of_offered<'t>(
     shell: Result<Option<&str>, &str>,
     call: CallRef<'_>,
     fit: impl Fn(&Map<String, Value>) -> bool,
+    links: impl Fn((&str, &str), &ChainLink, &str) -> Option<&'t LinkEntry>,
 ) -> Result<LevelOf<'t>, Refused> {
-    match level_or_fault(table, entry, tool, shell, call, fit) {
+    match level_or_fault(table, entry, tool, shell, call, fit, links) {
         Ok(of) => Ok(of),
         Err(fault) => Err(refusal(fault, table, entry, tool, shell, call)),
     }
@@ -533,6 +535,7 @@ fn level_or_fault<'t>(
     shell: Result<Option<&str>, &str>,
     call: CallRef<'_>,
     fit: impl Fn(&Map<String, Value>) -> bool,
+    links: impl Fn((&str, &str), &ChainLink, &str) -> Option<&'t LinkEntry>,
 ) -> Result<LevelOf<'t>, Fault> {
     let mode = match call.mode {
         None => None,
@@ -567,26 +570,17 @@ fn level_or_fault<'t>(
     // tool to someone other than the requester.
     let mut level = level;
     let mut route = &entry.route;
-    if !call.via.is_empty() {
-        let mut child = (call.agent, call.skill);
-        for link in call.via {
-            let rows = link_entry(table, child, link, call.tool).ok_or(Fault::Chain)?;
-            if level != Level::Never {
-                level = level.max(link_level(rows, shell.ok().flatten(), args).map_err(|_| Fault::Condition)?);
-            }
-            child = (link.agent.as_str(), link.skill.as_str());
+    // One pass, nearest first: the last link with a route of its own is the one nearest the root.
+    let mut child = (call.agent, call.skill);
+    for link in call.via {
+        let rows = links(child, link, call.tool).ok_or(Fault::Chain)?;
+        if level != Level::Never {
+            level = level.max(link_level(rows, shell.ok().flatten(), args).map_err(|_| Fault::Condition)?);
         }
-        let mut child = (call.agent, call.skill);
-        let mut nearest_root = None;
-        for link in call.via {
-            if let Some(r) = link_entry(table, child, link, call.tool).and_then(|l| l.route.as_ref()) {
-                nearest_root = Some(r);
-            }
-            child = (link.agent.as_str(), link.skill.as_str());
-        }
-        if let Some(r) = nearest_root {
+        if let Some(r) = &rows.route {
             route = r;
         }
+        child = (link.agent.as_str(), link.skill.as_str());
     }
     let over_allowance = table.spend_of(tool, args).map_err(Fault::Budget)?.is_some_and(|s| s.over_allowance());
     let floored = level == Level::Alone && over_allowance;
@@ -775,8 +769,9 @@ fn shell_level(
 }
 
 /// Checks a call's arguments against the tool's parameters (spec §5 "Decide"): a JSON object with exactly
-/// the declared names, each of its type (`string`, `shell` and entities: a string; `int`: an integer; `money`:
-/// a non-negative integer; `bool`: a boolean). Whether a `shell` argument's line is judgeable is the next step
+/// the declared names (an optional parameter's may be missing), each of its type (`string`, `shell` and
+/// entities: a string; `int`: an integer; `money`: a non-negative integer; `bool`: a boolean; `number`: any
+/// JSON number; `json`: any value). Whether a `shell` argument's line is judgeable is the next step
 /// of [`Table::level_of`], not a matter of type: a line that is not judgeable is a well-typed `never`.
 ///
 /// Errors: the first [`ArgumentError`], parameters in declared order, then the first extra name.
@@ -786,6 +781,9 @@ pub fn check_arguments(tool_name: &str, tool: &ToolInfo, arguments: &Value) -> R
     };
     for param in &tool.params {
         let Some(value) = map.get(&param.name) else {
+            if param.optional {
+                continue;
+            }
             return Err(ArgumentError::Missing { tool: tool_name.to_string(), param: param.name.clone() });
         };
         if !value_fits(&param.ty, value) {
@@ -813,7 +811,10 @@ pub fn check_arguments(tool_name: &str, tool: &ToolInfo, arguments: &Value) -> R
 /// Whether a call's arguments fit the tool's parameters: [`check_arguments`] as a yes or no, without
 /// building an error.
 pub fn arguments_fit(tool: &ToolInfo, args: &Map<String, Value>) -> bool {
-    let typed = tool.params.iter().all(|param| args.get(&param.name).is_some_and(|value| value_fits(&param.ty, value)));
+    let typed = tool.params.iter().all(|param| match args.get(&param.name) {
+        Some(value) => value_fits(&param.ty, value),
+        None => param.optional,
+    });
     typed && args.keys().all(|k| tool.params.iter().any(|p| p.name == *k))
 }
 
@@ -826,6 +827,8 @@ pub fn value_fits(ty: &ParamType, value: &Value) -> bool {
         // Non-negative and within `i64`, as conditions and budgets read it.
         ParamType::Money => value.as_i64().is_some_and(|n| n >= 0),
         ParamType::Bool => value.is_boolean(),
+        ParamType::Number => value.is_number(),
+        ParamType::Json => true,
     }
 }
 
@@ -838,6 +841,8 @@ pub fn type_words(ty: &ParamType) -> String {
         ParamType::Bool => "`true` or `false`".into(),
         ParamType::Money => "a non-negative integer amount in minor units (at most 2^63 - 1)".into(),
         ParamType::Shell => "a shell command line (a string)".into(),
+        ParamType::Number => "a number".into(),
+        ParamType::Json => "any JSON value".into(),
         ParamType::Entity(e) => format!("the id of a `{e}` (a string)"),
     }
 }
@@ -865,7 +870,31 @@ pub struct LevelIndex<'t> {
     table: &'t Table,
     /// `(agent, skill, tool)` → the triple's entry and tool, for the triples [`Table::offered`] accepts.
     offered: NameMap<Triple<'t>, Offered<'t>>,
+    /// `(link agent, link skill, child agent, child skill, tool)` → the link's rows, for every declared
+    /// delegation (spec §3b): one hash lookup per link of a chain checks the link and finds its rows.
+    links: NameMap<LinkKey<'t>, &'t LinkEntry>,
 }
+
+/// A key of [`LevelIndex::links`]: a delegating link, the pair it delegates to, and the tool.
+#[derive(Clone, Copy, Debug)]
+struct LinkKey<'a>([&'a str; 5]);
+
+impl std::hash::Hash for LinkKey<'_> {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for name in self.0 {
+            state.write(name.as_bytes());
+            state.write_u8(0xff);
+        }
+    }
+}
+
+impl PartialEq for LinkKey<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.iter().zip(other.0.iter()).all(|(a, b)| same_name(a, b))
+    }
+}
+
+impl Eq for LinkKey<'_> {}
 
 /// An (agent, skill, tool) key of a [`LevelIndex`].
 #[derive(Clone, Copy, Debug)]
@@ -959,7 +988,21 @@ impl<'t> LevelIndex<'t> {
                 }
             }
         }
-        LevelIndex { table, offered }
+        // Every declared delegation: exactly what `link_entry` accepts, keyed for one lookup.
+        let mut links = NameMap::default();
+        for (agent, skills) in &table.links {
+            for (skill, tools) in skills {
+                let declared = table.agents.get(agent).is_some_and(|a| a.skills.contains(skill));
+                let Some(info) = table.skills.get(skill).filter(|_| declared) else { continue };
+                for child in &info.delegates {
+                    let Some((child_agent, child_skill)) = child.split_once('.') else { continue };
+                    for (tool, entry) in tools {
+                        links.insert(LinkKey([agent, skill, child_agent, child_skill, tool]), entry);
+                    }
+                }
+            }
+        }
+        LevelIndex { table, offered, links }
     }
 
     /// [`Table::level_of`], the same answer; a triple that is not offered is answered by the table (which
@@ -970,7 +1013,10 @@ impl<'t> LevelIndex<'t> {
         let Some(offered) = self.offered.get(&Triple(call.agent, call.skill, call.tool)) else {
             return self.table.level_of(call);
         };
-        level_of_offered(self.table, offered.entry, offered.tool, offered.shell, call, |args| offered.fit(args))
+        let links = |child: (&str, &str), link: &ChainLink, tool: &str| {
+            self.links.get(&LinkKey([&link.agent, &link.skill, child.0, child.1, tool])).copied()
+        };
+        level_of_offered(self.table, offered.entry, offered.tool, offered.shell, call, |args| offered.fit(args), links)
     }
 }
 
@@ -1025,12 +1071,56 @@ mod tests {
         assert_ne!(hasher.hash_one(Triple("ab", "c", "")), hasher.hash_one(Triple("a", "bc", "")));
     }
 
+    /// `name?: type` may be missing but not mistyped; `number` takes any JSON number and nothing else; `json`
+    /// takes any value (spec §2).
+    #[test]
+    fn optional_number_and_json_parameters() {
+        let tool = ToolInfo {
+            label: "t".into(),
+            doc: None,
+            external: true,
+            params: vec![
+                ParamInfo { name: "q".into(), ty: ParamType::String, optional: false },
+                ParamInfo { name: "limit".into(), ty: ParamType::Number, optional: true },
+                ParamInfo { name: "filter".into(), ty: ParamType::Json, optional: true },
+            ],
+            effects: BTreeMap::new(),
+            claim: None,
+            reserved: None,
+            version: None,
+            subject: None,
+            spends: None,
+            pinned: None,
+            definition_digest: String::new(),
+        };
+        let ok = |v: Value| check_arguments("T", &tool, &v);
+        assert_eq!(ok(json!({"q": "x"})), Ok(()));
+        assert_eq!(ok(json!({"q": "x", "limit": 2.5, "filter": {"a": [1, null]}})), Ok(()));
+        assert_eq!(ok(json!({"q": "x", "limit": -3})), Ok(()));
+        assert!(matches!(ok(json!({"limit": 1})), Err(ArgumentError::Missing { ref param, .. }) if param == "q"));
+        assert!(
+            matches!(ok(json!({"q": "x", "limit": "2"})), Err(ArgumentError::Mistyped { ref param, .. }) if param == "limit")
+        );
+        assert!(matches!(ok(json!({"q": "x", "other": 1})), Err(ArgumentError::Extra { .. })));
+        let map = |v: Value| v.as_object().cloned().unwrap_or_default();
+        assert!(arguments_fit(&tool, &map(json!({"q": "x"}))));
+        assert!(!arguments_fit(&tool, &map(json!({"q": "x", "limit": null}))));
+        assert_eq!(serde_json::to_value(ParamType::Number).ok(), Some(json!("number")));
+        assert_eq!(serde_json::to_value(ParamType::Json).ok(), Some(json!("json")));
+        // `optional` is left out of the JSON when false, so tables without optional parameters are unchanged.
+        assert_eq!(serde_json::to_value(&tool.params[0]).ok(), Some(json!({"name": "q", "type": "string"})));
+        assert_eq!(
+            serde_json::to_value(&tool.params[1]).ok(),
+            Some(json!({"name": "limit", "type": "number", "optional": true}))
+        );
+    }
+
     /// The index's argument check (`fit_sorted`) gives `arguments_fit`'s answer on every set of up to three
     /// arguments drawn from the parameters' names and near misses, with values of each type, for distinct
     /// and for repeated parameter names.
     #[test]
     fn indexed_argument_check_agrees_with_arguments_fit() {
-        let param = |name: &str, ty: ParamType| ParamInfo { name: name.into(), ty };
+        let param = |name: &str, ty: ParamType| ParamInfo { name: name.into(), ty, optional: false };
         let tool = |params: Vec<ParamInfo>| ToolInfo {
             label: "t".into(),
             doc: None,
@@ -1042,6 +1132,7 @@ mod tests {
             version: None,
             subject: None,
             spends: None,
+            pinned: None,
             definition_digest: String::new(),
         };
         let tools = [

@@ -158,6 +158,11 @@ pub struct ToolInfo {
     /// parameter that says how much (spec §6). Absent from the JSON for a tool that spends from no budget.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub spends: Option<SpendInfo>,
+    /// `pinned "sha256:HEX"` (an `extern tool`): the digest of the tool's definition where it lives (an MCP
+    /// server's whole tool object, canonical JSON). A host that sees another definition under the tool's name
+    /// must not call it. Part of `definition_digest`. Absent from the JSON for an unpinned tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pinned: Option<String>,
     /// SHA-256 (hex) of the tool's canonical definition and of everything it calls (spec §2).
     pub definition_digest: String,
 }
@@ -322,6 +327,9 @@ pub struct ParamInfo {
     /// Its type.
     #[serde(rename = "type")]
     pub ty: ParamType,
+    /// `name?: type`: the argument may be missing (spec §2). Absent from the JSON when `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub optional: bool,
 }
 
 /// One class of a tool's proven effect set.

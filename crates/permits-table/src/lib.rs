@@ -178,13 +178,17 @@ mod tests {
             label: "t".into(),
             doc: None,
             external: false,
-            params: types.iter().map(|(n, ty)| ParamInfo { name: (*n).into(), ty: ty.clone() }).collect(),
+            params: types
+                .iter()
+                .map(|(n, ty)| ParamInfo { name: (*n).into(), ty: ty.clone(), optional: false })
+                .collect(),
             effects: BTreeMap::new(),
             claim: None,
             reserved: None,
             version: None,
             subject: None,
             spends: None,
+            pinned: None,
             definition_digest: String::new(),
         };
         assert_eq!(tool(&[("a", ParamType::String)]).shell_param(), Ok(None));

@@ -104,6 +104,10 @@ pub enum ParamType {
     /// A shell command line (spec §3a): a string in arguments, never compared as one string but read with
     /// [`crate::shell::split`] and judged part by part. At most one per tool. Serialized `"shell"`.
     Shell,
+    /// A JSON number, integer or fraction (spec §2); never money. Serialized `"number"`.
+    Number,
+    /// Any JSON value (spec §2); no condition may read it. Serialized `"json"`.
+    Json,
     /// An id of the named entity, which the host resolves; a string in arguments.
     Entity(String),
 }

@@ -19,12 +19,24 @@ pub struct Config {
     pub skills_per_agent: usize,
     /// How many tools each skill lists.
     pub tools_per_skill: usize,
+    /// A delegation structure (spec §3b): every skill of agent `A{a}` delegates to the first skill of the
+    /// next agent, so the agents form one chain and a skill's descendants are every later agent's first
+    /// skill (the transitive closure the table carries rows for).
+    pub delegation: bool,
 }
 
 impl Config {
     /// A package of `tools` tools with ten call edges per tool, 20 agents of 5 skills of 20 tools.
     pub fn sized(tools: usize) -> Config {
-        Config { seed: 7, tools, edges: tools * 10, agents: 20, skills_per_agent: 5, tools_per_skill: 20 }
+        Config {
+            seed: 7,
+            tools,
+            edges: tools * 10,
+            agents: 20,
+            skills_per_agent: 5,
+            tools_per_skill: 20,
+            delegation: false,
+        }
     }
 }
 
@@ -110,6 +122,9 @@ pub fn generate(config: &Config) -> String {
             if let Some(t) = tools.first() {
                 let _ = writeln!(out, "    route T{t} to queue Review");
             }
+            if config.delegation && a + 1 < config.agents {
+                let _ = writeln!(out, "    delegates [A{}.A{}S0]", a + 1, a + 1);
+            }
             out.push_str("}\n");
         }
     }
@@ -138,5 +153,20 @@ mod tests {
         let table = out.table.expect("a table");
         assert_eq!(table.agents.len(), 20);
         assert!(table.entries.values().flat_map(|s| s.values()).map(|t| t.len()).sum::<usize>() > 1000);
+        assert!(table.links.is_empty());
+    }
+
+    #[test]
+    fn a_generated_delegation_structure_compiles_with_link_rows() {
+        let text = generate(&Config { delegation: true, ..Config::sized(500) });
+        let mut sources = permits_compiler::syntax::Sources::default();
+        sources.add(permits_compiler::syntax::Source::new("gen.permits", text.into_bytes()));
+        let out = permits_compiler::compile::compile_loaded(permits_compiler::syntax::parse_sources(sources));
+        let errors: Vec<_> = out.diagnostics.iter().filter(|d| d.is_error()).map(|d| d.message.clone()).collect();
+        assert!(errors.is_empty(), "{errors:?}");
+        let table = out.table.expect("a table");
+        // Every agent but the last delegates; the last agent's skills have no descendants.
+        assert_eq!(table.links.len(), 19);
+        assert_eq!(table.skills["A0S3"].delegates, vec!["A1.A1S0".to_string()]);
     }
 }

@@ -66,6 +66,10 @@ pub(super) enum Command {
         /// reasons. An unknown mode is an error (exit 2).
         #[arg(long)]
         mode: Option<String>,
+        /// A delegating link `AGENT.SKILL` of the call's chain (spec §3b), nearest first; repeatable. Each
+        /// link's layers are shown; an undeclared link is an error (exit 2).
+        #[arg(long = "via", value_name = "AGENT.SKILL")]
+        via: Vec<String>,
         /// The package.
         path: PathBuf,
         /// Output format.
@@ -144,6 +148,12 @@ pub(super) enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// permits in front of an MCP server (issue #19): `import` its tools as pinned extern tools, or run the
+    /// `proxy` that puts every `tools/call` through the approval service.
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
     /// The audit chain (spec §5a): `permitc audit verify FILE` checks a store or a JSON-lines export.
     Audit {
         #[command(subcommand)]
@@ -157,6 +167,59 @@ pub(super) enum Command {
         /// Only what this agent is offered, and what it calls, with the level in each skill.
         #[arg(long)]
         agent: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(super) enum McpCommand {
+    /// Connect to an MCP server on stdio, list its tools, and write `.permits` declarations for them: typed
+    /// parameters, the widest claim for you to confirm (the server's hints as a comment), and a pin of each
+    /// tool's definition. With `-o` over an existing file: what changed, field by field, on stderr, and the
+    /// claims of unchanged tools kept. Exit 0 written, 2 when the server or the file fails.
+    Import {
+        /// Write here instead of stdout (replacing the file).
+        #[arg(short, long)]
+        output: Option<PathBuf>,
+        /// The server's command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+    /// An MCP server on stdio for the agent in front of the MCP server `CMD ARGS…`: it lists only the tools
+    /// the skill offers (not `never`, definition unchanged since pinned) and puts every `tools/call` through
+    /// the approval service at `--service`, as a host with `--key`. Serves until stdin ends.
+    Proxy {
+        /// The approval service's URL (`permitd serve` prints it): `http://127.0.0.1:7878`.
+        #[arg(long)]
+        service: String,
+        /// The host key (`permitd keys add --agents AGENT`); or set PERMITS_HOST_KEY.
+        #[arg(long)]
+        key: Option<String>,
+        /// The agent the calls are made as.
+        #[arg(long)]
+        agent: String,
+        /// The skill it works in.
+        #[arg(long)]
+        skill: String,
+        /// The person the work is for.
+        #[arg(long = "for")]
+        requester: Option<String>,
+        /// How long a proposed call waits for a person's decision before the agent is told it waits, in
+        /// seconds (0 to 3600).
+        #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u64).range(0..=3600))]
+        wait: u64,
+        /// The operation key of the task (a retried call attaches to its proposal); a new one per run when
+        /// not given.
+        #[arg(long)]
+        task: Option<String>,
+        /// Pass `resources/*` through (off: reading a resource is a read the policy has not seen).
+        #[arg(long)]
+        allow_resources: bool,
+        /// Pass `prompts/*` through.
+        #[arg(long)]
+        allow_prompts: bool,
+        /// The server's command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
     },
 }
 

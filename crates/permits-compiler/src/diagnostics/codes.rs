@@ -74,6 +74,8 @@ codes! {
     CheckExternClaim = "permits::check::extern_claim", Error, "an `extern tool` without a claim";
     /// An operation or call in an `extern tool` (it has no body to prove).
     CheckExternBody = "permits::check::extern_body", Error, "an operation or call in an `extern tool` (it has no body to prove)";
+    /// A `pinned` digest that is not `sha256:` and 64 lowercase hex digits.
+    CheckPinned = "permits::check::pinned", Error, "a `pinned` digest that is not `sha256:` and 64 lowercase hex digits";
     /// A statement that may appear once appears again (two `version`s, two sponsors, a class set twice).
     CheckRepeated = "permits::check::repeated", Error, "a statement that may appear once appears again (two `version`s, two sponsors, a class set twice)";
     /// A parameter type that is not `string`, `int`, `bool`, `money`, `shell` or an entity.

@@ -261,6 +261,8 @@ pub struct Tool {
     pub params: Vec<Param>,
     /// The claimed effect set, if written.
     pub claim: Option<Claim>,
+    /// `pinned "sha256:HEX"` (extern tools only): the digest of the tool's definition where it lives.
+    pub pinned: Option<StringLit>,
     /// The statements of the body (for an extern tool, only `version` and `subject`).
     pub body: Vec<Statement>,
     /// Where the body's braces are, if there is a body.
@@ -280,12 +282,14 @@ pub struct Function {
     pub body: Vec<Statement>,
 }
 
-/// `name: type`
+/// `name: type` or `name?: type`
 #[derive(Clone, Debug)]
 pub struct Param {
     /// The parameter's name.
     pub name: Ident,
-    /// The type as written: `string`, `int`, `bool`, `money` or an entity name.
+    /// `true` for `name?: type`: the argument may be missing.
+    pub optional: bool,
+    /// The type as written: `string`, `int`, `bool`, `money`, `shell`, `number`, `json` or an entity name.
     pub ty: Ident,
     /// The whole parameter.
     pub span: Span,

@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 pub use ast::{FileId, Span};
+/// Every reserved word (spec §1): no declaration may be named one.
+pub use parse::RESERVED;
 
 use crate::diagnostics::{Code, Diagnostic};
 

@@ -410,12 +410,13 @@ fn budget_field_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> BudgetField {
 }
 
 /// tool_decl = { kw_tool ~ ident ~ string? ~ params ~ claim? ~ body }
-/// extern_tool_decl = { kw_extern ~ kw_tool ~ ident ~ string? ~ params ~ claim? ~ body? }
+/// extern_tool_decl = { kw_extern ~ kw_tool ~ ident ~ string? ~ params ~ claim? ~ pinned? ~ body? }
 fn tool_from_pair(pair: Pair<'_, Rule>, kind: ToolKind, ctx: &mut Ctx) -> Tool {
     let mut name = None;
     let mut label = None;
     let mut params = Vec::new();
     let mut claim = None;
+    let mut pinned = None;
     let mut body = Vec::new();
     let mut body_span = None;
     for p in inner(pair) {
@@ -425,6 +426,10 @@ fn tool_from_pair(pair: Pair<'_, Rule>, kind: ToolKind, ctx: &mut Ctx) -> Tool {
             Rule::string => label = Some(string_from_pair(p, ctx)),
             Rule::params => params = params_from_pair(p, ctx),
             Rule::claim => claim = Some(claim_from_pair(p, ctx)),
+            Rule::pinned => {
+                let lit = inner(p).find(|q| q.as_rule() == Rule::string);
+                pinned = lit.map(|q| string_from_pair(q, ctx));
+            }
             Rule::body => {
                 body_span = Some(ctx.span(&p));
                 body = body_from_pair(p, ctx);
@@ -433,7 +438,7 @@ fn tool_from_pair(pair: Pair<'_, Rule>, kind: ToolKind, ctx: &mut Ctx) -> Tool {
         }
     }
     let name = name.unwrap_or_else(|| unreachable!("tool_decl: a name is required"));
-    Tool { kind, name, label, params, claim, body, body_span }
+    Tool { kind, name, label, params, claim, pinned, body, body_span }
 }
 
 /// fn_decl = { kw_fn ~ ident ~ params ~ claim? ~ body }
@@ -456,14 +461,16 @@ fn function_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Function {
     Function { name, params, claim, body }
 }
 
-/// params = { "(" ~ (param ~ ("," ~ param)* ~ ","?)? ~ ")" }; param = { ident ~ ":" ~ ident }
+/// params = { "(" ~ (param ~ ("," ~ param)* ~ ","?)? ~ ")" }; param = { ident ~ optional_mark? ~ ":" ~ ident }
 fn params_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Vec<Param> {
     inner(pair)
         .map(|p| {
             let span = ctx.span(&p);
-            let mut it = inner(p);
-            let (Some(name), Some(ty)) = (it.next(), it.next()) else { unreachable!("param: a name and a type") };
-            Param { name: param_ident(name, ctx), ty: ident_from_pair(ty, ctx), span }
+            let mut it = inner(p).peekable();
+            let Some(name) = it.next() else { unreachable!("param: a name") };
+            let optional = it.next_if(|q| q.as_rule() == Rule::optional_mark).is_some();
+            let Some(ty) = it.next() else { unreachable!("param: a type") };
+            Param { name: param_ident(name, ctx), optional, ty: ident_from_pair(ty, ctx), span }
         })
         .collect()
 }
@@ -1079,6 +1086,8 @@ fn rule_name(rule: &Rule) -> &'static str {
         Rule::kw_tool => "`tool`",
         Rule::kw_tools => "`tools`",
         Rule::kw_extern => "`extern`",
+        Rule::kw_pinned | Rule::pinned => "`pinned`",
+        Rule::optional_mark => "`?`",
         Rule::kw_fn => "`fn`",
         Rule::kw_role => "`role`",
         Rule::kw_roles => "`roles`",

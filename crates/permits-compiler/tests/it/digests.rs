@@ -84,3 +84,34 @@ fn reformatting_changes_no_digest_that_binds_a_decision() {
     assert_ne!(PACKAGE, reformatted);
     assert_eq!(digests(&compile(&reformatted)), digests(&compile(PACKAGE)));
 }
+
+/// A pin and an optional mark are part of an extern tool's `definition_digest` (spec §2): a server that
+/// changes its tool object changes the pin, so every standing rule bound to the old digest stops applying.
+#[test]
+fn a_pin_and_an_optional_mark_are_part_of_the_definition_digest() {
+    let with = |params: &str, pin: &str| {
+        let text = format!(
+            "person Pat\nagent A \"a\" {{ sponsor Pat skills [S] }}\nskill S \"s\" {{ tools [Search] }}\n\
+             extern tool Search \"Search\" ({params}) : reaches_out{pin}\n"
+        );
+        compile(&text).tools["Search"].clone()
+    };
+    let a = format!(" pinned \"sha256:{}\"", "a".repeat(64));
+    let b = format!(" pinned \"sha256:{}\"", "b".repeat(64));
+    let unpinned = with("q: string", "");
+    let pinned_a = with("q: string", &a);
+    let pinned_b = with("q: string", &b);
+    let optional = with("q?: string", &a);
+    assert_eq!(pinned_a.pinned.as_deref(), Some(format!("sha256:{}", "a".repeat(64)).as_str()));
+    assert_eq!(unpinned.pinned, None);
+    let digests = [&unpinned, &pinned_a, &pinned_b, &optional].map(|t| t.definition_digest.clone());
+    for i in 0..digests.len() {
+        for j in i + 1..digests.len() {
+            assert_ne!(digests[i], digests[j], "tools {i} and {j} share a definition digest");
+        }
+    }
+    assert!(optional.params[0].optional);
+    assert!(!pinned_a.params[0].optional);
+    // The same source compiled twice gives the same digest.
+    assert_eq!(with("q: string", &a).definition_digest, pinned_a.definition_digest);
+}

@@ -20,8 +20,8 @@ pub(crate) struct OfferQuery {
 }
 
 /// `GET /v1/agents/{agent}/skills/{skill}/tools[?mode=M]`: the tools to offer the model (never a `never`
-/// one), in the skill's order, each with its label, parameters and level (`null` when a condition on the
-/// arguments decides it), and the level of every tool of the skill; in mode `M` when given (spec §3c: a
+/// one), in the skill's order, each with its label, parameters, level (`null` when a condition on the
+/// arguments decides it) and pin (when it has one), and the level of every tool of the skill; in mode `M` when given (spec §3c: a
 /// tool that is `never` in the mode is not offered; a mode the table does not declare offers nothing).
 pub(crate) async fn tools(
     State(app): State<Arc<App>>,
@@ -35,7 +35,15 @@ pub(crate) async fn tools(
         .rt
         .offered_tools_in(&agent, &skill, mode)
         .into_iter()
-        .map(|t| json!({"name": t.name, "label": t.label, "doc": t.doc, "params": t.params, "level": t.level}))
+        .map(|t| {
+            let mut tool =
+                json!({"name": t.name, "label": t.label, "doc": t.doc, "params": t.params, "level": t.level});
+            // The pin (spec §2), for a gateway that offers the tool only while its definition still has it.
+            if let Some(pin) = t.pinned {
+                tool["pinned"] = json!(pin);
+            }
+            tool
+        })
         .collect();
     let levels: Vec<Value> = app
         .rt

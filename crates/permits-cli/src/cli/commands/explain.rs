@@ -8,8 +8,21 @@ pub(in crate::cli) fn explain(
     skill: &str,
     tool: &str,
     mode: Option<&str>,
+    via: &[String],
     format: Format,
 ) -> u8 {
+    let mut chain = Vec::new();
+    for link in via {
+        match link.split_once('.') {
+            Some((agent, skill)) if !agent.is_empty() && !skill.is_empty() && !skill.contains('.') => {
+                chain.push(crate::table::ChainLink::new(agent, skill));
+            }
+            _ => {
+                errln!("error: `--via {link}` is not `AGENT.SKILL` (a delegating agent and the skill it works in)");
+                return 2;
+            }
+        }
+    }
     let result = with_analysis(path, format, |a| match mode {
         Some(m) if !a.model.modes.contains_key(m) => {
             let near = crate::diagnostics::closest(m, a.model.modes.keys().copied());
@@ -18,7 +31,10 @@ pub(in crate::cli) fn explain(
                 None => format!("unknown mode `{m}`: the package declares no such mode"),
             })
         }
-        _ => Ok(crate::explain::explain_in(a, agent, skill, tool, mode)),
+        _ => match crate::explain::undeclared_link(a, agent, skill, &chain) {
+            Some(why) => Err(why),
+            None => Ok(crate::explain::explain_via(a, agent, skill, tool, mode, &chain)),
+        },
     });
     let explanation = match result {
         Ok(Ok(e)) => e,
@@ -62,7 +78,8 @@ fn explain_text(e: &Explanation) -> String {
         ),
     };
     let in_mode = d.mode.as_ref().map(|m| format!(" in mode {m}")).unwrap_or_default();
-    let mut out = format!("({}, {}, {}){in_mode}: {shown}\n", d.agent, d.skill, d.tool);
+    let via: String = d.via.iter().map(|l| format!(" via {l}")).collect();
+    let mut out = format!("({}, {}, {}){via}{in_mode}: {shown}\n", d.agent, d.skill, d.tool);
     let routed = d.possible.iter().any(|l| matches!(l, Level::Propose | Level::ProposeEveryTime));
     out.push_str(&format!(
         "  route: {}{}\n",
@@ -76,14 +93,16 @@ fn explain_text(e: &Explanation) -> String {
             Some(callee) => format!(" (inherited: `{}` calls `{callee}`)", d.tool),
             None => String::new(),
         };
+        let layer = match &r.link {
+            Some(link) => format!("{} of link `{link}`", r.layer_words()),
+            None => r.layer_words().to_string(),
+        };
         match (&r.at, &r.text) {
             (Some(place), Some(text)) => out.push_str(&format!(
                 "  {decisive} {}: {} — {}{inherited} at {place}: `{text}`\n",
-                r.layer_words(),
-                r.level,
-                r.rule
+                layer, r.level, r.rule
             )),
-            _ => out.push_str(&format!("  {decisive} {}: {} — {}\n", r.layer_words(), r.level, r.rule)),
+            _ => out.push_str(&format!("  {decisive} {}: {} — {}\n", layer, r.level, r.rule)),
         }
     }
     if d.witnesses.is_empty() {

@@ -1,0 +1,149 @@
+//! `permitc mcp import` and `permitc mcp proxy` (issue #19): the commands of the `permits-mcp` crate.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use permits_mcp::import::{changes, import, read_existing, render};
+use permits_mcp::proxy::{Options, run};
+use permits_mcp::upstream::{Handler, Upstream};
+
+/// `permitc mcp import [-o FILE] -- CMD ARGS…`. Exit 0 written, 2 for a server that cannot be started or
+/// listed, a file that cannot be read, compared or written.
+pub(crate) fn mcp_import(output: Option<&Path>, command: &[String]) -> u8 {
+    let Some((cmd, args)) = command.split_first() else {
+        errln!("error: name the MCP server's command after `--`: permitc mcp import -- npx -y @example/server");
+        return 2;
+    };
+    let old = match output.filter(|p| p.exists()) {
+        None => None,
+        Some(path) => match std::fs::read_to_string(path) {
+            Err(e) => {
+                errln!("error: cannot read {}: {e}", path.display());
+                return 2;
+            }
+            Ok(text) => match read_existing(&text) {
+                Ok(old) => Some(old),
+                Err(why) => {
+                    errln!(
+                        "error: {} does not parse, so it cannot be compared ({why}); fix it or write elsewhere",
+                        path.display()
+                    );
+                    return 2;
+                }
+            },
+        },
+    };
+    let handler: Handler = Arc::new(|_| {});
+    let upstream = match Upstream::spawn(cmd, args, handler) {
+        Ok(u) => u,
+        Err(e) => {
+            errln!("error: {e}");
+            return 2;
+        }
+    };
+    let tools = match upstream.list_tools(Duration::from_secs(60)) {
+        Ok(t) => t,
+        Err(e) => {
+            errln!("error: {e}");
+            return 2;
+        }
+    };
+    upstream.kill();
+    let info = upstream.initialized.get("serverInfo");
+    let server_name = info.and_then(|i| i.get("name")).and_then(|n| n.as_str()).unwrap_or("(unnamed)");
+    let server_version = info.and_then(|i| i.get("version")).and_then(|n| n.as_str()).unwrap_or("");
+    let server = format!("the MCP server `{server_name}` {server_version}").trim_end().to_string();
+    let empty = BTreeMap::new();
+    let imported = match import(&tools, old.as_ref().unwrap_or(&empty)) {
+        Ok(i) => i,
+        Err(e) => {
+            errln!("error: {e}");
+            return 2;
+        }
+    };
+    let text = render(&imported, &server);
+    let skipped = imported.iter().filter(|t| t.declaration.is_err()).count();
+    match output {
+        None => out!("{text}"),
+        Some(path) => {
+            if let Some(old) = &old {
+                let lines = changes(old, &imported);
+                if lines.is_empty() {
+                    errln!("{}: no tool changed", path.display());
+                }
+                for l in lines {
+                    errln!("{l}");
+                }
+            }
+            let tmp = path.with_extension("permits.tmp");
+            let written = std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, path));
+            if let Err(e) = written {
+                let _ = std::fs::remove_file(&tmp);
+                errln!("error: cannot write {}: {e}", path.display());
+                return 2;
+            }
+        }
+    }
+    errln!(
+        "imported {} tool{} from {server}{}",
+        imported.len() - skipped,
+        if imported.len() - skipped == 1 { "" } else { "s" },
+        if skipped > 0 { format!(" ({skipped} could not be declared: see the comments)") } else { String::new() }
+    );
+    0
+}
+
+/// The proxy's arguments as given (see `Command::Mcp`).
+pub(crate) struct ProxyArgs {
+    pub(crate) service: String,
+    pub(crate) key: Option<String>,
+    pub(crate) agent: String,
+    pub(crate) skill: String,
+    pub(crate) requester: Option<String>,
+    pub(crate) wait: u64,
+    pub(crate) task: Option<String>,
+    pub(crate) allow_resources: bool,
+    pub(crate) allow_prompts: bool,
+    pub(crate) command: Vec<String>,
+}
+
+/// `permitc mcp proxy …`: serves until stdin ends. Exit 0 then, 2 for bad arguments or a server that cannot
+/// be started.
+pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
+    let Some((cmd, args)) = a.command.split_first() else {
+        errln!("error: name the MCP server's command after `--`: permitc mcp proxy … -- npx -y @example/server");
+        return 2;
+    };
+    let Some(key) = a.key.or_else(|| std::env::var("PERMITS_HOST_KEY").ok()).filter(|k| !k.trim().is_empty()) else {
+        errln!("error: give the host key with --key or in PERMITS_HOST_KEY (`permitd keys add` prints one)");
+        return 2;
+    };
+    if !(a.service.starts_with("http://") || a.service.starts_with("https://")) {
+        errln!("error: --service is the approval service's URL, like http://127.0.0.1:7878");
+        return 2;
+    }
+    let options = Options {
+        service: a.service,
+        key: key.trim().to_string(),
+        agent: a.agent,
+        skill: a.skill,
+        requester: a.requester,
+        wait: a.wait,
+        task: a.task,
+        allow_resources: a.allow_resources,
+        allow_prompts: a.allow_prompts,
+        command: cmd.clone(),
+        args: args.to_vec(),
+    };
+    let stdin = std::io::stdin();
+    match run(options, stdin.lock(), std::io::stdout()) {
+        Ok(()) => 0,
+        Err(e) => {
+            errln!("error: {e}");
+            2
+        }
+    }
+}

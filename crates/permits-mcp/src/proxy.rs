@@ -1,0 +1,678 @@
+//! `permitc mcp proxy`: an MCP server on stdio for the agent, an MCP client of the upstream server, and a
+//! host of the approval service. Nothing reaches the upstream server's tools but through the service's
+//! `/v1/calls` and the execution protocol, exactly as for any remote host; the proxy never touches the store.
+//!
+//! - `tools/list` offers the upstream tools whose permits name ([`crate::import::permits_name`]) the skill
+//!   offers the agent (so not `never`) and whose tool object still has the table's pin; any other is withheld
+//!   (logged on stderr: the service's API records no audit event for a host). An upstream
+//!   `notifications/tools/list_changed` re-checks and tells the agent.
+//! - `tools/call`: `alone` → forwarded once; `propose` → a proposal, waited for up to `--wait` seconds, then
+//!   forwarded exactly once when granted (the claim token is the proxy's), or a tool error with the reason, or
+//!   a tool result saying it waits (the proposal's id and where to decide it; `isError`, as it did not run); the same call again in the same
+//!   task attaches to the same proposal. `never`, withheld, unknown → a tool error with the reason.
+//! - `ping` is answered by the proxy; progress passes through; a cancellation is passed on as sent (it names
+//!   the agent's request id, not the proxy's upstream one, so it does not stop a forwarded call yet); `resources/*` and `prompts/*` only with
+//!   `allow_resources` / `allow_prompts`; the server's own requests (sampling, elicitation, roots) pass to the
+//!   agent and are logged. Malformed or oversized frames and unknown methods get JSON-RPC errors, an exited
+//!   upstream server an error on every request; the proxy keeps serving until its input ends.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::BufRead;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::canonical::pin;
+use crate::import::permits_name;
+use crate::jsonrpc::{
+    self, Frame, FrameReader, INTERNAL_ERROR, INVALID_PARAMS, MAX_FRAME_BYTES, METHOD_NOT_FOUND, Message, Writer,
+    error_object, error_response,
+};
+use crate::service::{Answer, Service, segment};
+use crate::upstream::{Handler, Incoming, Upstream, UpstreamError};
+
+/// How long a forwarded request may wait for the upstream server, in seconds.
+pub const UPSTREAM_SECONDS: u64 = 300;
+
+/// The most earlier results kept as evidence for a proposal (spec §5: what the agent saw before it asked).
+pub const EVIDENCE_KEPT: usize = 5;
+
+/// The longest answer kept as evidence, in bytes of its JSON; a longer one is kept as its first part.
+pub const EVIDENCE_BYTES: usize = 4096;
+
+/// What the proxy is started with.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// The approval service's base URL.
+    pub service: String,
+    /// The host key.
+    pub key: String,
+    /// The agent the calls are made as.
+    pub agent: String,
+    /// The skill it works in.
+    pub skill: String,
+    /// The person the work is for, if any.
+    pub requester: Option<String>,
+    /// How long a proposed call waits for the decision before the agent is told it waits, in seconds.
+    pub wait: u64,
+    /// The operation key of the task; `None` for a new one per run (`mcp-AGENT-RANDOM`).
+    pub task: Option<String>,
+    /// Pass `resources/*` through.
+    pub allow_resources: bool,
+    /// Pass `prompts/*` through.
+    pub allow_prompts: bool,
+    /// The upstream server's command.
+    pub command: String,
+    /// Its arguments.
+    pub args: Vec<String>,
+}
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ProxyError {
+    /// The upstream server could not be started or initialized.
+    #[error(transparent)]
+    Upstream(#[from] UpstreamError),
+    /// No random bytes for the session's secret.
+    #[error("no random bytes for the claim tokens: {0}")]
+    Random(String),
+}
+
+/// Whether an upstream tool is offered, and why not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Offer {
+    Offered,
+    Withheld(String),
+}
+
+#[derive(Default)]
+struct Catalog {
+    /// The upstream tools by MCP name, as sent, in the server's order.
+    tools: Vec<(String, Value)>,
+    /// Each tool's offer, by MCP name.
+    offers: BTreeMap<String, Offer>,
+    loaded: bool,
+}
+
+struct State {
+    options: Options,
+    service: Service,
+    agent_out: Writer,
+    upstream: OnceLock<Upstream>,
+    catalog: Mutex<Catalog>,
+    /// The server's requests forwarded to the agent: our id → the server's id.
+    server_requests: Mutex<HashMap<String, Value>>,
+    next_id: AtomicU64,
+    task: String,
+    secret: [u8; 32],
+    evidence: Mutex<VecDeque<Value>>,
+    /// Protocol version agreed with the agent.
+    protocol: Mutex<String>,
+    /// Requests of the agent being answered.
+    in_flight: AtomicU64,
+}
+
+fn log(message: &str) {
+    eprintln!("permitc mcp proxy: {message}");
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Runs the proxy: starts the upstream server, then serves `input` (the agent's frames) until it ends,
+/// writing to `output`; then answers the requests in flight and kills the upstream server.
+///
+/// Errors: [`ProxyError`] when the upstream server cannot be started or initialized, or no random bytes.
+pub fn run(
+    options: Options,
+    input: impl BufRead,
+    output: impl std::io::Write + Send + 'static,
+) -> Result<(), ProxyError> {
+    let mut secret = [0u8; 32];
+    getrandom::fill(&mut secret).map_err(|e| ProxyError::Random(e.to_string()))?;
+    let task = options.task.clone().unwrap_or_else(|| format!("mcp-{}-{}", options.agent, hex(&secret[..6])));
+    let state = Arc::new(State {
+        service: Service::new(&options.service, &options.key),
+        options,
+        agent_out: Writer::new(output),
+        upstream: OnceLock::new(),
+        catalog: Mutex::new(Catalog::default()),
+        server_requests: Mutex::new(HashMap::new()),
+        next_id: AtomicU64::new(1),
+        task,
+        secret,
+        evidence: Mutex::new(VecDeque::new()),
+        protocol: Mutex::new(crate::PROTOCOL_VERSION.to_string()),
+        in_flight: AtomicU64::new(0),
+    });
+    let handler: Handler = {
+        let state = Arc::clone(&state);
+        Arc::new(move |incoming| on_upstream(&state, incoming))
+    };
+    let upstream = Upstream::spawn(&state.options.command, &state.options.args, handler)?;
+    let _ = state.upstream.set(upstream);
+    log(&format!(
+        "serving agent `{}` in skill `{}` (task `{}`) through {}",
+        state.options.agent,
+        state.options.skill,
+        state.task,
+        state.service.base()
+    ));
+    let mut frames = FrameReader::new(input, MAX_FRAME_BYTES);
+    loop {
+        let frame = match frames.next_frame() {
+            Ok(Some(f)) => f,
+            Ok(None) => break,
+            Err(e) => {
+                log(&format!("reading the agent's input failed: {e}"));
+                break;
+            }
+        };
+        let text = match frame {
+            Frame::Text(t) => t,
+            Frame::TooLong(n) => {
+                let why = format!("invalid request: a frame of {n} bytes is over the limit of {MAX_FRAME_BYTES}");
+                send(&state, &error_response(Value::Null, jsonrpc::INVALID_REQUEST, why));
+                continue;
+            }
+            Frame::NotUtf8 => {
+                send(&state, &error_response(Value::Null, jsonrpc::PARSE_ERROR, "parse error: the frame is not UTF-8"));
+                continue;
+            }
+        };
+        match jsonrpc::parse(&text) {
+            Ok(Message::Request { id, method, params }) => {
+                // Each request on its own thread: a call that waits for a person must not hold up a ping.
+                state.in_flight.fetch_add(1, Ordering::SeqCst);
+                let spawned = std::thread::Builder::new().name("mcp-request".into()).spawn({
+                    let (id, method, params) = (id.clone(), method.clone(), params.clone());
+                    let state = Arc::clone(&state);
+                    move || {
+                        let answer = handle_request(&state, &method, params);
+                        send(&state, &Message::Response { id, outcome: answer });
+                        state.in_flight.fetch_sub(1, Ordering::SeqCst);
+                    }
+                });
+                if spawned.is_err() {
+                    state.in_flight.fetch_sub(1, Ordering::SeqCst);
+                    send(&state, &error_response(id, INTERNAL_ERROR, "the proxy could not start a thread"));
+                }
+            }
+            Ok(Message::Notification { method, params }) => on_agent_notification(&state, &method, params),
+            Ok(Message::Response { id, outcome }) => on_agent_response(&state, id, outcome),
+            Err(m) => {
+                if let Some(answer) = m.answer {
+                    send(&state, &answer);
+                }
+            }
+        }
+    }
+    // The agent's input ended: answer what is in flight (a call waiting for a person, at most `--wait` and
+    // the upstream call after it), then stop the upstream server.
+    let deadline = Instant::now() + Duration::from_secs(state.options.wait + UPSTREAM_SECONDS);
+    while state.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    if let Some(u) = state.upstream.get() {
+        u.kill();
+    }
+    Ok(())
+}
+
+fn send(state: &State, message: &Message) {
+    if let Err(e) = state.agent_out.send(message) {
+        log(&format!("writing to the agent failed: {e}"));
+    }
+}
+
+fn upstream(state: &State) -> Result<&Upstream, Value> {
+    state.upstream.get().ok_or_else(|| error_object(INTERNAL_ERROR, "the upstream MCP server is not started"))
+}
+
+fn upstream_error(e: &UpstreamError) -> Value {
+    match e {
+        UpstreamError::Rpc { error, .. } => error.clone(),
+        other => error_object(INTERNAL_ERROR, other.to_string()),
+    }
+}
+
+/// Forwards a request to the upstream server as it is.
+fn forward(state: &State, method: &str, params: Option<Value>) -> Result<Value, Value> {
+    let u = upstream(state)?;
+    u.request(method, params, Duration::from_secs(UPSTREAM_SECONDS)).map_err(|e| upstream_error(&e))
+}
+
+fn handle_request(state: &Arc<State>, method: &str, params: Option<Value>) -> Result<Value, Value> {
+    match method {
+        "initialize" => Ok(initialize(state, params.as_ref())),
+        "ping" => Ok(json!({})),
+        "tools/list" => {
+            refresh(state).map_err(|e| error_object(INTERNAL_ERROR, e))?;
+            Ok(json!({"tools": offered(state)}))
+        }
+        "tools/call" => tools_call(state, params.unwrap_or(Value::Null)),
+        m if m.starts_with("resources/") && state.options.allow_resources => forward(state, m, params),
+        m if m.starts_with("prompts/") && state.options.allow_prompts => forward(state, m, params),
+        "completion/complete" | "logging/setLevel" => forward(state, method, params),
+        m if m.starts_with("resources/") => Err(error_object(
+            METHOD_NOT_FOUND,
+            format!(
+                "`{m}`: resources are not passed through (start the proxy with --allow-resources: reading one is a read the policy has not seen)"
+            ),
+        )),
+        m if m.starts_with("prompts/") => Err(error_object(
+            METHOD_NOT_FOUND,
+            format!("`{m}`: prompts are not passed through (start the proxy with --allow-prompts)"),
+        )),
+        other => Err(error_object(METHOD_NOT_FOUND, format!("method not found: `{other}`"))),
+    }
+}
+
+fn initialize(state: &State, params: Option<&Value>) -> Value {
+    let asked = params.and_then(|p| p.get("protocolVersion")).and_then(Value::as_str).unwrap_or("");
+    let version = if crate::SUPPORTED_VERSIONS.contains(&asked) { asked } else { crate::PROTOCOL_VERSION };
+    if let Ok(mut p) = state.protocol.lock() {
+        *p = version.to_string();
+    }
+    let upstream_init = state.upstream.get().map(|u| u.initialized.clone()).unwrap_or(Value::Null);
+    let up_caps = upstream_init.get("capabilities").cloned().unwrap_or(json!({}));
+    let mut caps = serde_json::Map::new();
+    caps.insert("tools".into(), json!({"listChanged": true}));
+    if state.options.allow_resources {
+        if let Some(r) = up_caps.get("resources") {
+            caps.insert("resources".into(), r.clone());
+        }
+    }
+    if state.options.allow_prompts {
+        if let Some(p) = up_caps.get("prompts") {
+            caps.insert("prompts".into(), p.clone());
+        }
+    }
+    if let Some(l) = up_caps.get("logging") {
+        caps.insert("logging".into(), l.clone());
+    }
+    let mut answer = json!({
+        "protocolVersion": version,
+        "capabilities": Value::Object(caps),
+        "serverInfo": {"name": "permitc-mcp-proxy", "version": env!("CARGO_PKG_VERSION")},
+    });
+    if let Some(i) = upstream_init.get("instructions").filter(|i| i.is_string()) {
+        answer["instructions"] = i.clone();
+    }
+    answer
+}
+
+/// Reloads the upstream tools and the skill's offer, and decides each tool's offer. Logs every tool that is
+/// withheld for another reason than before.
+fn refresh(state: &State) -> Result<(), String> {
+    let u = upstream(state).map_err(|e| e.to_string())?;
+    let tools = u.list_tools(Duration::from_secs(UPSTREAM_SECONDS)).map_err(|e| e.to_string())?;
+    let path = format!("/v1/agents/{}/skills/{}/tools", segment(&state.options.agent), segment(&state.options.skill));
+    let answer = state.service.get(&path).map_err(|e| e.to_string())?;
+    if !answer.ok() {
+        let (code, message) = answer.error();
+        return Err(format!("the approval service refused the offer of the skill ({code}): {message}"));
+    }
+    // The skill's offer: permits name → pin.
+    let mut offer: BTreeMap<String, Option<String>> = BTreeMap::new();
+    for t in answer.body.get("tools").and_then(Value::as_array).into_iter().flatten() {
+        if let Some(name) = t.get("name").and_then(Value::as_str) {
+            offer.insert(name.to_string(), t.get("pinned").and_then(Value::as_str).map(str::to_string));
+        }
+    }
+    let mut listed = Vec::new();
+    let mut offers = BTreeMap::new();
+    let mut names: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for t in &tools {
+        if let Some(mcp) = t.get("name").and_then(Value::as_str) {
+            names.entry(permits_name(mcp)).or_default().push(mcp.to_string());
+        }
+    }
+    for t in tools {
+        let Some(mcp) = t.get("name").and_then(Value::as_str).map(str::to_string) else {
+            log("the upstream server listed a tool without a name: ignored");
+            continue;
+        };
+        let name = permits_name(&mcp);
+        let decision = if names.get(&name).is_some_and(|n| n.len() > 1) {
+            Offer::Withheld(format!("the upstream tools {:?} share the policy name `{name}`", names[&name]))
+        } else {
+            match offer.get(&name) {
+                None => Offer::Withheld(format!(
+                    "`{name}` is not offered to agent `{}` in skill `{}` (the table does not have it, the skill does not offer it, or it is `never`)",
+                    state.options.agent, state.options.skill
+                )),
+                Some(None) => Offer::Withheld(format!(
+                    "`{name}` has no pin in the table: import it with `permitc mcp import` so that its definition is pinned"
+                )),
+                Some(Some(p)) => {
+                    let now = pin(&t);
+                    if &now == p {
+                        Offer::Offered
+                    } else {
+                        Offer::Withheld(format!(
+                            "the upstream definition of `{name}` changed since it was pinned ({p} → {now}): re-import it and confirm its claim"
+                        ))
+                    }
+                }
+            }
+        };
+        listed.push((mcp.clone(), t));
+        offers.insert(mcp, decision);
+    }
+    let mut catalog = state.catalog.lock().map_err(|_| "the catalog's lock is poisoned".to_string())?;
+    for (mcp, o) in &offers {
+        if let Offer::Withheld(why) = o {
+            if catalog.offers.get(mcp) != Some(o) {
+                log(&format!("withheld `{mcp}`: {why}"));
+            }
+        }
+    }
+    catalog.tools = listed;
+    catalog.offers = offers;
+    catalog.loaded = true;
+    Ok(())
+}
+
+fn offered(state: &State) -> Vec<Value> {
+    let Ok(catalog) = state.catalog.lock() else { return Vec::new() };
+    catalog
+        .tools
+        .iter()
+        .filter(|(mcp, _)| catalog.offers.get(mcp) == Some(&Offer::Offered))
+        .map(|(_, t)| t.clone())
+        .collect()
+}
+
+/// A tool result the model reads: one text block, an error or not.
+fn tool_result(text: impl Into<String>, is_error: bool) -> Value {
+    json!({"content": [{"type": "text", "text": text.into()}], "isError": is_error})
+}
+
+fn tools_call(state: &Arc<State>, params: Value) -> Result<Value, Value> {
+    let Some(mcp) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
+        return Err(error_object(INVALID_PARAMS, "tools/call needs a `name`"));
+    };
+    let arguments = match params.get("arguments") {
+        None | Some(Value::Null) => json!({}),
+        Some(a @ Value::Object(_)) => a.clone(),
+        Some(_) => return Err(error_object(INVALID_PARAMS, "tools/call's `arguments` must be an object")),
+    };
+    let loaded = state.catalog.lock().map(|c| c.loaded).unwrap_or(false);
+    if !loaded {
+        refresh(state).map_err(|e| error_object(INTERNAL_ERROR, e))?;
+    }
+    let offer = state.catalog.lock().ok().and_then(|c| c.offers.get(&mcp).cloned());
+    match offer {
+        None => {
+            return Ok(tool_result(format!("refused: the upstream server has no tool `{mcp}`"), true));
+        }
+        Some(Offer::Withheld(why)) => return Ok(tool_result(format!("refused: {why}"), true)),
+        Some(Offer::Offered) => {}
+    }
+    let name = permits_name(&mcp);
+    let meta = params.get("_meta").cloned();
+    let why = meta
+        .as_ref()
+        .and_then(|m| m.get("permits/why").or_else(|| m.get("why")))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let evidence: Vec<Value> = state.evidence.lock().map(|e| e.iter().cloned().collect()).unwrap_or_default();
+    let mut token = [0u8; 16];
+    getrandom::fill(&mut token).map_err(|e| error_object(INTERNAL_ERROR, format!("no random bytes: {e}")))?;
+    let body = json!({
+        "agent": state.options.agent,
+        "skill": state.options.skill,
+        "tool": name,
+        "arguments": arguments,
+        "requester": state.options.requester,
+        "operation_key": state.task,
+        "claim_token": hex(&token),
+        "why": why,
+        "evidence": evidence,
+    });
+    let answer = service_call(state, "/v1/calls", &body)?;
+    if !answer.ok() {
+        let (code, message) = answer.error();
+        return Ok(tool_result(format!("refused ({code}): {message}"), true));
+    }
+    let forward_params = {
+        let mut p = json!({"name": mcp, "arguments": arguments});
+        if let Some(m) = meta {
+            p["_meta"] = m;
+        }
+        p
+    };
+    match answer.body.get("outcome").and_then(Value::as_str) {
+        Some("alone") => {
+            let execution = answer.body.get("execution").cloned().unwrap_or(Value::Null);
+            run_execution(state, &execution, &hex(&token), &name, &forward_params)
+        }
+        Some("proposed") => {
+            let proposal = answer.body.get("proposal").cloned().unwrap_or(Value::Null);
+            proposed(state, proposal, &name, &forward_params)
+        }
+        _ => Err(error_object(INTERNAL_ERROR, "the approval service's answer to the call has no outcome")),
+    }
+}
+
+fn service_call(state: &State, path: &str, body: &Value) -> Result<Answer, Value> {
+    state.service.post(path, body).map_err(|e| error_object(INTERNAL_ERROR, e.to_string()))
+}
+
+fn text_of(v: &Value, key: &str) -> String {
+    v.get(key).and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// The claim token of a proposal's execution: the same for every attempt of this run of the proxy.
+fn claim_token(state: &State, execution: &str) -> String {
+    let mut h = Sha256::new();
+    h.update(state.secret);
+    h.update(b"claim:");
+    h.update(execution.as_bytes());
+    hex(&h.finalize()[..16])
+}
+
+fn proposed(state: &Arc<State>, mut proposal: Value, name: &str, forward_params: &Value) -> Result<Value, Value> {
+    let id = text_of(&proposal, "id");
+    let deadline = Instant::now() + Duration::from_secs(state.options.wait);
+    while text_of(&proposal, "status") == "waiting" {
+        let left = deadline.saturating_duration_since(Instant::now()).as_secs();
+        if left == 0 {
+            break;
+        }
+        let path = format!("/v1/proposals/{}?wait={}", segment(&id), left.min(60));
+        let answer = state.service.get(&path).map_err(|e| error_object(INTERNAL_ERROR, e.to_string()))?;
+        if !answer.ok() {
+            let (code, message) = answer.error();
+            return Ok(tool_result(format!("refused ({code}): {message}"), true));
+        }
+        proposal = answer.body;
+    }
+    let status = text_of(&proposal, "status");
+    match status.as_str() {
+        "waiting" => {
+            // The runtime's own words for the agent: "proposed `send_mail`: waiting on a decision from Ana".
+            let answer = text_of(&proposal, "answer");
+            let said = if answer.is_empty() { format!("proposed `{name}`: waiting on a decision") } else { answer };
+            Ok(tool_result(
+                format!(
+                    "{said} (proposal {id}). It has not run. It is decided at {}/v1/proposals/{id} (the inbox); the same call again attaches to this proposal.",
+                    state.service.base()
+                ),
+                // An error result: the tool did not run (and a client that checks a tool's output schema
+                // must not take this text for its output).
+                true,
+            ))
+        }
+        "granted" => {
+            let token = claim_token(state, &id);
+            let claim =
+                service_call(state, &format!("/v1/executions/{}/claim", segment(&id)), &json!({"token": token}))?;
+            if !claim.ok() {
+                let (code, message) = claim.error();
+                return Ok(tool_result(format!("refused at the claim ({code}): {message}"), true));
+            }
+            run_execution(state, &claim.body, &token, name, forward_params)
+        }
+        "done" => Ok(done_result(&proposal)),
+        "sending" | "unknown" => Ok(tool_result(
+            format!("proposal {id} was sent before and its outcome is `{status}`: it is not sent again"),
+            true,
+        )),
+        other => {
+            let reason = proposal.get("reason").and_then(Value::as_str).map(str::to_string);
+            let by = proposal.get("decided_by").and_then(Value::as_str).map(|b| format!(" by {b}")).unwrap_or_default();
+            let answer = text_of(&proposal, "answer");
+            let text = match reason {
+                Some(r) => format!("proposal {id} for `{name}` was {other}{by}: {r}"),
+                None if !answer.is_empty() => format!("proposal {id} for `{name}` was {other}{by}: {answer}"),
+                None => format!("proposal {id} for `{name}` was {other}{by}"),
+            };
+            Ok(tool_result(text, true))
+        }
+    }
+}
+
+/// A done execution's stored receipt as the tool's result: the upstream result as it was sent.
+fn done_result(record: &Value) -> Value {
+    match record.get("receipt") {
+        Some(r) if r.get("content").is_some() => r.clone(),
+        Some(r) => tool_result(r.to_string(), false),
+        None => tool_result("done", false),
+    }
+}
+
+/// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt.
+fn run_execution(
+    state: &Arc<State>,
+    execution: &Value,
+    token: &str,
+    name: &str,
+    forward_params: &Value,
+) -> Result<Value, Value> {
+    let id = text_of(execution, "id");
+    let status = text_of(execution, "status");
+    let confirmed = execution.get("confirmed").and_then(Value::as_bool).unwrap_or(false);
+    if status == "done" {
+        return Ok(done_result(execution));
+    }
+    if status != "granted" || confirmed {
+        let reason = execution.get("reason").and_then(Value::as_str).unwrap_or("");
+        return Ok(tool_result(
+            format!(
+                "execution {id} is `{status}`{}: not run",
+                if reason.is_empty() { String::new() } else { format!(" ({reason})") }
+            ),
+            true,
+        ));
+    }
+    let path = |step: &str| format!("/v1/executions/{}/{step}", segment(&id));
+    let confirm = service_call(state, &path("confirm"), &json!({"token": token}))?;
+    if !confirm.ok() || text_of(&confirm.body, "status") != "sending" {
+        let (code, message) = confirm.error();
+        return Ok(tool_result(format!("refused at the confirmation ({code}): {message}"), true));
+    }
+    let outcome = forward(state, "tools/call", Some(forward_params.clone()));
+    let receipt = match &outcome {
+        Ok(result) => json!({"token": token, "outcome": "done", "receipt": result}),
+        Err(e)
+            if state.upstream.get().is_some_and(Upstream::is_alive)
+                && e.get("code").is_some_and(|c| c != INTERNAL_ERROR) =>
+        {
+            // The server answered with a JSON-RPC error: it refused the request, so nothing took effect.
+            json!({"token": token, "outcome": "failed", "reason": format!("the upstream server answered an error: {e}")})
+        }
+        Err(e) => {
+            json!({"token": token, "outcome": "unknown", "reason": format!("no answer from the upstream server: {e}")})
+        }
+    };
+    match service_call(state, &path("receipt"), &receipt) {
+        Ok(a) if a.ok() => {}
+        Ok(a) => log(&format!("the receipt of {id} was refused: {:?}", a.error())),
+        Err(e) => log(&format!("the receipt of {id} could not be sent: {e}")),
+    }
+    if let Ok(result) = &outcome {
+        remember(state, name, forward_params.get("arguments").cloned().unwrap_or(Value::Null), result);
+    }
+    outcome
+}
+
+fn remember(state: &State, name: &str, arguments: Value, result: &Value) {
+    let text = result.to_string();
+    let answer = if text.len() <= EVIDENCE_BYTES {
+        result.clone()
+    } else {
+        let cut: String = text.chars().take(EVIDENCE_BYTES).collect();
+        json!({"truncated": cut})
+    };
+    if let Ok(mut e) = state.evidence.lock() {
+        e.push_back(json!({"tool": name, "arguments": arguments, "answer": answer}));
+        while e.len() > EVIDENCE_KEPT {
+            e.pop_front();
+        }
+    }
+}
+
+fn on_agent_notification(state: &Arc<State>, method: &str, params: Option<Value>) {
+    match method {
+        // The proxy initialized the upstream server itself.
+        "notifications/initialized" => {}
+        "notifications/cancelled" | "notifications/progress" | "notifications/roots/list_changed" => {
+            // Cancelling an agent's request cannot name the upstream id (the proxy numbers its own requests):
+            // passed on as sent, the server ignores an id it does not know.
+            if let Some(u) = state.upstream.get() {
+                u.notify(method, params);
+            }
+        }
+        other => log(&format!("ignored the agent's notification `{other}`")),
+    }
+}
+
+fn on_agent_response(state: &State, id: Value, outcome: Result<Value, Value>) {
+    let key = id.to_string();
+    let upstream_id = state.server_requests.lock().ok().and_then(|mut m| m.remove(&key));
+    match (upstream_id, state.upstream.get()) {
+        (Some(uid), Some(u)) => u.respond(uid, outcome),
+        _ => log(&format!("the agent answered an unknown request id {key}")),
+    }
+}
+
+fn on_upstream(state: &Arc<State>, incoming: Incoming) {
+    match incoming {
+        Incoming::Notification { method, params } => match method.as_str() {
+            "notifications/tools/list_changed" => {
+                // The re-check asks the upstream server, so it cannot run on its reader thread.
+                let state = Arc::clone(state);
+                let _ = std::thread::Builder::new().name("mcp-list-changed".into()).spawn(move || {
+                    if let Err(e) = refresh(&state) {
+                        log(&format!("re-checking the tools after list_changed failed: {e}"));
+                    }
+                    send(
+                        &state,
+                        &Message::Notification { method: "notifications/tools/list_changed".into(), params: None },
+                    );
+                });
+            }
+            m if m.starts_with("notifications/resources/") && !state.options.allow_resources => {}
+            m if m.starts_with("notifications/prompts/") && !state.options.allow_prompts => {}
+            _ => send(state, &Message::Notification { method, params }),
+        },
+        Incoming::Request { id, method, params } => {
+            log(&format!("the upstream server asks the agent `{method}`: passed through"));
+            let ours = format!("permits-{}", state.next_id.fetch_add(1, Ordering::SeqCst));
+            if let Ok(mut m) = state.server_requests.lock() {
+                m.insert(Value::String(ours.clone()).to_string(), id);
+            }
+            send(state, &Message::Request { id: Value::String(ours), method, params });
+        }
+        Incoming::Closed => {
+            log("the upstream MCP server exited: every request that needs it is answered with an error")
+        }
+    }
+}

@@ -1,0 +1,106 @@
+"""The gateway's benchmark (issue #19, BENCHMARKS.md): the latency `permitc mcp proxy` adds to an `alone`
+`tools/call`, against the same call made directly to the server, and `tools/list` of a 1,000-tool server,
+directly and through the proxy. Bounded: CALLS calls and LISTS lists each way.
+
+    PERMITC=target/release/permitc PERMITD=target/release/permitd python tests/mcp/bench.py [CALLS] [LISTS]
+
+Frames are written and read raw (no SDK in the loop), one request at a time, so the figures are the
+server's and the proxy's, not a client's."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from conftest import World, server_command
+
+
+class Peer:
+    """An MCP server (or the proxy) on stdio, initialized."""
+
+    def __init__(self, command: list[str], env: dict[str, str]) -> None:
+        self.p = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        self.next = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
+        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def send(self, message: dict[str, object]) -> None:
+        assert self.p.stdin
+        self.p.stdin.write(json.dumps(message).encode() + b"\n")
+        self.p.stdin.flush()
+
+    def request(self, method: str, params: dict[str, object]) -> dict[str, object]:
+        self.next += 1
+        self.send({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params})
+        assert self.p.stdout
+        while True:
+            answer = json.loads(self.p.stdout.readline())
+            if answer.get("id") == self.next:
+                return answer
+
+    def stop(self) -> None:
+        self.p.kill()
+        self.p.wait()
+
+
+def timed(peer: Peer, method: str, params: dict[str, object], n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        start = time.perf_counter()
+        answer = peer.request(method, params)
+        out.append((time.perf_counter() - start) * 1000)
+        assert "result" in answer, answer
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def show(name: str, values: list[float]) -> None:
+    print(f"{name:<44} p50 {statistics.median(values):7.3f} ms   p99 {pct(values, 0.99):7.3f} ms   n={len(values)}")
+
+
+def main() -> None:
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    lists = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    permitc, permitd = Path(os.environ["PERMITC"]), Path(os.environ["PERMITD"])
+    with tempfile.TemporaryDirectory() as folder:
+        world = World(permitc, permitd, Path(folder))
+        (world.notes / "n.txt").write_text("x")
+        env = {**os.environ, "NOTES_DIR": str(world.notes)}
+        call = {"name": "read_note", "arguments": {"title": "n"}}
+        try:
+            direct = Peer(server_command(), env)
+            timed(direct, "tools/call", call, 50)
+            d = timed(direct, "tools/call", call, calls)
+            direct.stop()
+            proxy = Peer([str(permitc), *world.proxy_args()], env)
+            timed(proxy, "tools/call", call, 50)
+            p = timed(proxy, "tools/call", call, calls)
+            proxy.stop()
+            show("alone tools/call, direct", d)
+            show("alone tools/call, through the proxy", p)
+            print(f"{'added by the proxy':<44} p50 {statistics.median(p) - statistics.median(d):7.3f} ms   p99 {pct(p, 0.99) - pct(d, 0.99):7.3f} ms")
+            big = [*server_command(), "--tools", "1000"]
+            direct = Peer(big, env)
+            show("tools/list of 1,000 tools, direct", timed(direct, "tools/list", {}, lists))
+            direct.stop()
+            proxy = Peer([str(permitc), *world.proxy_args(command=big)], env)
+            listed = proxy.request("tools/list", {})
+            assert len(listed["result"]["tools"]) == 3, listed  # type: ignore[index]
+            show("tools/list of 1,000 tools, through the proxy", timed(proxy, "tools/list", {}, lists))
+            proxy.stop()
+        finally:
+            world.service.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""Fixtures for the gateway's tests: the real `permitc` and `permitd` ($PERMITC, $PERMITD, or built with
+cargo), the real MCP server `notes_server.py` on the official Python SDK, and the SDK's stdio client as
+the agent. No test skips: a missing binary or SDK fails."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+SERVER = HERE / "notes_server.py"
+
+#: The claims an author confirms after reading each imported tool.
+CONFIRMED = {"read_note": "reads", "write_note": "changes", "send_mail": "sends", "delete_note": "changes"}
+
+
+def _binary(env: str, package: str, name: str) -> Path:
+    given = os.environ.get(env)
+    if given:
+        return Path(given)
+    subprocess.run(["cargo", "build", "--locked", "--quiet", "-p", package, "--bin", name], cwd=ROOT, check=True)
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return target / "debug" / name
+
+
+@pytest.fixture(scope="session")
+def permitc() -> Path:
+    return _binary("PERMITC", "permits-cli", "permitc")
+
+
+@pytest.fixture(scope="session")
+def permitd() -> Path:
+    return _binary("PERMITD", "permits-service", "permitd")
+
+
+def server_command() -> list[str]:
+    return [sys.executable, str(SERVER)]
+
+
+def import_tools(permitc: Path, notes: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`permitc mcp import [EXTRA…] -- python notes_server.py`."""
+    environment = {**os.environ, "NOTES_DIR": str(notes), **(env or {})}
+    return subprocess.run(
+        [str(permitc), "mcp", "import", *extra, "--", *server_command()],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=120,
+    )
+
+
+def confirm_claims(imported: str, drop: tuple[str, ...] = ("wipe_notes",)) -> str:
+    """The import with each claim narrowed to what the tool does, and the dropped tools' declarations removed
+    (absent from the table)."""
+    blocks = imported.split("\n\n")
+    kept = [b for b in blocks if not any(f"extern tool {d} " in b for d in drop)]
+    text = "\n\n".join(kept)
+    for name, claim in CONFIRMED.items():
+        start = text.index(f"extern tool {name} ")
+        at = text.index(": changes + sends + spends + reaches_out", start)
+        text = text[:at] + f": {claim}" + text[at + len(": changes + sends + spends + reaches_out") :]
+    return text
+
+
+class Service:
+    """`permitd serve` on loopback port 0 over a table and a fresh ledger (killed by `stop`)."""
+
+    def __init__(self, permitd: Path, table: Path, store: Path) -> None:
+        self.permitd = permitd
+        self.store = store
+        # The benchmark may ask for `--sync normal` (`PERMITD_SYNC`); the tests run with the default (`full`).
+        sync = ["--sync", os.environ["PERMITD_SYNC"]] if os.environ.get("PERMITD_SYNC") else []
+        self.process = subprocess.Popen(
+            [str(permitd), "serve", "--listen", "127.0.0.1:0", "--table", str(table), "--store", str(store), *sync],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        lines: list[str] = []
+        reader = threading.Thread(target=lambda: lines.append(self.process.stdout.readline() if self.process.stdout else ""))
+        reader.start()
+        reader.join(30)
+        line = lines[0].strip() if lines else ""
+        if not line.startswith("listening on "):
+            self.stop()
+            raise RuntimeError(f"permitd's first line was {line!r}")
+        self.url = line.removeprefix("listening on ")
+
+    def key(self, *args: str) -> str:
+        out = subprocess.run(
+            [str(self.permitd), "keys", "add", "--store", str(self.store), *args], check=True, capture_output=True, text=True
+        )
+        return out.stdout.strip()
+
+    def stop(self) -> None:
+        self.process.kill()
+        self.process.wait()
+        if self.process.stdout:
+            self.process.stdout.close()
+
+
+class World:
+    """A compiled policy over the imported tools, the service on it, a host key and Ana's key."""
+
+    def __init__(self, permitc: Path, permitd: Path, folder: Path) -> None:
+        self.permitc = permitc
+        self.folder = folder
+        self.notes = folder / "notes"
+        self.notes.mkdir()
+        imported = import_tools(permitc, self.notes)
+        assert imported.returncode == 0, imported.stderr
+        package = folder / "policy"
+        package.mkdir()
+        (package / "policy.permits").write_text((HERE / "policy.permits").read_text())
+        (package / "tools.permits").write_text(confirm_claims(imported.stdout))
+        table = folder / "table.json"
+        compiled = subprocess.run([str(permitc), "compile", str(package), "-o", str(table)], capture_output=True, text=True)
+        assert compiled.returncode == 0, compiled.stderr
+        self.service = Service(permitd, table, folder / "ledger.db")
+        self.host_key = self.service.key("--agents", "Scribe")
+        self.ana = self.service.key("--person", "Ana")
+
+    def proxy_args(self, *extra: str, command: list[str] | None = None) -> list[str]:
+        """`permitc` arguments: `mcp proxy` as Scribe in Notes for Ana, `EXTRA…`, then the server's command."""
+        return [
+            "mcp", "proxy", "--service", self.service.url, "--key", self.host_key,
+            "--agent", "Scribe", "--skill", "Notes", "--for", "Ana", *extra, "--", *(command or server_command()),
+        ]
+
+    def calls(self, tool: str) -> int:
+        log = self.notes / "calls.log"
+        return log.read_text().splitlines().count(tool) if log.exists() else 0
+
+
+@pytest.fixture
+def world(permitc: Path, permitd: Path, tmp_path: Path) -> Iterator[World]:
+    w = World(permitc, permitd, tmp_path)
+    try:
+        yield w
+    finally:
+        w.service.stop()
