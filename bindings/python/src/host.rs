@@ -340,6 +340,15 @@ impl Transaction for VetoTransaction<'_> {
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError> {
         self.0.reserved_total(budget)
     }
+    fn reserved_for_task(&mut self, budget: &str, task: &str) -> Result<u64, StoreError> {
+        self.0.reserved_for_task(budget, task)
+    }
+    fn task_spent(&mut self, budget: &str, task: &str) -> Result<u64, StoreError> {
+        self.0.task_spent(budget, task)
+    }
+    fn put_task_spent(&mut self, budget: &str, task: &str, spent: u64) -> Result<(), StoreError> {
+        self.0.put_task_spent(budget, task, spent)
+    }
     fn audit_head(&mut self) -> Result<Option<AuditHead>, StoreError> {
         self.0.audit_head()
     }

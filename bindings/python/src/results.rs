@@ -508,6 +508,16 @@ impl Decision {
     fn standing_rule(&self) -> Option<&str> {
         self.0.standing_rule.as_deref()
     }
+    /// `True` when `standing_rule` is a task rule (approved "for this task").
+    #[getter]
+    fn task_rule(&self) -> bool {
+        self.0.task_rule
+    }
+    /// The mode the call is made in; `None` for no mode.
+    #[getter]
+    fn mode(&self) -> Option<&str> {
+        self.0.mode.as_deref()
+    }
     #[getter]
     fn entry_digest(&self) -> Option<&str> {
         self.0.entry_digest.as_deref()
@@ -578,6 +588,11 @@ impl Proposal {
     #[getter]
     fn id(&self) -> &str {
         &self.0.id
+    }
+    /// The mode the call was proposed in; `None` for no mode.
+    #[getter]
+    fn mode(&self) -> Option<&str> {
+        self.0.mode.as_deref()
     }
     #[getter]
     fn operation_key(&self) -> &str {
@@ -809,6 +824,16 @@ impl StandingRule {
     fn id(&self) -> &str {
         &self.0.id
     }
+    /// The mode it applies in; `None`: only calls in no mode.
+    #[getter]
+    fn mode(&self) -> Option<&str> {
+        self.0.mode.as_deref()
+    }
+    /// A task rule's task (operation key); `None` for a standing rule.
+    #[getter]
+    fn task(&self) -> Option<&str> {
+        self.0.task.as_deref()
+    }
     #[getter]
     fn agent(&self) -> &str {
         &self.0.agent
@@ -907,6 +932,11 @@ impl BudgetStatus {
     #[getter]
     fn alone_up_to(&self) -> u64 {
         self.0.alone_up_to
+    }
+    /// The most one task may hold reserved and spent (`per_task`); `None` when the budget sets none.
+    #[getter]
+    fn per_task(&self) -> Option<u64> {
+        self.0.per_task
     }
     #[getter]
     fn spent(&self) -> u64 {

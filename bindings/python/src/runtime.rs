@@ -75,7 +75,14 @@ fn table_arg<'py>(obj: &Bound<'py, PyAny>) -> PyResult<(Arc<Indexed>, Option<Arc
     }
 }
 
-fn call_of(agent: Text, skill: Text, tool: Text, arguments: Option<Arguments>, requester: Option<Text>) -> Call {
+fn call_of(
+    agent: Text,
+    skill: Text,
+    tool: Text,
+    arguments: Option<Arguments>,
+    requester: Option<Text>,
+    mode: Option<Text>,
+) -> Call {
     Call {
         agent: agent.0,
         skill: skill.0,
@@ -83,7 +90,7 @@ fn call_of(agent: Text, skill: Text, tool: Text, arguments: Option<Arguments>, r
         arguments: arguments.map_or_else(no_arguments, |a| a.0),
         requester: requester.map(|r| r.0),
         operation_key: None,
-        mode: None,
+        mode: mode.map(|m| m.0),
         via: Vec::new(),
     }
 }
@@ -350,19 +357,26 @@ impl PyRuntime {
         level_str(py, level)
     }
 
-    /// The table's level of each tool of `skill` for `agent`, in the skill's order.
-    fn levels(&self, agent: Text, skill: Text) -> Vec<(String, &'static str)> {
-        self.rt.levels(&agent.0, &skill.0).into_iter().map(|(t, l)| (t, l.as_str())).collect()
+    /// The table's level of each tool of `skill` for `agent`, in the skill's order; with `mode`, for calls
+    /// in that mode (a tool `never` in the mode is `never`; every tool is in an unknown mode).
+    #[pyo3(signature = (agent, skill, *, mode = None))]
+    fn levels(&self, agent: Text, skill: Text, mode: Option<Text>) -> Vec<(String, &'static str)> {
+        let mode = mode.as_ref().map(|m| m.0.as_str());
+        self.rt.levels_in(&agent.0, &skill.0, mode).into_iter().map(|(t, l)| (t, l.as_str())).collect()
     }
 
-    /// The tools to offer the model for `agent` in `skill` (never a `never` one), in the skill's order.
-    fn offered_tools(&self, agent: Text, skill: Text) -> Vec<OfferedTool> {
-        self.rt.offered_tools(&agent.0, &skill.0).into_iter().map(OfferedTool).collect()
+    /// The tools to offer the model for `agent` in `skill` (never a `never` one), in the skill's order;
+    /// with `mode`, those not `never` in that mode (an unknown mode offers nothing).
+    #[pyo3(signature = (agent, skill, *, mode = None))]
+    fn offered_tools(&self, agent: Text, skill: Text, mode: Option<Text>) -> Vec<OfferedTool> {
+        let mode = mode.as_ref().map(|m| m.0.as_str());
+        self.rt.offered_tools_in(&agent.0, &skill.0, mode).into_iter().map(OfferedTool).collect()
     }
 
     /// Decides a call with the standing rules in force (an audit event); an unknown name or bad arguments
     /// give a `never` decision.
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, requester = None))]
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, requester = None, mode = None))]
+    #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the call")]
     fn decide(
         &self,
         py: Python<'_>,
@@ -371,14 +385,15 @@ impl PyRuntime {
         tool: Text,
         arguments: Option<Arguments>,
         requester: Option<Text>,
+        mode: Option<Text>,
     ) -> PyResult<Decision> {
-        let call = call_of(agent, skill, tool, arguments, requester);
+        let call = call_of(agent, skill, tool, arguments, requester, mode);
         self.op(py, |rt| rt.decide(&call)).map(Decision)
     }
 
     /// Handles one tool call of the agent: an `alone` call runs now through `run` (→ `Ran`); a `propose`
     /// or `propose_every_time` call becomes a `Proposal`; a `never` call raises `Refused`.
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, run, requester = None, evidence = None, destination = None, lifetime = None))]
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, run, requester = None, evidence = None, destination = None, lifetime = None, mode = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the request")]
     fn call(
         &self,
@@ -394,8 +409,9 @@ impl PyRuntime {
         evidence: Option<EvidenceList>,
         destination: Option<Text>,
         lifetime: Option<Seconds>,
+        mode: Option<Text>,
     ) -> PyResult<Py<PyAny>> {
-        let call = call_of(agent, skill, tool, arguments, requester);
+        let call = call_of(agent, skill, tool, arguments, requester, mode);
         let request = RequestParts { operation_key, why, evidence, destination, lifetime }.request(call);
         self.with_tool(py, &run.0, |rt, tool| rt.call(&request, tool), handled_to_py)
     }
@@ -403,7 +419,7 @@ impl PyRuntime {
     /// Runs an `alone` call through `run`; any other level raises `Refused` (`must_propose`, `never`).
     /// `operation_key` puts the call in that task (bound on its first call to its root agent, skill and
     /// person: a call that is not the task's is `never`); without one it is in no task.
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, run, requester = None, operation_key = None))]
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, run, requester = None, operation_key = None, mode = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the call")]
     fn run_alone(
         &self,
@@ -415,8 +431,9 @@ impl PyRuntime {
         run: Callable,
         requester: Option<Text>,
         operation_key: Option<Text>,
+        mode: Option<Text>,
     ) -> PyResult<Py<PyAny>> {
-        let mut call = call_of(agent, skill, tool, arguments, requester);
+        let mut call = call_of(agent, skill, tool, arguments, requester, mode);
         call.operation_key = operation_key.map(|k| k.0);
         self.with_tool(
             py,
@@ -427,7 +444,7 @@ impl PyRuntime {
     }
 
     /// Makes a proposal of the exact call (a retry under the same operation key returns the same one).
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, requester = None, evidence = None, destination = None, lifetime = None))]
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, requester = None, evidence = None, destination = None, lifetime = None, mode = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the request")]
     fn propose(
         &self,
@@ -442,8 +459,9 @@ impl PyRuntime {
         evidence: Option<EvidenceList>,
         destination: Option<Text>,
         lifetime: Option<Seconds>,
+        mode: Option<Text>,
     ) -> PyResult<Proposal> {
-        let call = call_of(agent, skill, tool, arguments, requester);
+        let call = call_of(agent, skill, tool, arguments, requester, mode);
         let request = RequestParts { operation_key, why, evidence, destination, lifetime }.request(call);
         self.op(py, |rt| rt.propose(&request)).map(Proposal)
     }

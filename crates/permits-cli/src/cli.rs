@@ -70,7 +70,7 @@ pub fn main() -> ExitCode {
         }
         Command::Graph { paths, agent } => graph(&paths, agent.as_deref()),
         Command::Test { paths, format } => test(&paths, format),
-        Command::Decide { table, agent, skill, tool, args, requester, mode, via, trust, format } => {
+        Command::Decide { table, agent, skill, tool, args, requester, mode, via, task, trust, format } => {
             let call = TripleCall {
                 agent: &agent,
                 skill: &skill,
@@ -79,6 +79,7 @@ pub fn main() -> ExitCode {
                 requester: requester.as_deref(),
                 mode: mode.as_deref(),
                 via: &via,
+                task: task.as_deref(),
             };
             decide(&table, &call, &trust, format)
         }

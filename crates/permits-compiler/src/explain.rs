@@ -142,6 +142,10 @@ pub struct BudgetUse {
     pub ceiling: u64,
     /// The automatic allowance per call.
     pub alone_up_to: u64,
+    /// `per_task`: the most one task (one operation key) may hold reserved and spent; absent from the JSON
+    /// when the budget sets none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_task: Option<u64>,
     /// `file:line` of the budget's declaration.
     pub at: String,
 }
@@ -229,6 +233,7 @@ pub fn explain_in(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, mode: 
             unit: b.unit.to_string(),
             ceiling: b.ceiling,
             alone_up_to: b.alone_up_to,
+            per_task: b.per_task,
             at: rule_text(a, b.name_span).0,
         })
     });

@@ -13,6 +13,19 @@ impl Runtime {
         self.transact(|tx, _| Ok(ledger::status(tx, name, info)?))
     }
 
+    /// What one task holds of a budget now (spec §6 "Per task"): what it spent and what it holds reserved,
+    /// against the budget's `per_task` cap in the current table, in the budget's minor unit. A task that
+    /// never spent from the budget holds 0 of it.
+    ///
+    /// Errors: [`RuntimeError::UnknownBudget`], [`RuntimeError::Store`].
+    pub fn task_spending(&self, budget: &str, task: &str) -> Result<TaskSpending, RuntimeError> {
+        let table = self.table();
+        let Some(info) = table.budgets.get(budget) else {
+            return Err(RuntimeError::UnknownBudget(budget.to_string()));
+        };
+        self.transact(|tx, _| Ok(ledger::task_status(tx, budget, task, info)?))
+    }
+
     /// Every budget of the current table as it stands now, by name.
     ///
     /// Errors: [`RuntimeError::Store`].

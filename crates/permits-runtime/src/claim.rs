@@ -513,7 +513,7 @@ impl Runtime {
             }
         };
         if let Some(spend) = spend {
-            if let Reserve::NoRoom(message) = ledger::check_held(tx, &p.id, &spend, now)? {
+            if let Reserve::NoRoom(message) = ledger::check_held(tx, &p.id, Some(&p.operation_key), &spend, now)? {
                 return not_now(tx, events, &mut p, Refusal::Budget, message);
             }
         }
@@ -740,7 +740,7 @@ impl Runtime {
             holder = Some((format!("A-{}", tx.next_number("run")?), None));
         }
         if let (Some(spend), Some((id, amount))) = (spend, holder.as_mut()) {
-            if let Reserve::NoRoom(message) = ledger::reserve(tx, id, &spend, now)? {
+            if let Reserve::NoRoom(message) = ledger::reserve(tx, id, call.operation_key.as_deref(), &spend, now)? {
                 return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::Budget, message));
             }
             *amount = Some(spend.amount);

@@ -233,7 +233,7 @@ pub(crate) fn budget() -> BudgetRecord {
 }
 
 pub(crate) fn reservation(holder: &str, amount: u64) -> Reservation {
-    Reservation { holder: holder.into(), budget: "Purchases".into(), amount, created_at: 1_700_000_200 }
+    Reservation { holder: holder.into(), budget: "Purchases".into(), amount, created_at: 1_700_000_200, task: None }
 }
 
 pub(crate) fn run(n: u64, token: &str) -> Run {
@@ -592,6 +592,76 @@ pub(crate) fn a_store_is_a_runtime_store<B: Backend>() {
     assert_eq!(tx.installed_tables().expect("read").len(), 1, "the runtime installed its table");
 }
 
+/// Reservations tagged by task and what each task spent (spec §6 "Per task", schema version 5): sums by
+/// budget and task, replacing, rollback, and another store on the same data reading them back.
+pub(crate) fn reservations_and_spent_are_kept_per_task<B: Backend>() {
+    let place = B::fresh("per-task");
+    let store = place.open();
+    let in_task =
+        |holder: &str, amount: u64, task: &str| Reservation { task: Some(task.into()), ..reservation(holder, amount) };
+    let mut tx = store.begin().expect("begin");
+    assert_eq!(tx.task_spent("Purchases", "T3").expect("read"), 0, "a task that never spent holds nothing");
+    tx.put_reservation(&in_task("P-1", 700, "T3")).expect("put");
+    tx.put_reservation(&in_task("P-2", 300, "T3")).expect("put");
+    tx.put_reservation(&in_task("P-3", 800, "T4")).expect("put");
+    tx.put_reservation(&reservation("A-1", 50)).expect("put: no task");
+    tx.put_reservation(&Reservation { budget: "Travel".into(), ..in_task("P-4", 5, "T3") }).expect("put");
+    tx.put_task_spent("Purchases", "T3", 1_500).expect("put");
+    tx.put_task_spent("Purchases", "T3", 1_600).expect("replace");
+    tx.put_task_spent("Travel", "T3", 7).expect("put");
+    tx.commit().expect("commit");
+
+    let other = place.open();
+    let mut tx = other.begin().expect("begin");
+    assert_eq!(tx.reservation("P-1").expect("read"), Some(in_task("P-1", 700, "T3")));
+    assert_eq!(tx.reservation("A-1").expect("read"), Some(reservation("A-1", 50)));
+    assert_eq!(tx.reserved_for_task("Purchases", "T3").expect("sum"), 1_000);
+    assert_eq!(tx.reserved_for_task("Purchases", "T4").expect("sum"), 800);
+    assert_eq!(tx.reserved_for_task("Purchases", "T5").expect("sum"), 0);
+    assert_eq!(tx.reserved_for_task("Travel", "T3").expect("sum"), 5);
+    assert_eq!(tx.reserved_total("Purchases").expect("sum"), 1_850);
+    assert_eq!(tx.task_spent("Purchases", "T3").expect("read"), 1_600);
+    assert_eq!(tx.task_spent("Travel", "T3").expect("read"), 7);
+    assert_eq!(tx.task_spent("Purchases", "T4").expect("read"), 0);
+    // Moving a reservation to another task moves its amount.
+    tx.put_reservation(&in_task("P-2", 300, "T4")).expect("replace");
+    assert_eq!(tx.reserved_for_task("Purchases", "T3").expect("sum"), 700);
+    assert_eq!(tx.reserved_for_task("Purchases", "T4").expect("sum"), 1_100);
+    drop(tx);
+
+    // A dropped transaction changes nothing.
+    let mut tx = store.begin().expect("begin");
+    assert_eq!(tx.reserved_for_task("Purchases", "T4").expect("sum"), 800, "the replacement was rolled back");
+    tx.put_task_spent("Purchases", "T4", 99).expect("put");
+    tx.remove_reservation("P-1").expect("remove");
+    drop(tx);
+    let mut tx = store.begin().expect("begin");
+    assert_eq!(tx.task_spent("Purchases", "T4").expect("read"), 0);
+    assert_eq!(tx.reserved_for_task("Purchases", "T3").expect("sum"), 1_000);
+}
+
+/// A runtime on the store keeps a budget's `per_task` cap (spec §6): an operator grant that would take a
+/// task over it is refused with the figures, the same amount in another task is granted, an automatic
+/// grant counts toward the cap, and a settlement moves the task's reservation to its spent.
+pub(crate) fn a_per_task_cap_holds_on_every_store<B: Backend>() {
+    let place = B::fresh("per-task-runtime");
+    let (steps, job_1, job_2, total) = crate::tests::per_task_on_store(place.open()).expect("the spends");
+    assert_eq!(
+        steps,
+        [
+            "P-1 granted".to_string(),
+            "refused (Budget): budget `Parts`, task `job-1`: per task: 600 of 1000 cents held (0 spent, 600 reserved); 500 cents more would exceed it (400 left)".into(),
+            "P-3 granted".into(),
+            "P-4 granted".into(),
+            "P-1 done".into(),
+            "refused (Budget): budget `Parts`, task `job-1`: per task: 700 of 1000 cents held (600 spent, 100 reserved); 500 cents more would exceed it (300 left)".into(),
+        ]
+    );
+    assert_eq!(job_1, (600, 100), "job-1: 600 spent, the automatic grant of 100 reserved");
+    assert_eq!(job_2, (0, 500));
+    assert_eq!(total, (600, 600));
+}
+
 /// Instantiates every test of the suite for a backend, in the module it is called in.
 macro_rules! conformance {
     ($backend:ty) => {
@@ -630,6 +700,14 @@ macro_rules! conformance {
         #[test]
         fn read_then_write_transactions_lose_no_update() {
             $crate::conformance::read_then_write_transactions_lose_no_update::<$backend>();
+        }
+        #[test]
+        fn reservations_and_spent_are_kept_per_task() {
+            $crate::conformance::reservations_and_spent_are_kept_per_task::<$backend>();
+        }
+        #[test]
+        fn a_per_task_cap_holds_on_every_store() {
+            $crate::conformance::a_per_task_cap_holds_on_every_store::<$backend>();
         }
         #[test]
         fn a_store_is_a_runtime_store() {

@@ -98,7 +98,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, FINGERPRINT_FORMAT, PartLevel, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
-pub use ledger::{BudgetStatus, conclusive};
+pub use ledger::{BudgetStatus, TaskSpending, conclusive};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use records::{

@@ -80,7 +80,7 @@ impl Runtime {
             match self.spend_for(&table, &p) {
                 Err(message) => return Err(self.refuse(events, person, About::Proposal(&p), Refusal::Budget, message)),
                 Ok(Some(spend)) => {
-                    if let Reserve::NoRoom(message) = ledger::reserve(tx, &p.id, &spend, now)? {
+                    if let Reserve::NoRoom(message) = ledger::reserve(tx, &p.id, Some(&p.operation_key), &spend, now)? {
                         p.reason = Some(message.clone());
                         tx.put_proposal(&p)?;
                         return Err(self.refuse(events, person, About::Proposal(&p), Refusal::Budget, message));

@@ -22,13 +22,13 @@
 //! again. A connection lost during `COMMIT` itself cannot say whether the commit happened: the message
 //! says so, and either all of the transaction is there or none of it.
 //!
-//! # The schema (version 4, [`PostgresStore::SCHEMA_VERSION`])
+//! # The schema (version 5, [`PostgresStore::SCHEMA_VERSION`])
 //!
-//! The tables of SQLite's version 4, with the same key columns and the records as the same JSON text (not
+//! The tables of SQLite's version 5, with the same key columns and the records as the same JSON text (not
 //! `jsonb`, which would reorder keys), in the connection's current schema (the first of its
 //! `search_path`; `options=-csearch_path%3Dname` in the URL chooses another). The version is the one row
-//! of `permits_schema`. Version numbers are shared with the SQLite store: version 4 here holds exactly the
-//! records of an SQLite file at version 4. Versions 1 to 3 were never written to PostgreSQL.
+//! of `permits_schema`. Version numbers are shared with the SQLite store: version 5 here holds exactly the
+//! records of an SQLite file at version 5. Versions 1 to 3 were never written to PostgreSQL.
 //!
 //! ```sql
 //! CREATE TABLE permits_schema (version INTEGER NOT NULL);
@@ -42,8 +42,11 @@
 //!     record TEXT NOT NULL);
 //! CREATE TABLE budgets (name TEXT PRIMARY KEY, installed_ceiling BIGINT NOT NULL, spent BIGINT NOT NULL);
 //! CREATE TABLE reservations (holder TEXT PRIMARY KEY, budget TEXT NOT NULL, amount BIGINT NOT NULL,
-//!     created_at BIGINT NOT NULL);
+//!     created_at BIGINT NOT NULL, task TEXT);        -- task: version 5, the operation key, or NULL
 //! CREATE INDEX reservations_by_budget ON reservations (budget);
+//! CREATE INDEX reservations_by_task ON reservations (budget, task);                    -- version 5
+//! CREATE TABLE task_spent (budget TEXT NOT NULL, task TEXT NOT NULL, spent BIGINT NOT NULL,  -- version 5
+//!     PRIMARY KEY (budget, task));
 //! CREATE TABLE tasks (key TEXT PRIMARY KEY, record TEXT NOT NULL);
 //! CREATE TABLE audit (seq BIGINT PRIMARY KEY, prev TEXT NOT NULL, hash TEXT NOT NULL, event TEXT NOT NULL);
 //! CREATE TABLE installed_tables (seq BIGINT PRIMARY KEY, record TEXT NOT NULL);
@@ -54,7 +57,11 @@
 //! # Versions and migrations
 //!
 //! Opening a store runs the migrations in one transaction under the same advisory lock (PostgreSQL's DDL is
-//! transactional): a database without `permits_schema` (version 0) gets the schema above at version 4.
+//! transactional): a database without `permits_schema` (version 0) gets the schema above at version 5
+//! (version 4's tables, then version 5's step). Migration 4 → 5 (spec §6 "Per task") adds the `task` column
+//! of `reservations`, its index and `task_spent`, and tags each reservation with the operation key of the
+//! proposal or claimed alone run that holds it, exactly as SQLite's; what was spent before counts in the
+//! budget's total, not in any task's.
 //! A failed migration is rolled back whole and the database keeps its version; a database at a newer
 //! version than this runtime knows, or at a version this store never wrote, is refused and left
 //! untouched. A later version adds its step to [`migrate`], after the ones before.
@@ -106,6 +113,19 @@ CREATE TABLE permits_schema (version INTEGER NOT NULL);
 INSERT INTO permits_schema (version) VALUES (4);
 ";
 
+/// What version 5 adds to version 4 (spec §6 "Per task"): reservations tagged by task, what each task spent,
+/// and the tagging of the reservations held before (the holder's operation key).
+const SCHEMA_V5_ADDS: &str = "
+ALTER TABLE reservations ADD COLUMN task TEXT;
+CREATE INDEX reservations_by_task ON reservations (budget, task);
+CREATE TABLE task_spent (budget TEXT NOT NULL, task TEXT NOT NULL, spent BIGINT NOT NULL, PRIMARY KEY (budget, task));
+UPDATE reservations SET task = proposals.operation_key FROM proposals
+    WHERE proposals.id = reservations.holder AND reservations.task IS NULL;
+UPDATE reservations SET task = runs.record::json->>'operation_key' FROM runs
+    WHERE runs.id = reservations.holder AND reservations.task IS NULL;
+UPDATE permits_schema SET version = 5;
+";
+
 /// How long a `begin` waits for another transaction's lock before failing.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -140,7 +160,7 @@ struct Conn {
 impl PostgresStore {
     /// The schema version this runtime writes and understands (the row of `permits_schema`); the same
     /// number means the same records as in an SQLite file ([`crate::SqliteStore::SCHEMA_VERSION`]).
-    pub const SCHEMA_VERSION: u32 = 4;
+    pub const SCHEMA_VERSION: u32 = 5;
 
     /// The key of the transaction-scoped advisory lock every transaction takes first (`"permits"` in
     /// ASCII). Advisory locks are per database: stores on different databases never wait for each other.
@@ -314,12 +334,20 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
     let mut tx = client.transaction().map_err(|e| StoreError(format!("cannot begin the migration: {e}")))?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&PostgresStore::LOCK_KEY])
         .map_err(|e| StoreError(format!("cannot take the store's lock for the migration: {e}")))?;
-    let version = schema_version(&mut tx)?;
-    match version {
-        PostgresStore::SCHEMA_VERSION => return Ok(()),
-        0 => tx.batch_execute(SCHEMA_V4).map_err(|e| {
+    let mut version = schema_version(&mut tx)?;
+    if version == 0 {
+        tx.batch_execute(SCHEMA_V4).map_err(|e| {
             StoreError(format!("cannot create the schema (does the database hold another program's tables?): {e}"))
-        })?,
+        })?;
+        version = 4;
+    }
+    if version == 4 {
+        tx.batch_execute(SCHEMA_V5_ADDS)
+            .map_err(|e| StoreError(format!("cannot add the per-task ledger (schema version 5): {e}")))?;
+        version = 5;
+    }
+    match version {
+        PostgresStore::SCHEMA_VERSION => {}
         v if v > PostgresStore::SCHEMA_VERSION => {
             return Err(StoreError(format!(
                 "the database is at schema version {v}; this runtime knows up to {}",
@@ -584,17 +612,19 @@ impl Transaction for PostgresTransaction<'_> {
 
     fn reservation(&mut self, holder: &str) -> Result<Option<Reservation>, StoreError> {
         let rows = self.query(
-            "SELECT budget, amount, created_at FROM reservations WHERE holder = $1",
+            "SELECT budget, amount, created_at, task FROM reservations WHERE holder = $1",
             &[&holder],
             &format!("read the reservation of `{holder}`"),
         )?;
         let Some(row) = rows.first() else { return Ok(None) };
-        let (budget, amount, created_at): (String, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        let (budget, amount, created_at, task): (String, i64, i64, Option<String>) =
+            (row.get(0), row.get(1), row.get(2), row.get(3));
         Ok(Some(Reservation {
             holder: holder.to_string(),
             budget,
             amount: from_pg(amount, || format!("the amount of the reservation of `{holder}`"))?,
             created_at: from_pg(created_at, || format!("the time of the reservation of `{holder}`"))?,
+            task,
         }))
     }
 
@@ -603,10 +633,10 @@ impl Transaction for PostgresTransaction<'_> {
         let amount = to_pg(reservation.amount, || format!("the amount of the reservation of `{holder}`"))?;
         let created_at = to_pg(reservation.created_at, || format!("the time of the reservation of `{holder}`"))?;
         self.execute(
-            "INSERT INTO reservations (holder, budget, amount, created_at) VALUES ($1, $2, $3, $4)
+            "INSERT INTO reservations (holder, budget, amount, created_at, task) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (holder) DO UPDATE SET budget = EXCLUDED.budget, amount = EXCLUDED.amount,
-                 created_at = EXCLUDED.created_at",
-            &[holder, &reservation.budget, &amount, &created_at],
+                 created_at = EXCLUDED.created_at, task = EXCLUDED.task",
+            &[holder, &reservation.budget, &amount, &created_at, &reservation.task],
             &format!("store the reservation of `{holder}`"),
         )?;
         Ok(())
@@ -630,6 +660,37 @@ impl Transaction for PostgresTransaction<'_> {
         )?;
         let total: i64 = rows.first().map(|r| r.get(0)).unwrap_or(0);
         from_pg(total, || format!("the sum of the reservations of the budget `{budget}`"))
+    }
+
+    fn reserved_for_task(&mut self, budget: &str, task: &str) -> Result<u64, StoreError> {
+        let rows = self.query(
+            "SELECT COALESCE(SUM(amount), 0)::BIGINT FROM reservations WHERE budget = $1 AND task = $2",
+            &[&budget, &task],
+            &format!("sum the reservations of task `{task}` in the budget `{budget}`"),
+        )?;
+        let total: i64 = rows.first().map(|r| r.get(0)).unwrap_or(0);
+        from_pg(total, || format!("the sum of the reservations of task `{task}` in the budget `{budget}`"))
+    }
+
+    fn task_spent(&mut self, budget: &str, task: &str) -> Result<u64, StoreError> {
+        let rows = self.query(
+            "SELECT spent FROM task_spent WHERE budget = $1 AND task = $2",
+            &[&budget, &task],
+            &format!("read what task `{task}` spent from the budget `{budget}`"),
+        )?;
+        let Some(row) = rows.first() else { return Ok(0) };
+        from_pg(row.get(0), || format!("what task `{task}` spent from the budget `{budget}`"))
+    }
+
+    fn put_task_spent(&mut self, budget: &str, task: &str, spent: u64) -> Result<(), StoreError> {
+        let value = to_pg(spent, || format!("what task `{task}` spent from the budget `{budget}`"))?;
+        self.execute(
+            "INSERT INTO task_spent (budget, task, spent) VALUES ($1, $2, $3)
+             ON CONFLICT (budget, task) DO UPDATE SET spent = EXCLUDED.spent",
+            &[&budget, &task, &value],
+            &format!("store what task `{task}` spent from the budget `{budget}`"),
+        )?;
+        Ok(())
     }
 
     fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {
@@ -777,14 +838,14 @@ mod tests {
     }
 
     #[test]
-    fn a_new_database_gets_the_schema_at_version_4() {
+    fn a_new_database_gets_the_schema_at_version_5() {
         let db = TestDatabase::new("schema");
         let store = PostgresStore::with_config(db.config.clone()).expect("connect");
-        assert_eq!(store.schema_version().expect("version"), 4);
+        assert_eq!(store.schema_version().expect("version"), 5);
         // Connecting again does not migrate again: the one row stays.
         drop(PostgresStore::with_config(db.config.clone()).expect("connect again"));
         let rows = admin(&db).query("SELECT version FROM permits_schema", &[]).expect("read");
-        assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [4]);
+        assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [5]);
         assert!(store.unreadable_records().expect("scan").is_empty());
     }
 
@@ -797,7 +858,7 @@ mod tests {
             handles.into_iter().map(|h| h.join().expect("joined")).collect()
         });
         for store in &stores {
-            assert_eq!(store.as_ref().map(|s| s.schema_version().ok()).ok().flatten(), Some(4), "{store:?}");
+            assert_eq!(store.as_ref().map(|s| s.schema_version().ok()).ok().flatten(), Some(5), "{store:?}");
         }
     }
 
@@ -806,11 +867,11 @@ mod tests {
         let db = TestDatabase::new("too-new");
         admin(&db)
             .batch_execute(
-                "CREATE TABLE permits_schema (version INTEGER NOT NULL); INSERT INTO permits_schema VALUES (5)",
+                "CREATE TABLE permits_schema (version INTEGER NOT NULL); INSERT INTO permits_schema VALUES (6)",
             )
-            .expect("version 5");
+            .expect("version 6");
         let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
-        assert_eq!(err.0, "the database is at schema version 5; this runtime knows up to 4");
+        assert_eq!(err.0, "the database is at schema version 6; this runtime knows up to 5");
         admin(&db).batch_execute("UPDATE permits_schema SET version = 2").expect("version 2");
         let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
         assert_eq!(
@@ -822,6 +883,49 @@ mod tests {
         assert_eq!(version, 2);
         let tables: bool = client.query_one("SELECT to_regclass('proposals') IS NULL", &[]).expect("read").get(0);
         assert!(tables, "nothing was created");
+    }
+
+    /// Migration 4 → 5 (spec §6 "Per task"), as SQLite's: the reservations held before are tagged with their
+    /// holder's operation key; one with no record to trace stays untagged; no task has spent anything yet.
+    #[test]
+    fn a_version_4_database_gains_reservations_by_task() {
+        let db = TestDatabase::new("migrate-4-5");
+        let p = proposal(1, None, None);
+        let mut r = run(1, "tok-1");
+        r.operation_key = "order-7".into();
+        {
+            let mut client = admin(&db);
+            client.batch_execute(SCHEMA_V4).expect("the version-4 schema");
+            let record = serde_json::to_string(&p).expect("encode");
+            client
+                .execute(
+                    "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record) VALUES ($1, $2, $3, $4, $5, $6)",
+                    &[&p.id, &p.operation_key, &p.fingerprint, &p.tool, &p.subject, &record],
+                )
+                .expect("a proposal");
+            let record = serde_json::to_string(&r).expect("encode");
+            client
+                .execute("INSERT INTO runs (id, token, record) VALUES ('A-1', 'tok-1', $1)", &[&record])
+                .expect("a run");
+            client
+                .batch_execute(
+                    "INSERT INTO budgets VALUES ('Purchases', 100000, 2500);
+                     INSERT INTO reservations VALUES ('P-1', 'Purchases', 700, 1700000200);
+                     INSERT INTO reservations VALUES ('A-1', 'Purchases', 200, 1700000200);
+                     INSERT INTO reservations VALUES ('A-2', 'Purchases', 100, 1700000200);",
+                )
+                .expect("reservations of version 4");
+        }
+        let store = PostgresStore::with_config(db.config.clone()).expect("connect and migrate");
+        assert_eq!(store.schema_version().expect("version"), 5);
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.reservation("P-1").expect("read").and_then(|r| r.task).as_deref(), Some("order-1"));
+        assert_eq!(tx.reservation("A-1").expect("read").and_then(|r| r.task).as_deref(), Some("order-7"));
+        assert_eq!(tx.reservation("A-2").expect("read").map(|r| r.task), Some(None), "nothing to trace it to");
+        assert_eq!(tx.reserved_for_task("Purchases", "order-1").expect("sum"), 700);
+        assert_eq!(tx.reserved_total("Purchases").expect("sum"), 1_000);
+        assert_eq!(tx.task_spent("Purchases", "order-1").expect("read"), 0);
+        assert_eq!(tx.budget("Purchases").expect("read"), Some(budget()));
     }
 
     #[test]

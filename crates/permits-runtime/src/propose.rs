@@ -160,7 +160,7 @@ impl Runtime {
         if spend.over_allowance() {
             return Ok(());
         }
-        match ledger::reserve(tx, &p.id, &spend, now)? {
+        match ledger::reserve(tx, &p.id, Some(&p.operation_key), &spend, now)? {
             Reserve::NoRoom(message) => {
                 p.reason = Some(format!("not granted automatically: {message}"));
                 tx.put_proposal(p)?;

@@ -463,6 +463,11 @@ pub struct Reservation {
     pub amount: u64,
     /// When it was made, in seconds since the Unix epoch.
     pub created_at: u64,
+    /// The task (operation key) it is held for (spec §6 "Per task"): a proposal's operation key, or the key
+    /// of the call that ran alone; `None` for an alone call that named no task, and for a reservation made
+    /// before schema version 5 that could not be traced to one. Settling it adds to the task's spent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<String>,
 }
 
 /// A task: one operation key, bound on its first call to its root agent and skill, the person the work is

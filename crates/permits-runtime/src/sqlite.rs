@@ -10,7 +10,7 @@
 //! system crashes. [`SqliteStore::set_synchronous`] with [`Synchronous::Full`] syncs every commit instead
 //! (what `permitd` does by default).
 //!
-//! # The schema (version 4, [`SqliteStore::SCHEMA_VERSION`])
+//! # The schema (version 5, [`SqliteStore::SCHEMA_VERSION`])
 //!
 //! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
 //! lookups need. The version is SQLite's `PRAGMA user_version`.
@@ -53,6 +53,12 @@
 //!     token TEXT NOT NULL UNIQUE,          -- the claim token
 //!     record TEXT NOT NULL                 -- the Run, as JSON
 //! );
+//! -- version 5 (spec §6 "Per task"):
+//! ALTER TABLE reservations ADD COLUMN task TEXT;  -- the operation key it is held for, or NULL
+//! CREATE INDEX reservations_by_task ON reservations (budget, task);
+//! CREATE TABLE task_spent (                -- what each task spent from each budget
+//!     budget TEXT NOT NULL, task TEXT NOT NULL, spent INTEGER NOT NULL, PRIMARY KEY (budget, task)
+//! );
 //! ```
 //!
 //! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
@@ -61,7 +67,7 @@
 //!
 //! # Versions and migrations
 //!
-//! - **0**: an empty (new) file. Opening it creates the schema above at version 3.
+//! - **0**: an empty (new) file. Opening it creates the schema above at version 5.
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
 //! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
@@ -74,6 +80,12 @@
 //! - **4**: the current schema: version 3 and the `runs` table (alone runs claimed by a host that runs the
 //!   tool itself, with their claim token). A proposal's record may carry a `host_claim`; a record without
 //!   one reads as not claimed by such a host. Migration 3 → 4 only adds the table.
+//! - **5**: the current schema: version 4, reservations tagged by task and the `task_spent` table (spec §6
+//!   "Per task"). Migration 4 → 5 adds the column, the index and the table, and tags each reservation
+//!   with the operation key of the proposal (or claimed alone run) that holds it; a reservation of an alone
+//!   call that ran in-process has no record to trace and stays untagged (it counts in the budget's total,
+//!   and toward its task's cap once that task's execution rechecks it). What was spent before version 5
+//!   counts in the budget's total spent, not in any task's.
 //!
 //! Migrations run in one transaction when the file is opened, each after the one before. Migration 1 → 2: every proposal record whose `grant` is
 //! an object without `basis` gets `"basis": "unknown"` (spec §6: a record from before bases existed never
@@ -128,6 +140,24 @@ CREATE TABLE runs (
 );
 ";
 
+/// What version 5 adds: reservations tagged by task and what each task spent (spec §6 "Per task"); then
+/// the reservations held before are tagged with their holder's operation key (a new file gets it too, and
+/// the tagging finds nothing; migration 4 → 5 runs it alone).
+const SCHEMA_V5_ADDS: &str = "
+ALTER TABLE reservations ADD COLUMN task TEXT;
+CREATE INDEX reservations_by_task ON reservations (budget, task);
+CREATE TABLE task_spent (
+    budget TEXT NOT NULL,
+    task TEXT NOT NULL,
+    spent INTEGER NOT NULL,
+    PRIMARY KEY (budget, task)
+);
+UPDATE reservations SET task = (SELECT operation_key FROM proposals WHERE proposals.id = reservations.holder)
+    WHERE task IS NULL;
+UPDATE reservations SET task = (SELECT json_extract(record, '$.operation_key') FROM runs WHERE runs.id = reservations.holder)
+    WHERE task IS NULL;
+";
+
 /// How long a `begin` (or an open that must migrate) waits for another connection's write transaction.
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -173,7 +203,7 @@ impl Synchronous {
 
 impl SqliteStore {
     /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
-    pub const SCHEMA_VERSION: u32 = 4;
+    pub const SCHEMA_VERSION: u32 = 5;
 
     /// The version-1 schema, kept so migrations can be tested and old files understood.
     ///
@@ -377,6 +407,7 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
         conn.execute_batch(SqliteStore::SCHEMA_V1)
             .and_then(|()| conn.execute_batch(SCHEMA_V3_ADDS))
             .and_then(|()| conn.execute_batch(SCHEMA_V4_ADDS))
+            .and_then(|()| conn.execute_batch(SCHEMA_V5_ADDS))
             .map_err(sql("create the schema (is this a database of another program?)"))?;
         version = SqliteStore::SCHEMA_VERSION;
     }
@@ -391,6 +422,10 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
     if version == 3 {
         conn.execute_batch(SCHEMA_V4_ADDS).map_err(sql("add the table of runs (schema version 4)"))?;
         version = 4;
+    }
+    if version == 4 {
+        conn.execute_batch(SCHEMA_V5_ADDS).map_err(sql("add the per-task ledger (schema version 5)"))?;
+        version = 5;
     }
     conn.pragma_update(None, "user_version", version).map_err(sql("record the schema version"))
 }
@@ -673,17 +708,20 @@ impl Transaction for SqliteTransaction<'_> {
     }
 
     fn reservation(&mut self, holder: &str) -> Result<Option<Reservation>, StoreError> {
-        let row: Option<(String, i64, i64)> = self
+        let row: Option<(String, i64, i64, Option<String>)> = self
             .conn
-            .prepare_cached("SELECT budget, amount, created_at FROM reservations WHERE holder = ?1")
-            .and_then(|mut stmt| stmt.query_row([holder], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?))).optional())
+            .prepare_cached("SELECT budget, amount, created_at, task FROM reservations WHERE holder = ?1")
+            .and_then(|mut stmt| {
+                stmt.query_row([holder], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?))).optional()
+            })
             .map_err(|e| StoreError(format!("cannot read the reservation of `{holder}`: {e}")))?;
-        let Some((budget, amount, created_at)) = row else { return Ok(None) };
+        let Some((budget, amount, created_at, task)) = row else { return Ok(None) };
         Ok(Some(Reservation {
             holder: holder.to_string(),
             budget,
             amount: from_sql(amount, || format!("the amount of the reservation of `{holder}`"))?,
             created_at: from_sql(created_at, || format!("the time of the reservation of `{holder}`"))?,
+            task,
         }))
     }
 
@@ -693,11 +731,13 @@ impl Transaction for SqliteTransaction<'_> {
         let created_at = to_sql(reservation.created_at, || format!("the time of the reservation of `{holder}`"))?;
         self.conn
             .prepare_cached(
-                "INSERT INTO reservations (holder, budget, amount, created_at) VALUES (?1, ?2, ?3, ?4)
+                "INSERT INTO reservations (holder, budget, amount, created_at, task) VALUES (?1, ?2, ?3, ?4, ?5)
                  ON CONFLICT (holder) DO UPDATE SET budget = excluded.budget, amount = excluded.amount,
-                     created_at = excluded.created_at",
+                     created_at = excluded.created_at, task = excluded.task",
             )
-            .and_then(|mut stmt| stmt.execute(params![holder, reservation.budget, amount, created_at]))
+            .and_then(|mut stmt| {
+                stmt.execute(params![holder, reservation.budget, amount, created_at, reservation.task])
+            })
             .map_err(|e| StoreError(format!("cannot store the reservation of `{holder}`: {e}")))?;
         Ok(())
     }
@@ -717,6 +757,40 @@ impl Transaction for SqliteTransaction<'_> {
             .and_then(|mut stmt| stmt.query_row([budget], |row| row.get(0)))
             .map_err(|e| StoreError(format!("cannot sum the reservations of the budget `{budget}`: {e}")))?;
         from_sql(total, || format!("the sum of the reservations of the budget `{budget}`"))
+    }
+
+    fn reserved_for_task(&mut self, budget: &str, task: &str) -> Result<u64, StoreError> {
+        let total: i64 = self
+            .conn
+            .prepare_cached("SELECT COALESCE(SUM(amount), 0) FROM reservations WHERE budget = ?1 AND task = ?2")
+            .and_then(|mut stmt| stmt.query_row([budget, task], |row| row.get(0)))
+            .map_err(|e| {
+                StoreError(format!("cannot sum the reservations of task `{task}` in the budget `{budget}`: {e}"))
+            })?;
+        from_sql(total, || format!("the sum of the reservations of task `{task}` in the budget `{budget}`"))
+    }
+
+    fn task_spent(&mut self, budget: &str, task: &str) -> Result<u64, StoreError> {
+        let spent: Option<i64> = self
+            .conn
+            .prepare_cached("SELECT spent FROM task_spent WHERE budget = ?1 AND task = ?2")
+            .and_then(|mut stmt| stmt.query_row([budget, task], |row| row.get(0)).optional())
+            .map_err(|e| StoreError(format!("cannot read what task `{task}` spent from the budget `{budget}`: {e}")))?;
+        spent.map_or(Ok(0), |s| from_sql(s, || format!("what task `{task}` spent from the budget `{budget}`")))
+    }
+
+    fn put_task_spent(&mut self, budget: &str, task: &str, spent: u64) -> Result<(), StoreError> {
+        let value = to_sql(spent, || format!("what task `{task}` spent from the budget `{budget}`"))?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO task_spent (budget, task, spent) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (budget, task) DO UPDATE SET spent = excluded.spent",
+            )
+            .and_then(|mut stmt| stmt.execute(params![budget, task, value]))
+            .map_err(|e| {
+                StoreError(format!("cannot store what task `{task}` spent from the budget `{budget}`: {e}"))
+            })?;
+        Ok(())
     }
 
     fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {
@@ -905,7 +979,7 @@ mod tests {
         drop(conn);
 
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 4);
+        assert_eq!(store.schema_version().expect("version"), 5);
         let mut tx = store.begin().expect("begin");
         let p1 = tx.proposal("P-1").expect("read").expect("P-1 is kept");
         assert_eq!(p1.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown));
@@ -916,7 +990,7 @@ mod tests {
         drop(store);
         // Opening again does not migrate again.
         let store = SqliteStore::open(&dir.db()).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 4);
+        assert_eq!(store.schema_version().expect("version"), 5);
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.proposal("P-1").expect("read").and_then(|p| p.grant).map(|g| g.basis), Some(Basis::Unknown));
         // Migration 2 → 3 added the tasks.
@@ -949,13 +1023,13 @@ mod tests {
         let dir = TempDir::new("too-new");
         let conn = Connection::open(dir.db()).expect("open");
         conn.execute_batch(SqliteStore::SCHEMA_V1).expect("schema");
-        conn.pragma_update(None, "user_version", 5).expect("version 5");
+        conn.pragma_update(None, "user_version", 6).expect("version 6");
         drop(conn);
         let err = SqliteStore::open(&dir.db()).expect_err("refused");
-        assert_eq!(err, StoreError("the database is at schema version 5; this runtime knows up to 4".into()));
+        assert_eq!(err, StoreError("the database is at schema version 6; this runtime knows up to 5".into()));
         let conn = Connection::open(dir.db()).expect("open");
         let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
-        assert_eq!(version, 5, "the file is left untouched");
+        assert_eq!(version, 6, "the file is left untouched");
     }
 
     #[test]
@@ -1015,7 +1089,7 @@ mod tests {
     }
 
     #[test]
-    fn a_version_2_file_gains_the_tables_of_3_and_4() {
+    fn a_version_2_file_gains_the_tables_of_3_4_and_5() {
         let dir = TempDir::new("migrate-2-3");
         write_v1(&dir.db(), &[proposal(1, None, Some(grant(Basis::Operator)))]);
         {
@@ -1031,7 +1105,7 @@ mod tests {
                 drop(conn);
                 SqliteStore::open(&dir.db()).expect("open and migrate")
             };
-            assert_eq!(store.schema_version().expect("version"), 4);
+            assert_eq!(store.schema_version().expect("version"), 5);
             let mut tx = store.begin().expect("begin");
             assert_eq!(tx.proposal("P-1").expect("read"), Some(proposal(1, None, Some(grant(Basis::Operator)))));
             tx.put_run(&run(1, "tok-1")).expect("the new table");
@@ -1040,6 +1114,53 @@ mod tests {
         let store = SqliteStore::open(&dir.db()).expect("reopen");
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.run("A-1").expect("read"), Some(run(1, "tok-1")));
+    }
+
+    /// Migration 4 → 5 (spec §6 "Per task"): the reservations held before are tagged with their holder's
+    /// operation key (a proposal, or a claimed alone run); one with no record to trace stays untagged; no
+    /// task has spent anything yet, and the budget's total is unchanged.
+    #[test]
+    fn a_version_4_file_gains_reservations_by_task() {
+        let dir = TempDir::new("migrate-4-5");
+        {
+            let conn = Connection::open(dir.db()).expect("open");
+            conn.execute_batch(SqliteStore::SCHEMA_V1)
+                .and_then(|()| conn.execute_batch(SCHEMA_V3_ADDS))
+                .and_then(|()| conn.execute_batch(SCHEMA_V4_ADDS))
+                .expect("the version-4 schema");
+            conn.pragma_update(None, "user_version", 4).expect("version 4");
+            let p = proposal(1, None, Some(grant(Basis::Operator)));
+            conn.execute(
+                "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![p.id, p.operation_key, p.fingerprint, p.tool, p.subject, serde_json::to_string(&p).expect("encode")],
+            )
+            .expect("a proposal");
+            let mut r = run(1, "tok-1");
+            r.operation_key = "order-7".into();
+            conn.execute(
+                "INSERT INTO runs (id, token, record) VALUES ('A-1', 'tok-1', ?1)",
+                [serde_json::to_string(&r).expect("encode")],
+            )
+            .expect("a run");
+            conn.execute_batch(
+                "INSERT INTO budgets VALUES ('Purchases', 100000, 2500);
+                 INSERT INTO reservations VALUES ('P-1', 'Purchases', 700, 1700000200);
+                 INSERT INTO reservations VALUES ('A-1', 'Purchases', 200, 1700000200);
+                 INSERT INTO reservations VALUES ('A-2', 'Purchases', 100, 1700000200);",
+            )
+            .expect("reservations of version 4");
+        }
+        let store = SqliteStore::open(&dir.db()).expect("open and migrate");
+        assert_eq!(store.schema_version().expect("version"), 5);
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.reservation("P-1").expect("read").and_then(|r| r.task).as_deref(), Some("order-1"));
+        assert_eq!(tx.reservation("A-1").expect("read").and_then(|r| r.task).as_deref(), Some("order-7"));
+        assert_eq!(tx.reservation("A-2").expect("read").map(|r| r.task), Some(None), "nothing to trace it to");
+        assert_eq!(tx.reserved_for_task("Purchases", "order-1").expect("sum"), 700);
+        assert_eq!(tx.reserved_for_task("Purchases", "order-7").expect("sum"), 200);
+        assert_eq!(tx.reserved_total("Purchases").expect("sum"), 1_000);
+        assert_eq!(tx.task_spent("Purchases", "order-1").expect("read"), 0);
+        assert_eq!(tx.budget("Purchases").expect("read"), Some(budget()));
     }
 
     #[test]

@@ -68,6 +68,12 @@ pub trait Transaction {
     fn remove_reservation(&mut self, holder: &str) -> Result<(), StoreError>;
     /// The sum of a budget's reservations, in its minor unit.
     fn reserved_total(&mut self, budget: &str) -> Result<u64, StoreError>;
+    /// The sum of a budget's reservations held for one task ([`Reservation::task`]), in its minor unit.
+    fn reserved_for_task(&mut self, budget: &str, task: &str) -> Result<u64, StoreError>;
+    /// What one task spent from a budget (spec §6 "Per task"), in its minor unit: 0 when it never spent.
+    fn task_spent(&mut self, budget: &str, task: &str) -> Result<u64, StoreError>;
+    /// Sets what one task spent from a budget (inserts or replaces, by budget and task).
+    fn put_task_spent(&mut self, budget: &str, task: &str, spent: u64) -> Result<(), StoreError>;
     /// The alone run with this id (`A-n`).
     fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError>;
     /// The alone run claimed with this claim token (at most one exists).
@@ -118,6 +124,8 @@ struct MemoryState {
     rule_numbers: BTreeMap<String, u64>,
     next_slot: u64,
     budgets: BTreeMap<String, BudgetRecord>,
+    /// What each task spent, by (budget, task).
+    task_spent: BTreeMap<(String, String), u64>,
     reservations: BTreeMap<String, Reservation>,
     runs: BTreeMap<String, Run>,
     tasks: BTreeMap<String, Task>,
@@ -274,6 +282,24 @@ impl Transaction for MemoryTransaction<'_> {
             .values()
             .filter(|r| r.budget == budget)
             .fold(0u64, |sum, r| sum.saturating_add(r.amount)))
+    }
+
+    fn reserved_for_task(&mut self, budget: &str, task: &str) -> Result<u64, StoreError> {
+        Ok(self
+            .guard
+            .reservations
+            .values()
+            .filter(|r| r.budget == budget && r.task.as_deref() == Some(task))
+            .fold(0u64, |sum, r| sum.saturating_add(r.amount)))
+    }
+
+    fn task_spent(&mut self, budget: &str, task: &str) -> Result<u64, StoreError> {
+        Ok(self.guard.task_spent.get(&(budget.to_string(), task.to_string())).copied().unwrap_or(0))
+    }
+
+    fn put_task_spent(&mut self, budget: &str, task: &str, spent: u64) -> Result<(), StoreError> {
+        self.write().task_spent.insert((budget.to_string(), task.to_string()), spent);
+        Ok(())
     }
 
     fn run(&mut self, id: &str) -> Result<Option<Run>, StoreError> {

@@ -281,6 +281,75 @@ pub(crate) fn propose_on_store(store: impl Store + Send + Sync + 'static) -> Res
     rt.propose(&ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "job-1", "Pads and a cable."))
 }
 
+/// The workshop with a spending tool: `BuyParts (amount: money)`, proposed, from budget `Parts` (ceiling 5000,
+/// alone up to 100, 1000 per task). For the store conformance suite's per-task case.
+fn workshop_buying_parts() -> Table {
+    let mut table = workshop();
+    let mut buy = tool("Buy parts", &[("amount", ParamType::Money)], EffectClass::Spends, None);
+    buy.spends = Some(crate::table::SpendInfo { budget: "Parts".into(), param: "amount".into() });
+    table.tools.insert("BuyParts".into(), buy);
+    table.budgets.insert(
+        "Parts".into(),
+        crate::table::BudgetInfo {
+            currency: "EUR".into(),
+            unit: "cents".into(),
+            ceiling: 5_000,
+            alone_up_to: 100,
+            doc: None,
+            per_task: Some(1_000),
+        },
+    );
+    if let Some(skill) = table.skills.get_mut("EstimateRepair") {
+        skill.tools.push("BuyParts".into());
+    }
+    if let Some(estimate) = table.entries.get_mut("Estimator").and_then(|e| e.get_mut("EstimateRepair")) {
+        estimate.insert("BuyParts".into(), entry("BuyParts", Level::Propose, Route::Requester, "EstimateRepair"));
+    }
+    table.seal();
+    table
+}
+
+/// What [`per_task_on_store`] saw: each step's outcome, then the figures of tasks `job-1` and `job-2`
+/// (spent, reserved) and the budget's total (spent, reserved).
+pub(crate) type PerTaskSteps = (Vec<String>, (u64, u64), (u64, u64), (u64, u64));
+
+/// Spends of one budget with `per_task` through a runtime on `store` (the store conformance suite's
+/// per-task case): operator grants, an automatic grant and a settlement, in two tasks.
+pub(crate) fn per_task_on_store(store: impl Store + Send + Sync + 'static) -> Result<PerTaskSteps, RuntimeError> {
+    let shop = Shop::new();
+    let rt = Runtime::new(workshop_buying_parts(), shop.clone())
+        .with_clock(ManualClock::at(1_000_000))
+        .with_versions(shop)
+        .with_naming(Tickets)
+        .with_store(store);
+    let buy = |amount: i64, key: &str| -> Result<Proposal, RuntimeError> {
+        let call = Call::new("Estimator", "EstimateRepair", "BuyParts").with_arguments(json!({"amount": amount}));
+        rt.propose(&ProposalRequest::new(call.for_person("Mia"), key, "Brake pads."))
+    };
+    let approve = |p: &Proposal| rt.approve(&p.id, "Mia", &p.fingerprint, ApproveMode::Once);
+    let word = |r: Result<Proposal, RuntimeError>| match r {
+        Ok(p) => format!("{} {}", p.id, p.status),
+        Err(RuntimeError::Refused { refusal, message }) => format!("refused ({refusal:?}): {message}"),
+        Err(e) => e.to_string(),
+    };
+    let mut steps = Vec::new();
+    let first = buy(600, "job-1")?;
+    steps.push(word(approve(&first)));
+    let second = buy(500, "job-1")?;
+    steps.push(word(approve(&second)));
+    let elsewhere = buy(500, "job-2")?;
+    steps.push(word(approve(&elsewhere)));
+    steps.push(word(buy(100, "job-1")));
+    let ran = rt.execute(&first.id, None, |ctx| {
+        RunOutcome::Done(json!({"operation": ctx.operation, "amount": 600, "outcome": "accepted"}))
+    })?;
+    steps.push(format!("{} {}", ran.proposal.id, ran.proposal.status));
+    steps.push(word(approve(&second)));
+    let figures = |task: &str| rt.task_spending("Parts", task).map(|t| (t.spent, t.reserved));
+    let total = rt.budget("Parts")?;
+    Ok((steps, figures("job-1")?, figures("job-2")?, (total.spent, total.reserved)))
+}
+
 fn set_price(price: i64, person: &str, skill: &str) -> Call {
     Call::new("Estimator", skill, "SetPrice")
         .with_arguments(json!({"repair": "T-7", "price": price}))

@@ -289,32 +289,46 @@ class Client:
         answer: dict[str, Any] = self._request("GET", "/v1/table", safe=True)
         return answer
 
-    def _offer(self, agent: str, skill: str) -> Any:
+    def _offer(self, agent: str, skill: str, mode: str | None) -> Any:
         path = f"/v1/agents/{_segment('agent', agent)}/skills/{_segment('skill', skill)}/tools"
+        if mode is not None:
+            path += "?" + urllib.parse.urlencode({"mode": _text("mode", mode)})
         return self._request("GET", path, safe=True)
 
-    def offered_tools(self, agent: str, skill: str) -> list[OfferedTool]:
+    def offered_tools(self, agent: str, skill: str, *, mode: str | None = None) -> list[OfferedTool]:
         """The tools to offer the model in `skill` (never a `never` one), in the skill's order, each with its
-        label, parameters and level (`None` when a condition on the arguments decides it)."""
-        return [_read("offered_tool", t) for t in _member(self._offer(agent, skill), "tools")]
+        label, parameters and level (`None` when a condition on the arguments decides it); with `mode`, for
+        calls in that mode (a tool `never` in it is not offered; an unknown mode offers nothing)."""
+        return [_read("offered_tool", t) for t in _member(self._offer(agent, skill, mode), "tools")]
 
-    def levels(self, agent: str, skill: str) -> list[tuple[str, str]]:
-        """Every tool of `skill` with the table's level for it, `never` ones included, in the skill's order."""
-        return [(str(_member(item, "tool")), str(_member(item, "level"))) for item in _member(self._offer(agent, skill), "levels")]
+    def levels(self, agent: str, skill: str, *, mode: str | None = None) -> list[tuple[str, str]]:
+        """Every tool of `skill` with the table's level for it, `never` ones included, in the skill's order;
+        with `mode`, the levels in that mode."""
+        offer = self._offer(agent, skill, mode)
+        return [(str(_member(item, "tool")), str(_member(item, "level"))) for item in _member(offer, "levels")]
 
     # -----------------------------------------------------------------------------------------------------
     # Decide and call
 
     def decide(
-        self, agent: str, skill: str, tool: str, arguments: dict[str, Any] | None = None, *, requester: str | None = None
+        self,
+        agent: str,
+        skill: str,
+        tool: str,
+        arguments: dict[str, Any] | None = None,
+        *,
+        requester: str | None = None,
+        mode: str | None = None,
     ) -> Decision:
-        """The decision for one call, standing rules included (recorded in the service's audit)."""
+        """The decision for one call, standing rules included (recorded in the service's audit); `mode` is the
+        mode the call is made in (none: no mode)."""
         body = {
             "agent": _text("agent", agent),
             "skill": _text("skill", skill),
             "tool": _text("tool", tool),
             "arguments": _arguments(arguments),
             "requester": _maybe_text("requester", requester),
+            "mode": _maybe_text("mode", mode),
         }
         decision: Decision = _read("decision", self._request("POST", "/v1/decide", body, safe=True))
         return decision
@@ -336,6 +350,7 @@ class Client:
         shown: Mapping[str, str] | None = None,
         instruction_version: str | None = None,
         lifetime: int | None = None,
+        mode: str | None = None,
     ) -> Claimed | Proposal:
         """One tool call of the agent, in the task `operation_key`.
 
@@ -347,7 +362,8 @@ class Client:
         The service cannot ask the host, so the host states here what its callbacks would answer: the
         `covered_version` of the subject now (for a tool with `version P.F`), how arguments read to a person
         (`shown`, by parameter name: `{"repair": "Ticket T-7"}`), and the `instruction_version`. `lifetime`
-        (seconds) shortens the proposal's.
+        (seconds) shortens the proposal's. `mode` is the mode the call is made in: the task's first call binds
+        it, and a later call of the task in another mode (or none) is `Refused(kind="never")`.
         """
         body: dict[str, Any] = {
             "agent": _text("agent", agent),
@@ -355,6 +371,7 @@ class Client:
             "tool": _text("tool", tool),
             "arguments": _arguments(arguments),
             "requester": _maybe_text("requester", requester),
+            "mode": _maybe_text("mode", mode),
             "operation_key": _text("operation_key", operation_key),
             "claim_token": _text("claim_token", claim_token),
             "why": _text("why", why),

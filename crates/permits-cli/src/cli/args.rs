@@ -126,6 +126,11 @@ pub(super) enum Command {
         /// that is not a declared delegation decides `never`; one without a `.` is a usage error (exit 2).
         #[arg(long = "via", value_name = "AGENT.SKILL")]
         via: Vec<String>,
+        /// The task (operation key) the call belongs to (spec §5a). `decide` has no ledger: the task has no
+        /// binding yet and nothing spent, so a spend from a budget with `per_task` shows the task's figures
+        /// with nothing spent (the `task` and `spend` members of the JSON).
+        #[arg(long)]
+        task: Option<String>,
         /// Trust this public key (64 hex digits, or a `.pub` file from `permitc keygen`); repeatable. The
         /// table must then be signed by one of them (`TABLE.sig`), or nothing is decided (exit 2).
         #[arg(long)]

@@ -17,6 +17,7 @@ mod fixtures;
 mod holes;
 mod laws;
 mod modes;
+mod per_task;
 mod sarif;
 mod shell;
 mod shop_spending;

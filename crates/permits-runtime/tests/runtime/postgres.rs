@@ -148,3 +148,93 @@ fn postgres_hosts_racing_for_the_last_of_a_ceiling_never_overspend() -> R {
     }
     Ok(())
 }
+
+/// The research desk (`research-desk.json`): the budget `Research`, alone up to 500, 2000 per task.
+fn desk() -> Table {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/research-desk.json");
+    Table::load_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn credits(amount: u64) -> Call {
+    Call::new("Researcher", "Look", "BuyCredits").with_arguments(json!({"amount": amount})).for_person("Ben")
+}
+
+/// Spec §6 "Per task" on one PostgreSQL database: hosts racing to spend from one task's per-task amount — alone
+/// buys admitted and settled, and operator grants — never take the task over its cap of 2000 cents.
+#[test]
+fn postgres_hosts_spending_in_one_task_never_exceed_its_cap() -> R {
+    let db = Database::new("pertask")?;
+    let hosts: Vec<Runtime> = (0..HOSTS)
+        .map(|_| Ok(Runtime::new(desk(), AdmitAll).with_store(PostgresStore::with_config(db.config.clone())?)))
+        .collect::<Result<_, Box<dyn std::error::Error>>>()?;
+    // Alone buys of 300, five per host: six fit (1800), a seventh would be 2100.
+    let start = Barrier::new(HOSTS);
+    let outcomes: Vec<Result<(), Option<Refusal>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = hosts
+            .iter()
+            .map(|rt| {
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    (0..5)
+                        .map(|_| {
+                            rt.run_alone(&credits(300).in_task("T-alone"), |ctx| {
+                                RunOutcome::Done(
+                                    json!({"operation": ctx.operation, "amount": 300, "outcome": "accepted"}),
+                                )
+                            })
+                            .map(|_| ())
+                            .map_err(|e| e.refusal())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let ran = outcomes.iter().filter(|o| o.is_ok()).count();
+    let over = outcomes.iter().filter(|o| **o == Err(Some(Refusal::Budget))).count();
+    assert_eq!((ran, over), (6, 14), "{outcomes:?}");
+    let task = hosts[0].task_spending("Research", "T-alone")?;
+    assert_eq!((task.spent, task.reserved), (1800, 0));
+
+    // Operator grants of 600 (over the allowance, so proposed), eight in one task: three fit (1800).
+    let proposals = (0..8)
+        .map(|n| {
+            let request = ProposalRequest::new(credits(600), "T-granted", "credits")
+                .with_destination(format!("https://credits.example.com/{n}"));
+            hosts[n % HOSTS].propose(&request)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let start = Barrier::new(HOSTS);
+    let outcomes: Vec<Result<(), Option<Refusal>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = hosts
+            .iter()
+            .enumerate()
+            .map(|(i, rt)| {
+                let (start, mine) = (&start, proposals.iter().skip(i).step_by(HOSTS).collect::<Vec<_>>());
+                scope.spawn(move || {
+                    start.wait();
+                    mine.into_iter()
+                        .map(|p| {
+                            rt.approve(&p.id, "Ben", &p.fingerprint, ApproveMode::Once)
+                                .map(|_| ())
+                                .map_err(|e| e.refusal())
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    let granted = outcomes.iter().filter(|o| o.is_ok()).count();
+    let over = outcomes.iter().filter(|o| **o == Err(Some(Refusal::Budget))).count();
+    assert_eq!((granted, over), (3, 5), "{outcomes:?}");
+    for rt in &hosts {
+        let task = rt.task_spending("Research", "T-granted")?;
+        assert_eq!((task.spent, task.reserved), (0, 1800));
+    }
+    let total = hosts[1].budget("Research")?;
+    assert_eq!((total.spent, total.reserved), (1800, 1800));
+    Ok(())
+}

@@ -26,6 +26,9 @@ pub(crate) struct DecideBody {
     arguments: Value,
     #[serde(default)]
     requester: Option<String>,
+    /// The mode the call is made in (spec §3c); none for no mode.
+    #[serde(default)]
+    mode: Option<String>,
 }
 
 /// The call of `POST /v1/calls`.
@@ -39,6 +42,10 @@ pub(crate) struct CallBody {
     arguments: Value,
     #[serde(default)]
     requester: Option<String>,
+    /// The mode the call is made in (spec §3c); the task's first call binds it, and a later call of the
+    /// task in another mode (or none) is `never`.
+    #[serde(default)]
+    mode: Option<String>,
     operation_key: String,
     claim_token: String,
     #[serde(default)]
@@ -71,9 +78,20 @@ fn empty_object() -> Value {
     Value::Object(Map::new())
 }
 
-fn call_of(agent: String, skill: String, tool: String, arguments: Value, requester: Option<String>) -> Call {
-    let mut call = Call::new(agent, skill, tool).with_arguments(arguments);
-    call.requester = requester;
+/// The triple, arguments, person and mode of a request body.
+struct CallParts {
+    agent: String,
+    skill: String,
+    tool: String,
+    arguments: Value,
+    requester: Option<String>,
+    mode: Option<String>,
+}
+
+fn call_of(parts: CallParts) -> Call {
+    let mut call = Call::new(parts.agent, parts.skill, parts.tool).with_arguments(parts.arguments);
+    call.requester = parts.requester;
+    call.mode = parts.mode;
     call
 }
 
@@ -84,7 +102,14 @@ pub(crate) async fn decide(
     Json(body): Json<DecideBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
     caller.host_of(&body.agent)?;
-    let call = call_of(body.agent, body.skill, body.tool, body.arguments, body.requester);
+    let call = call_of(CallParts {
+        agent: body.agent,
+        skill: body.skill,
+        tool: body.tool,
+        arguments: body.arguments,
+        requester: body.requester,
+        mode: body.mode,
+    });
     let decision = app.run(move |app| Ok(app.rt.decide(&call)?)).await?;
     app.metrics.decision(decision.level);
     Ok(axum::Json(serde_json::to_value(&decision).map_err(|e| ApiError::internal(e.to_string()))?))
@@ -101,7 +126,14 @@ pub(crate) async fn call(
     Json(body): Json<CallBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
     caller.host_of(&body.agent)?;
-    let call = call_of(body.agent, body.skill, body.tool, body.arguments, body.requester);
+    let call = call_of(CallParts {
+        agent: body.agent,
+        skill: body.skill,
+        tool: body.tool,
+        arguments: body.arguments,
+        requester: body.requester,
+        mode: body.mode,
+    });
     let request = ProposalRequest {
         call,
         operation_key: body.operation_key,

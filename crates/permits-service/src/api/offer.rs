@@ -7,20 +7,33 @@ use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
 use super::{App, Caller};
+use crate::body::Query;
 use crate::error::ApiError;
 
-/// `GET /v1/agents/{agent}/skills/{skill}/tools`: the tools to offer the model (never a `never` one), in the
-/// skill's order, each with its label, parameters, level (`null` when a condition on the arguments decides
-/// it) and pin (when it has one), and the level of every tool of the skill.
+/// The query of `GET /v1/agents/{agent}/skills/{skill}/tools`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OfferQuery {
+    /// The mode the calls will be made in (spec §3c): a tool that is `never` in it is not offered.
+    #[serde(default)]
+    mode: Option<String>,
+}
+
+/// `GET /v1/agents/{agent}/skills/{skill}/tools[?mode=M]`: the tools to offer the model (never a `never`
+/// one), in the skill's order, each with its label, parameters, level (`null` when a condition on the
+/// arguments decides it) and pin (when it has one), and the level of every tool of the skill; in mode `M` when given (spec §3c: a
+/// tool that is `never` in the mode is not offered; a mode the table does not declare offers nothing).
 pub(crate) async fn tools(
     State(app): State<Arc<App>>,
     caller: Caller,
     Path((agent, skill)): Path<(String, String)>,
+    Query(query): Query<OfferQuery>,
 ) -> Result<Json<Value>, ApiError> {
     caller.may_read(&agent)?;
+    let mode = query.mode.as_deref();
     let offered: Vec<Value> = app
         .rt
-        .offered_tools(&agent, &skill)
+        .offered_tools_in(&agent, &skill, mode)
         .into_iter()
         .map(|t| {
             let mut tool =
@@ -32,9 +45,17 @@ pub(crate) async fn tools(
             tool
         })
         .collect();
-    let levels: Vec<Value> =
-        app.rt.levels(&agent, &skill).into_iter().map(|(tool, level)| json!({"tool": tool, "level": level})).collect();
-    Ok(Json(json!({"agent": agent, "skill": skill, "tools": offered, "levels": levels})))
+    let levels: Vec<Value> = app
+        .rt
+        .levels_in(&agent, &skill, mode)
+        .into_iter()
+        .map(|(tool, level)| json!({"tool": tool, "level": level}))
+        .collect();
+    let mut answer = json!({"agent": agent, "skill": skill, "tools": offered, "levels": levels});
+    if let (Some(mode), Some(object)) = (query.mode, answer.as_object_mut()) {
+        object.insert("mode".into(), Value::String(mode));
+    }
+    Ok(Json(answer))
 }
 
 /// `GET /v1/table`: the table in force (its header and package settings).

@@ -48,6 +48,10 @@ pub(crate) struct RuleBody {
     scope: ScopeBody,
     #[serde(default)]
     expires_at: Option<u64>,
+    /// The mode the rule is made for (spec §3c step 5): it applies only to calls in exactly this mode; none
+    /// for calls in no mode.
+    #[serde(default)]
+    mode: Option<String>,
 }
 
 /// `POST /v1/rules` (a person key: the rule is made by that person, who must be allowed to make it).
@@ -72,9 +76,8 @@ pub(crate) async fn allow_alone(
             ScopeBody::AnyArguments => Scope::AnyArguments,
         },
         expires_at: body.expires_at,
-        // The service passes no mode yet (issue #20): a rule made here applies to calls in no mode.
-        mode: None,
-        // Nor a delegation chain (issue #21): a rule made here applies to direct calls only.
+        mode: body.mode,
+        // The service passes no delegation chain (issue #21): a rule made here applies to direct calls only.
         via: Vec::new(),
     };
     app.change(move |app| Ok(axum::Json(json!({"rule": app.rt.allow_alone(&rule)?})))).await

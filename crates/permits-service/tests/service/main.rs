@@ -7,6 +7,7 @@ mod browser;
 mod durability;
 mod inbox;
 mod keys;
+mod modes;
 mod openapi;
 mod postgres;
 mod protocol;

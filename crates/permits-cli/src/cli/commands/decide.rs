@@ -12,6 +12,8 @@ pub(in crate::cli) struct TripleCall<'a> {
     pub(in crate::cli) mode: Option<&'a str>,
     /// `--via AGENT.SKILL`, nearest first.
     pub(in crate::cli) via: &'a [String],
+    /// `--task KEY`.
+    pub(in crate::cli) task: Option<&'a str>,
 }
 
 pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[String], format: Format) -> u8 {
@@ -52,10 +54,65 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
             }
         }
     }
+    call.operation_key = c.task.map(str::to_string);
     let d = crate::runtime::decide_table(&table, &call);
+    let Some(task) = c.task else {
+        match format {
+            Format::Json => outln!("{}", d.to_json()),
+            Format::Human => outln!("{}", d.summary()),
+        }
+        return 0;
+    };
+    // Spec §6 "Per task", without a ledger: the task has nothing spent or reserved yet.
+    let spend = (d.level != crate::table::Level::Never)
+        .then(|| table.tools.get(c.tool))
+        .flatten()
+        .and_then(|tool| call.arguments.as_object().and_then(|args| table.spend_of(tool, args).ok().flatten()));
     match format {
-        Format::Json => outln!("{}", d.to_json()),
-        Format::Human => outln!("{}", d.summary()),
+        Format::Json => {
+            let mut value = serde_json::to_value(&d).unwrap_or(serde_json::Value::Null);
+            if let Some(object) = value.as_object_mut() {
+                object.insert("task".into(), serde_json::Value::String(task.to_string()));
+                if let Some(s) = &spend {
+                    object.insert(
+                        "spend".into(),
+                        serde_json::json!({
+                            "budget": s.budget,
+                            "amount": s.amount,
+                            "unit": s.info.unit,
+                            "ceiling": s.info.ceiling,
+                            "alone_up_to": s.info.alone_up_to,
+                            "per_task": s.info.per_task,
+                            "task_spent": 0,
+                            "task_reserved": 0,
+                            "task_room": s.info.per_task,
+                            "fits_task": s.info.per_task.is_none_or(|cap| s.amount <= cap),
+                        }),
+                    );
+                }
+            }
+            outln!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+        }
+        Format::Human => {
+            let mut line = format!("{}; task `{task}`", d.summary());
+            if let Some(s) = &spend {
+                let unit = &s.info.unit;
+                match s.info.per_task {
+                    Some(cap) if s.amount > cap => line.push_str(&format!(
+                        ": budget `{}`: {} {unit} is more than the {cap} {unit} one task may hold: refused at grant",
+                        s.budget, s.amount
+                    )),
+                    Some(cap) => line.push_str(&format!(
+                        ": budget `{}`: {} {unit} of the {cap} {unit} one task may hold ({} left after it; decide keeps no ledger, so the task has spent nothing)",
+                        s.budget,
+                        s.amount,
+                        cap - s.amount
+                    )),
+                    None => line.push_str(&format!(": budget `{}` has no per-task cap", s.budget)),
+                }
+            }
+            outln!("{line}");
+        }
     }
     0
 }

@@ -118,14 +118,21 @@ fn explain_text(e: &Explanation) -> String {
         out.push_str(&format!("  claim: {claim} (levels use the claim)\n"));
     }
     if let Some(b) = &d.budget {
+        let per_task = b.per_task.map_or(String::new(), |cap| format!(", {cap} per task"));
         out.push_str(&format!(
-            "  budget: spends from `{}` by `{}` ({} {}): ceiling {}, alone up to {} (declared at {})\n",
+            "  budget: spends from `{}` by `{}` ({} {}): ceiling {}, alone up to {}{per_task} (declared at {})\n",
             b.name, b.by, b.currency, b.unit, b.ceiling, b.alone_up_to, b.at
         ));
         out.push_str(&format!(
             "    every execution reserves `{}` against the ceiling; a call over {} is at least propose, whatever the level\n",
             b.by, b.alone_up_to
         ));
+        if let Some(cap) = b.per_task {
+            out.push_str(&format!(
+                "    and against its task's cap: one task (one operation key, delegated calls included) holds at most {cap} {} reserved and spent; a call with no task cannot spend from it\n",
+                b.unit
+            ));
+        }
     }
     if let Some(param) = &d.shell {
         out.push_str(&format!(
