@@ -153,6 +153,25 @@ def test_tools_list_offers_only_what_the_skill_offers_and_an_alone_call_is_forwa
     assert (world.calls("read_note"), world.calls("write_note")) == (1, 1)
 
 
+def test_in_a_mode_only_what_the_mode_allows_is_offered_and_forwarded(world: World) -> None:
+    """`--mode ReadOnly` (spec §3c): `tools/list` offers only what is not `never` in the mode, and a call of a
+    tool the mode makes `never` is refused and never reaches the server."""
+    (world.notes / "groceries.txt").write_text("milk, eggs")
+
+    async def body(s: ClientSession) -> Any:
+        listed = sorted(t.name for t in (await s.list_tools()).tools)
+        read = await s.call_tool("read_note", {"title": "groceries"})
+        wrote = await s.call_tool("write_note", {"title": "todo", "body": "call Ben"})
+        return listed, read, wrote
+
+    listed, read, wrote = run_agent(world, body, "--mode", "ReadOnly")
+    assert listed == ["read_note"]
+    assert (read.is_error, text(read)) == (False, "milk, eggs")
+    assert wrote.is_error and "`write_note` is not offered to agent `Scribe` in skill `Notes`" in text(wrote)
+    assert (world.calls("read_note"), world.calls("write_note")) == (1, 0)
+    assert not (world.notes / "todo.txt").exists()
+
+
 def test_never_and_unknown_tools_are_refused_with_the_reason(world: World) -> None:
     async def body(s: ClientSession) -> Any:
         return (
@@ -176,7 +195,7 @@ def test_a_proposed_call_waits_is_approved_by_a_person_and_runs_exactly_once(wor
 
     waiting = run_agent(world, first, "--wait", "1", "--task", "lunch")
     assert "proposed `send_mail`: waiting on a decision from Ana (proposal P-1). It has not run." in text(waiting)
-    assert f"{world.service.url}/v1/proposals/P-1" in text(waiting)
+    assert f"{world.service.url}/inbox/proposals/P-1" in text(waiting)
     assert world.calls("send_mail") == 0
     status, p = raw(world.service.url, world.ana, "GET", "/v1/proposals/P-1")
     assert (status, p["status"], p["why"], p["tool"]) == (200, "waiting", "Ana asked me to invite Ben", "send_mail")
@@ -203,6 +222,44 @@ def test_a_proposed_call_waits_is_approved_by_a_person_and_runs_exactly_once(wor
     done = run_agent(world, waits, "--wait", "30", "--task", "lunch")
     assert (done.is_error, text(done)) == (False, "sent to cy@example.com")
     assert world.calls("send_mail") == 2
+
+
+def test_two_identical_calls_at_once_after_an_approval_send_exactly_once(world: World) -> None:
+    """Found by a new user (the same approval sent one mail twice): two identical `tools/call` frames sent at
+    once in one proxy session both attach to the granted proposal and carry this run's claim token, which
+    the service rightly takes as a retry — so the gateway itself must forward an execution once: the second
+    call is told it is being sent, and the server sees one call."""
+    mail = {"to": "r1@example.com", "subject": "G", "body": "b"}
+
+    async def first(s: ClientSession) -> Any:
+        return await s.call_tool("send_mail", mail)
+
+    waiting = run_agent(world, first, "--wait", "0", "--task", "race")
+    assert "(proposal P-1)" in text(waiting)
+    decide(world, "P-1", "approve")
+    proxy = subprocess.Popen(
+        [str(world.permitc), *world.proxy_args("--wait", "0", "--task", "race")],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "NOTES_DIR": str(world.notes)},
+    )
+    assert proxy.stdin and proxy.stdout
+    frame = lambda i: json.dumps(  # noqa: E731
+        {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": "send_mail", "arguments": mail}}
+    ).encode()
+    proxy.stdin.write(frame(21) + b"\n" + frame(22) + b"\n")
+    proxy.stdin.flush()
+    answers = {a["id"]: a["result"] for a in (json.loads(proxy.stdout.readline()) for _ in range(2))}
+    proxy.stdin.close()
+    proxy.wait(30)
+    texts = sorted("\n".join(c.get("text", "") for c in r["content"]) for r in answers.values())
+    assert world.calls("send_mail") == 1, texts
+    assert (world.notes / "outbox.log").read_text().count("r1@example.com") == 1, texts
+    # One forwarded it; the other got the stored receipt, or was told the execution is being sent (by this
+    # gateway, or already `sending` at the service) and did not run.
+    assert "sent to r1@example.com" in texts, texts
+    assert all(t == "sent to r1@example.com" or "not sent again" in t or "not run" in t for t in texts), texts
 
 
 def test_a_rejected_call_returns_the_reason_and_never_runs(world: World) -> None:

@@ -60,6 +60,9 @@ pub struct Options {
     pub wait: u64,
     /// The operation key of the task; `None` for a new one per run (`mcp-AGENT-RANDOM`).
     pub task: Option<String>,
+    /// The mode the task runs in (spec §3c): the offer is the mode's and every call is made in it; `None`
+    /// for no mode.
+    pub mode: Option<String>,
     /// Pass `resources/*` through.
     pub allow_resources: bool,
     /// Pass `prompts/*` through.
@@ -113,6 +116,32 @@ struct State {
     protocol: Mutex<String>,
     /// Requests of the agent being answered.
     in_flight: AtomicU64,
+    /// The executions this gateway is confirming, forwarding or recording right now. The service takes a
+    /// second claim or confirmation with this run's token as a retry (as it must, for a host that lost an
+    /// answer), so two identical calls at once must not both forward: the gateway runs an execution once.
+    sending: Mutex<std::collections::HashSet<String>>,
+}
+
+/// An execution marked as being sent by this gateway ([`State::sending`]), unmarked when dropped: on every
+/// return, after its receipt is recorded.
+struct Sending<'a> {
+    state: &'a State,
+    id: String,
+}
+
+impl<'a> Sending<'a> {
+    /// Marks `id`; `None` when this gateway is sending it already.
+    fn mark(state: &'a State, id: &str) -> Option<Sending<'a>> {
+        let mut set = state.sending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        set.insert(id.to_string()).then(|| Sending { state, id: id.to_string() })
+    }
+}
+
+impl Drop for Sending<'_> {
+    fn drop(&mut self) {
+        let mut set = self.state.sending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        set.remove(&self.id);
+    }
 }
 
 fn log(message: &str) {
@@ -148,6 +177,7 @@ pub fn run(
         evidence: Mutex::new(VecDeque::new()),
         protocol: Mutex::new(crate::PROTOCOL_VERSION.to_string()),
         in_flight: AtomicU64::new(0),
+        sending: Mutex::new(std::collections::HashSet::new()),
     });
     let handler: Handler = {
         let state = Arc::clone(&state);
@@ -311,7 +341,11 @@ fn initialize(state: &State, params: Option<&Value>) -> Value {
 fn refresh(state: &State) -> Result<(), String> {
     let u = upstream(state).map_err(|e| e.to_string())?;
     let tools = u.list_tools(Duration::from_secs(UPSTREAM_SECONDS)).map_err(|e| e.to_string())?;
-    let path = format!("/v1/agents/{}/skills/{}/tools", segment(&state.options.agent), segment(&state.options.skill));
+    let mut path =
+        format!("/v1/agents/{}/skills/{}/tools", segment(&state.options.agent), segment(&state.options.skill));
+    if let Some(mode) = &state.options.mode {
+        path.push_str(&format!("?mode={}", segment(mode)));
+    }
     let answer = state.service.get(&path).map_err(|e| e.to_string())?;
     if !answer.ok() {
         let (code, message) = answer.error();
@@ -432,6 +466,7 @@ fn tools_call(state: &Arc<State>, params: Value) -> Result<Value, Value> {
         "arguments": arguments,
         "requester": state.options.requester,
         "operation_key": state.task,
+        "mode": state.options.mode,
         "claim_token": hex(&token),
         "why": why,
         "evidence": evidence,
@@ -502,7 +537,7 @@ fn proposed(state: &Arc<State>, mut proposal: Value, name: &str, forward_params:
             let said = if answer.is_empty() { format!("proposed `{name}`: waiting on a decision") } else { answer };
             Ok(tool_result(
                 format!(
-                    "{said} (proposal {id}). It has not run. It is decided at {}/v1/proposals/{id} (the inbox); the same call again attaches to this proposal.",
+                    "{said} (proposal {id}). It has not run. It is decided at {}/inbox/proposals/{id} (the inbox); the same call again attaches to this proposal.",
                     state.service.base()
                 ),
                 // An error result: the tool did not run (and a client that checks a tool's output schema
@@ -572,6 +607,12 @@ fn run_execution(
             true,
         ));
     }
+    let Some(_sending) = Sending::mark(state, &id) else {
+        return Ok(tool_result(
+            format!("execution {id} of `{name}` is being sent by this gateway now: it is not sent again"),
+            true,
+        ));
+    };
     let path = |step: &str| format!("/v1/executions/{}/{step}", segment(&id));
     let confirm = service_call(state, &path("confirm"), &json!({"token": token}))?;
     if !confirm.ok() || text_of(&confirm.body, "status") != "sending" {

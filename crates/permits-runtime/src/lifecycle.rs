@@ -250,6 +250,18 @@ impl Runtime {
         may_decide(&self.table(), p, person)
     }
 
+    /// Whether `person` may turn proposal `p` into a task rule or a standing rule for its requester (spec
+    /// §5 "Who may widen"): `Err` with the reason, as [`Runtime::approve`] with
+    /// [`ApproveMode::ForThisTask`] or [`ApproveMode::AlwaysLikeThis`] would refuse it for want of
+    /// authority. Records nothing: for a screen that offers those choices only to a person who may make them.
+    pub fn may_make_rule_from(&self, p: &Proposal, person: &str) -> Result<(), String> {
+        let table = self.table();
+        let work_for = p.requester.clone().map_or(WorkFor::Nobody, WorkFor::Person);
+        let routed = [(p.skill.as_str(), &p.decider.route)];
+        let routed = if p.decider.route == Route::Requester { &routed[..0] } else { &routed[..] };
+        crate::rules::may_make_rule(&table, &p.agent, &p.tool, &work_for, person, routed)
+    }
+
     /// Every proposal, oldest first, as they are now (expiring what is due).
     ///
     /// Errors: [`RuntimeError::Store`].

@@ -211,6 +211,10 @@ pub(super) enum McpCommand {
         /// not given.
         #[arg(long)]
         task: Option<String>,
+        /// The mode the task runs in (spec §3c): `tools/list` offers only what is not `never` in it, and every
+        /// call is made in it (the task's first call binds it).
+        #[arg(long)]
+        mode: Option<String>,
         /// Pass `resources/*` through (off: reading a resource is a read the policy has not seen).
         #[arg(long)]
         allow_resources: bool,

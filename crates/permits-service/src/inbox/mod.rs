@@ -489,11 +489,12 @@ async fn proposal(State(app): State<Arc<App>>, who: Signed, Path(id): Path<Strin
                 None => None,
             };
             let may = app.rt.may_decide(&p, &person);
-            Ok((p, table, budget, may))
+            let may_rule = app.rt.may_make_rule_from(&p, &person);
+            Ok((p, table, budget, may, may_rule))
         })
         .await;
     match read {
-        Ok((p, table, budget, may)) => {
+        Ok((p, table, budget, may, may_rule)) => {
             let view = pages::ProposalView {
                 person: &who.person,
                 csrf: &who.csrf,
@@ -501,6 +502,7 @@ async fn proposal(State(app): State<Arc<App>>, who: Signed, Path(id): Path<Strin
                 table: &table,
                 budget: budget.as_ref(),
                 may: may.as_ref().map(|_| ()).map_err(|e| e.as_str()),
+                may_rule: may_rule.as_ref().map(|_| ()).map_err(|e| e.as_str()),
                 age: who.age(),
                 fresh: app.inbox.fresh_sign_in,
             };

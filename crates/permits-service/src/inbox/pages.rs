@@ -269,6 +269,8 @@ pub(crate) struct ProposalView<'a> {
     pub(crate) budget: Option<&'a BudgetStatus>,
     /// Whether the person may decide it, or the runtime's refusal.
     pub(crate) may: Result<(), &'a str>,
+    /// Whether the person may also make a task or standing rule of it, or why not.
+    pub(crate) may_rule: Result<(), &'a str>,
     /// The session's age and `--fresh-sign-in`, in seconds.
     pub(crate) age: u64,
     pub(crate) fresh: u64,
@@ -297,7 +299,7 @@ pub(crate) fn proposal(v: &ProposalView<'_>) -> Markup {
     let entry = table.entries.get(&p.agent).and_then(|s| s.get(&p.skill)).and_then(|t| t.get(&p.tool));
     let mode_entry = p.mode.as_ref().and_then(|m| entry.and_then(|e| e.modes.get(m)));
     let decidable = matches!(p.status, Status::Waiting) && v.may.is_ok();
-    let rules_offered = p.level == Level::Propose;
+    let rules_offered = p.level == Level::Propose && v.may_rule.is_ok();
     let stale_session = v.age > v.fresh;
     layout(
         &p.label,
@@ -424,6 +426,8 @@ pub(crate) fn proposal(v: &ProposalView<'_>) -> Markup {
                         }
                         p.muted { "A task rule lets later calls of " code { (p.tool) } " in task " code { (shown(&p.operation_key, false)) } " run alone until the task ends; a standing rule, every later one for "
                             (p.requester.as_deref().unwrap_or("nobody")) ", until it is revoked." }
+                    } @else if let (Err(why), Level::Propose) = (v.may_rule, p.level) {
+                        p.muted #no-rules { "Approve once only: " (why) }
                     } @else {
                         p.muted #no-rules { "No task or standing rule: this call's level is " code { (p.level) } ", so a person decides every call." }
                     }

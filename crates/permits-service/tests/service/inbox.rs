@@ -675,3 +675,40 @@ fn approving_for_the_task_or_always_makes_the_rule_shown_on_my_rules_and_only_it
     assert_eq!(host.get("/v1/proposals/P-4").ok()["status"], "waiting");
     Ok(())
 }
+
+/// Found by a new user: a person who may decide a proposal but may not widen autonomy was offered "Approve for
+/// this task" and "Always like this", which then answered 403. Now the page offers them only where the runtime
+/// would make the rule (`Runtime::may_make_rule_from`), and says why not; Noor, who may widen, still gets them.
+#[test]
+fn rule_choices_are_offered_only_to_a_person_who_may_make_the_rule() -> R {
+    let (server, _dir) = workshop(&[], None);
+    let host = server.host("Estimator");
+    let answer = host
+        .post(
+            "/v1/calls",
+            &json!({"agent": "Estimator", "skill": "EstimateRepair", "tool": "SetPrice",
+                "arguments": {"repair": "T-7", "price": 45}, "requester": "Mia", "operation_key": "k-mia",
+                "claim_token": "k-mia-price", "why": "the customer asked", "covered_version": "r1"}),
+        )
+        .ok();
+    assert_eq!(answer["outcome"], "proposed", "{answer}");
+    let id = answer["proposal"]["id"].as_str().ok_or("no id")?.to_string();
+    let mut mia = Web::new(&server.url);
+    mia.sign_in("Mia", MIA_PASSWORD);
+    let page = mia.get(&format!("/inbox/proposals/{id}"));
+    assert_eq!(page.status, 200, "{}", page.body);
+    assert!(page.body.contains("id=\"approve-once\""), "Mia decides her own estimate: {}", page.body);
+    assert!(
+        !page.body.contains("id=\"approve-task\"") && !page.body.contains("id=\"approve-always\""),
+        "{}",
+        page.body
+    );
+    let why = text_of(&page.body, "no-rules").ok_or("no reason given")?;
+    assert!(why.starts_with("Approve once only: "), "{why}");
+    propose_for_mia(&host, "k-noor", 45, "fleet price", "Ticket T-7");
+    let mut noor = Web::new(&server.url);
+    noor.sign_in("Noor", NOOR_PASSWORD);
+    let page = noor.get("/inbox/proposals/P-2");
+    assert!(page.body.contains("id=\"approve-task\"") && page.body.contains("id=\"approve-always\""), "{}", page.body);
+    Ok(())
+}
