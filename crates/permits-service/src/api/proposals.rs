@@ -221,8 +221,9 @@ pub(crate) struct Empty {}
 pub(crate) struct ApproveBody {
     /// The fingerprint the person was shown.
     fingerprint: String,
-    /// `once` (the default), `always_like_this` (a standing rule, any arguments) or
-    /// `always_these_arguments`.
+    /// `once` (the default), `always_like_this` (a standing rule, any arguments),
+    /// `always_these_arguments`, `for_this_task` (a task rule for these arguments, spec §5a) or
+    /// `for_this_task_any_arguments`.
     #[serde(default)]
     mode: Mode,
 }
@@ -234,6 +235,8 @@ enum Mode {
     Once,
     AlwaysLikeThis,
     AlwaysTheseArguments,
+    ForThisTask,
+    ForThisTaskAnyArguments,
 }
 
 /// `POST /v1/proposals/{id}/approve` (a person key: the person approves as themselves).
@@ -253,6 +256,8 @@ pub(crate) async fn approve(
         Mode::Once => ApproveMode::Once,
         Mode::AlwaysLikeThis => ApproveMode::AlwaysLikeThis,
         Mode::AlwaysTheseArguments => ApproveMode::AlwaysTheseArguments,
+        Mode::ForThisTask => ApproveMode::ForThisTask { any_arguments: false },
+        Mode::ForThisTaskAnyArguments => ApproveMode::ForThisTask { any_arguments: true },
     };
     let (p, check) = approve_as(&app, id, person, body.fingerprint, mode).await?;
     let mut answer = proposal_json(&p);

@@ -270,6 +270,24 @@ fn outcome_6_a_yes_does_not_cover_what_changed() -> R {
     Ok(())
 }
 
+/// Task-scoped approval over HTTP (spec §5a): `for_this_task` makes a task rule — the same call in the task
+/// runs alone, in another task it is proposed again — and `end_task` ends it.
+#[test]
+fn approved_for_this_task_the_same_call_runs_alone_in_the_task_only() -> R {
+    let mut w = world();
+    let p = proposed(&estimate(&w.host, &mut w.app, "Noor", "EstimateRepair", "task-1", 45, WHY));
+    approve(&w.noor, &p, "for_this_task").ok();
+    assert_eq!(execute(&w.host, &mut w.app, "P-1", "claim-1").ok()["status"], "done");
+    let rule = w.host.get("/v1/rules").ok()["rules"][0].clone();
+    assert_eq!(rule["task"], "task-1");
+    let again = estimate(&w.host, &mut w.app, "Noor", "EstimateRepair", "task-1", 45, WHY);
+    assert_eq!(again["outcome"], "alone", "{again}");
+    assert_eq!(again["decision"]["task_rule"], true);
+    let elsewhere = estimate(&w.host, &mut w.app, "Noor", "EstimateRepair", "task-2", 45, WHY);
+    assert_eq!(elsewhere["outcome"], "proposed", "{elsewhere}");
+    Ok(())
+}
+
 #[test]
 fn outcome_7_from_now_on_alone() -> R {
     let mut w = world();
