@@ -198,13 +198,7 @@ fn compare_modes(old: &Table, new: &Table, (a, s, t): (&str, &str, &str), detail
         else {
             continue;
         };
-        if po == pn {
-            continue;
-        }
-        let dir =
-            if pn.first() < po.first() || pn.last() < po.last() { Direction::Widening } else { Direction::Narrowing };
-        let words = |p: &BTreeSet<Level>| p.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(" | ");
-        details.push((dir, format!("in mode `{mode}`: {} → {}", words(&po), words(&pn))));
+        compare_sets(&po, &pn, &format!("in mode `{mode}`"), details);
     }
 }
 
@@ -237,14 +231,19 @@ fn compare_delegations(
         else {
             continue;
         };
-        if po == pn {
-            continue;
-        }
-        let dir =
-            if pn.first() < po.first() || pn.last() < po.last() { Direction::Widening } else { Direction::Narrowing };
-        let words = |p: &BTreeSet<Level>| p.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(" | ");
-        details.push((dir, format!("via `{agent}.{skill}`: {} → {}", words(&po), words(&pn))));
+        compare_sets(&po, &pn, &format!("via `{agent}.{skill}`"), details);
     }
+}
+
+/// Two sets of possible levels of one call (`what`: "in mode `Plan`", "via `Coder.FixBug`"): nothing when equal;
+/// a widening when some call may now be decided less strictly, else a narrowing.
+fn compare_sets(po: &BTreeSet<Level>, pn: &BTreeSet<Level>, what: &str, details: &mut Vec<(Direction, String)>) {
+    if po == pn {
+        return;
+    }
+    let dir = if pn.first() < po.first() || pn.last() < po.last() { Direction::Widening } else { Direction::Narrowing };
+    let words = |p: &BTreeSet<Level>| p.iter().map(|l| format!("`{l}`")).collect::<Vec<_>>().join(" | ");
+    details.push((dir, format!("{what}: {} → {}", words(po), words(pn))));
 }
 
 fn compare_routes(o: &Route, n: &Route, details: &mut Vec<(Direction, String)>) {
