@@ -361,7 +361,8 @@ pub fn seconds(obj: &Bound<'_, PyAny>) -> PyResult<Seconds> {
     Err(input_error(py, format!("expected whole seconds (an int), {}", not_this(obj))))
 }
 
-/// `"once"`, `"always_like_this"` or `"always_these_arguments"`: how a person approves.
+/// `"once"`, `"always_like_this"`, `"always_these_arguments"`, `"for_this_task"` or
+/// `"for_this_task_any_arguments"` (a task rule, spec §5a): how a person approves.
 #[derive(Clone, Copy, Debug)]
 pub struct Mode(pub ApproveMode);
 
@@ -374,9 +375,13 @@ impl<'py> FromPyObject<'_, 'py> for Mode {
             "once" => Ok(Mode(ApproveMode::Once)),
             "always_like_this" => Ok(Mode(ApproveMode::AlwaysLikeThis)),
             "always_these_arguments" => Ok(Mode(ApproveMode::AlwaysTheseArguments)),
+            "for_this_task" => Ok(Mode(ApproveMode::ForThisTask { any_arguments: false })),
+            "for_this_task_any_arguments" => Ok(Mode(ApproveMode::ForThisTask { any_arguments: true })),
             other => Err(input_error(
                 obj.py(),
-                format!("the mode is `once`, `always_like_this` or `always_these_arguments`, not `{other}`"),
+                format!(
+                    "the mode is `once`, `always_like_this`, `always_these_arguments`, `for_this_task` or `for_this_task_any_arguments`, not `{other}`"
+                ),
             )),
         }
     }

@@ -52,6 +52,29 @@ def test_a_call_names_its_mode_and_its_task_keeps_it() -> None:
     assert (push.mode, push.status) == ("Unattended", "waiting")
 
 
+def test_approved_for_this_task_the_same_call_runs_alone_in_the_task_only() -> None:
+    """Task-scoped approval from Python (spec §5a): `mode="for_this_task"` makes a task rule — the same call in
+    the task runs alone, in another task it is proposed again, and `end_task` ends it."""
+    rt = desk()
+    mail = {"to": "a@x.example"}
+    p = rt.propose("Researcher", "Look", "SendMail", mail, requester="Ben", operation_key="T1", why="tell a")
+    rt.approve(p.id, "Ben", p.fingerprint, mode="for_this_task")
+    rule = rt.rules()[-1]
+    assert (rule.task, rule.mode) == ("T1", None)
+    def send(key: str) -> permits.Ran:
+        return rt.run_alone("Researcher", "Look", "SendMail", mail, requester="Ben", operation_key=key, run=lambda ctx: "sent")
+
+    ran = send("T1")
+    assert (ran.decision.level, ran.decision.task_rule) == ("alone", True)
+    with pytest.raises(permits.Refused):
+        send("T2")
+    rt.end_task("T1")
+    with pytest.raises(permits.Refused):
+        send("T1")
+    with pytest.raises(permits.InputError):
+        rt.approve(p.id, "Ben", p.fingerprint, mode="for_this_tusk")  # type: ignore[arg-type]
+
+
 def test_a_per_task_budget_caps_one_task() -> None:
     rt = desk()
     assert rt.budget("Research").per_task == 2000

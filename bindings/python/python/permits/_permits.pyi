@@ -20,7 +20,7 @@ Status = Literal[
     "withdrawn",
 ]
 Outcome = Literal["done", "failed", "unknown"]
-Mode = Literal["once", "always_like_this", "always_these_arguments"]
+Mode = Literal["once", "always_like_this", "always_these_arguments", "for_this_task", "for_this_task_any_arguments"]
 RouteKind = Literal["requester", "person", "role", "queue"]
 Basis = Literal["operator", "automatic", "unknown"]
 EventKind = Literal[
