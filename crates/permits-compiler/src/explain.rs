@@ -300,17 +300,7 @@ pub fn explain_via(
         else {
             continue;
         };
-        let options: BTreeSet<Level> = match l.level {
-            Some(level) => BTreeSet::from([level]),
-            None => {
-                let mut o = BTreeSet::from([Level::Alone]);
-                for row in &l.rows {
-                    let here = row.possible_levels();
-                    o = o.iter().flat_map(|x| here.iter().map(move |h| h.map_or(*x, |h| h.max(*x)))).collect();
-                }
-                o
-            }
-        };
+        let options = crate::table::possible_levels_of(l.level, &l.rows);
         possible = possible.iter().flat_map(|x| options.iter().map(move |o| (*x).max(*o))).collect();
         d.rows.extend(l.rows.iter().cloned());
         if let Some(r) = &l.route {

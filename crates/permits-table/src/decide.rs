@@ -421,17 +421,7 @@ impl Table {
             let Some(rows) = link_entry(self, child, link, tool) else {
                 return Ok(BTreeSet::from([Level::Never]));
             };
-            let options: BTreeSet<Level> = match rows.level {
-                Some(level) => BTreeSet::from([level]),
-                None => {
-                    let mut o = BTreeSet::from([Level::Alone]);
-                    for row in &rows.rows {
-                        let here = row.possible_levels();
-                        o = o.iter().flat_map(|a| here.iter().map(move |h| h.map_or(*a, |h| h.max(*a)))).collect();
-                    }
-                    o
-                }
-            };
+            let options = crate::possible_levels_of(rows.level, &rows.rows);
             acc = acc.iter().flat_map(|a| options.iter().map(move |o| (*a).max(*o))).collect();
             child = (link.agent.as_str(), link.skill.as_str());
         }

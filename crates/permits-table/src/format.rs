@@ -261,6 +261,30 @@ impl ChainLink {
     }
 }
 
+impl ChainLink {
+    /// Reads `Agent.Skill` (as `--via` takes it); `None` unless it is exactly two non-empty names joined by
+    /// one `.`.
+    pub fn parse(text: &str) -> Option<ChainLink> {
+        let (agent, skill) = text.split_once('.')?;
+        (!agent.is_empty() && !skill.is_empty() && !skill.contains('.')).then(|| ChainLink::new(agent, skill))
+    }
+}
+
+/// Every level a stack of rows can give (the strictest over one choice of level per row; `Alone` when no
+/// row speaks), or just `stated` when the level does not depend on the arguments: a link's possible levels
+/// (spec §3b), for `test` expectations without arguments and `explain`.
+pub fn possible_levels_of(stated: Option<Level>, rows: &[Row]) -> BTreeSet<Level> {
+    if let Some(level) = stated {
+        return BTreeSet::from([level]);
+    }
+    let mut out = BTreeSet::from([Level::Alone]);
+    for row in rows {
+        let here = row.possible_levels();
+        out = out.iter().flat_map(|a| here.iter().map(move |h| h.map_or(*a, |h| h.max(*a)))).collect();
+    }
+    out
+}
+
 impl fmt::Display for ChainLink {
     /// `Coder.FixBug`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

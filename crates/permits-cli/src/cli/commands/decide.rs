@@ -44,11 +44,9 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
     call.requester = c.requester.map(str::to_string);
     call.mode = c.mode.map(str::to_string);
     for link in c.via {
-        match link.split_once('.') {
-            Some((agent, skill)) if !agent.is_empty() && !skill.is_empty() && !skill.contains('.') => {
-                call = call.delegated_by(agent, skill);
-            }
-            _ => {
+        match crate::table::ChainLink::parse(link) {
+            Some(l) => call = call.delegated_by(l.agent, l.skill),
+            None => {
                 errln!("error: `--via {link}` is not `AGENT.SKILL` (a delegating agent and the skill it works in)");
                 return 2;
             }

@@ -13,11 +13,9 @@ pub(in crate::cli) fn explain(
 ) -> u8 {
     let mut chain = Vec::new();
     for link in via {
-        match link.split_once('.') {
-            Some((agent, skill)) if !agent.is_empty() && !skill.is_empty() && !skill.contains('.') => {
-                chain.push(crate::table::ChainLink::new(agent, skill));
-            }
-            _ => {
+        match crate::table::ChainLink::parse(link) {
+            Some(l) => chain.push(l),
+            None => {
                 errln!("error: `--via {link}` is not `AGENT.SKILL` (a delegating agent and the skill it works in)");
                 return 2;
             }
