@@ -99,6 +99,25 @@ impl Backend for Sqlite {
     }
 }
 
+/// An SQLite file in a temporary directory, opened with the group commit on ([`crate::Synchronous::Group`]):
+/// the store answers the same with it.
+#[cfg(feature = "sqlite")]
+pub(crate) struct SqliteGroup(TempDir);
+
+#[cfg(feature = "sqlite")]
+impl Backend for SqliteGroup {
+    type S = crate::SqliteStore;
+    fn fresh(name: &str) -> SqliteGroup {
+        SqliteGroup(TempDir::new(name))
+    }
+    fn open(&self) -> crate::SqliteStore {
+        let store = crate::SqliteStore::open(&self.0.db()).expect("open the SQLite store");
+        let mode = store.set_synchronous(crate::Synchronous::Group).expect("set the group commit");
+        assert_eq!(mode, crate::Synchronous::Group);
+        store
+    }
+}
+
 /// A database of its own on the server `PERMITS_TEST_POSTGRES` names, dropped when the test ends.
 #[cfg(feature = "postgres")]
 pub(crate) struct TestDatabase {
@@ -723,6 +742,11 @@ mod memory {
 #[cfg(feature = "sqlite")]
 mod sqlite {
     conformance!(super::Sqlite);
+}
+
+#[cfg(feature = "sqlite")]
+mod sqlite_group_commit {
+    conformance!(super::SqliteGroup);
 }
 
 #[cfg(feature = "postgres")]

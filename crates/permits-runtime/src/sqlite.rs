@@ -7,8 +7,22 @@
 //! instead of failing, and then sees everything the first committed. Dropping a transaction without
 //! committing rolls it back. The file is in WAL mode with `synchronous=NORMAL`: a commit survives the
 //! process ending; the last commits may be lost only if the machine itself loses power or its operating
-//! system crashes. [`SqliteStore::set_synchronous`] with [`Synchronous::Full`] syncs every commit instead
-//! (what `permitd` does by default).
+//! system crashes. [`SqliteStore::set_synchronous`] with [`Synchronous::Full`] or [`Synchronous::Group`]
+//! syncs every commit before it returns instead; `Group` (what `permitd` does by default) lets the commits
+//! of concurrent transactions share one sync (a group commit, below).
+//!
+//! # Group commit
+//!
+//! With [`Synchronous::Group`] SQLite runs at `synchronous=NORMAL` and the store syncs the write-ahead log
+//! itself: a transaction's `COMMIT` appends its frames to the log (SQLite's own write, not yet synced), the
+//! transaction is numbered and releases the connection, and its [`Transaction::commit`] returns only once a
+//! sync of the log that *started after* that `COMMIT` has finished. The first waiter with nothing in flight
+//! runs the sync (`fsync` of `FILE-wal`, and of its directory the first time); the others wait on it, so
+//! while one sync runs the next transactions commit and then share the next sync. What returns is exactly as
+//! durable as with `FULL` (which is `NORMAL` plus a sync of the log at every commit: SQLite's checkpoints sync
+//! the log before and the database after, in both). A failed sync is never retried — after a failed `fsync`
+//! Linux may have dropped the unwritten pages and report success the next time — so it fails that commit
+//! and every later one on this store: reopen the store (restart `permitd`) to go on.
 //!
 //! # The schema (version 5, [`SqliteStore::SCHEMA_VERSION`])
 //!
@@ -100,8 +114,9 @@
 //! failed (`the stored proposal \`P-3\` is corrupt: …`). Nothing read from the database is trusted: a
 //! corrupt record is an error, never a panic.
 
-use std::path::Path;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -177,6 +192,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Mutex<Connection>,
+    group: GroupSync,
 }
 
 /// When SQLite syncs a commit to the disk (its `PRAGMA synchronous`), the ledger being in WAL mode.
@@ -189,15 +205,138 @@ pub enum Synchronous {
     /// the process ending (`SIGKILL` included), but an operating-system crash or a power loss may lose the
     /// last commits (never corrupting the file: it reopens at an earlier consistent state).
     Normal,
+    /// A group commit (module documentation): SQLite at `NORMAL`, and every commit returns only after the
+    /// store has synced the write-ahead log since — as durable as `Full`, but transactions that commit while
+    /// a sync runs share the next one instead of each waiting for its own. For a store in memory, `Normal`.
+    Group,
 }
 
 impl Synchronous {
-    /// The pragma's value: `FULL` or `NORMAL`.
+    /// The setting's name: `FULL`, `NORMAL` or `GROUP` (the first two are SQLite's pragma values; `GROUP`
+    /// runs the pragma at `NORMAL`).
     pub fn as_str(self) -> &'static str {
         match self {
             Synchronous::Full => "FULL",
             Synchronous::Normal => "NORMAL",
+            Synchronous::Group => "GROUP",
         }
+    }
+
+    /// The value of SQLite's `PRAGMA synchronous` for this setting.
+    fn pragma(self) -> &'static str {
+        match self {
+            Synchronous::Full => "FULL",
+            Synchronous::Normal | Synchronous::Group => "NORMAL",
+        }
+    }
+}
+
+/// The group commit's shared state (module documentation): transactions are numbered as they commit, and a
+/// commit returns once `synced` has reached its number.
+#[derive(Debug)]
+struct GroupSync {
+    /// The write-ahead log and its directory; `None` for a database in memory.
+    wal: Option<(PathBuf, PathBuf)>,
+    /// Whether commits wait for a sync ([`Synchronous::Group`]); changed only under the connection's lock.
+    on: AtomicBool,
+    state: Mutex<GroupState>,
+    done: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GroupState {
+    /// The number of the last transaction that committed.
+    committed: u64,
+    /// Every transaction up to this number is synced.
+    synced: u64,
+    /// A sync is running.
+    syncing: bool,
+    /// The directory has been synced once (the log's name in it is durable).
+    dir_synced: bool,
+    /// How many syncs ran.
+    syncs: u64,
+    /// A sync failed: this and every later commit fails (never retried, module documentation).
+    failed: Option<String>,
+}
+
+impl GroupSync {
+    fn new(wal: Option<(PathBuf, PathBuf)>) -> GroupSync {
+        GroupSync { wal, on: AtomicBool::new(false), state: Mutex::new(GroupState::default()), done: Condvar::new() }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GroupState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Numbers a transaction that has just committed; called while it still holds the connection, so the
+    /// numbers follow the order of the commits.
+    fn committed(&self) -> u64 {
+        let mut state = self.lock();
+        state.committed += 1;
+        state.committed
+    }
+
+    /// The number of the last transaction that committed.
+    fn last(&self) -> u64 {
+        self.lock().committed
+    }
+
+    /// Returns once every transaction up to `number` is synced to the disk, running the sync itself when
+    /// none is in flight.
+    ///
+    /// Errors: the sync failed, now or before (the transaction is committed, but may be lost to a power
+    /// loss or an operating-system crash).
+    fn wait(&self, number: u64) -> Result<(), StoreError> {
+        let mut state = self.lock();
+        loop {
+            if let Some(why) = &state.failed {
+                return Err(StoreError(format!(
+                    "the change was committed but the ledger could not be synced to the disk ({why}): a power \
+                     loss or an operating-system crash may lose it; reopen the store once the disk is sound"
+                )));
+            }
+            if state.synced >= number {
+                return Ok(());
+            }
+            if state.syncing {
+                state = self.done.wait(state).unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            // Everything numbered so far has committed, so its frames are in the log: one sync covers them.
+            let target = state.committed;
+            let dir = !state.dir_synced;
+            state.syncing = true;
+            drop(state);
+            let synced = self.sync(dir);
+            state = self.lock();
+            state.syncing = false;
+            match synced {
+                Ok(()) => {
+                    state.synced = state.synced.max(target);
+                    state.dir_synced = true;
+                    state.syncs += 1;
+                }
+                Err(why) => state.failed = Some(why),
+            }
+            self.done.notify_all();
+        }
+    }
+
+    /// `fsync` of the log (and of its directory when `dir`). A log that is not there has nothing unsynced:
+    /// SQLite removes it only after a checkpoint, which syncs the database.
+    fn sync(&self, dir: bool) -> Result<(), String> {
+        let Some((wal, parent)) = &self.wal else { return Ok(()) };
+        match std::fs::File::open(wal) {
+            Ok(file) => file.sync_all().map_err(|e| format!("`fsync` of `{}`: {e}", wal.display()))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(format!("cannot open `{}` to sync it: {e}", wal.display())),
+        }
+        if dir {
+            std::fs::File::open(parent)
+                .and_then(|d| d.sync_all())
+                .map_err(|e| format!("`fsync` of the directory `{}`: {e}", parent.display()))?;
+        }
+        Ok(())
     }
 }
 
@@ -245,7 +384,14 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
     pub fn open(path: &Path) -> Result<SqliteStore, StoreError> {
         let conn = Connection::open(path)
             .map_err(|e| StoreError(format!("cannot open the database `{}`: {e}", path.display())))?;
-        SqliteStore::setup(conn)
+        // SQLite names the log after the database as opened: `FILE-wal`, beside it.
+        let mut wal = path.as_os_str().to_owned();
+        wal.push("-wal");
+        let parent = match path.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        SqliteStore::setup(conn, Some((PathBuf::from(wal), parent)))
     }
 
     /// A new, empty database in memory: lost when the store is dropped. For tests.
@@ -254,23 +400,34 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
     pub fn open_in_memory() -> Result<SqliteStore, StoreError> {
         let conn =
             Connection::open_in_memory().map_err(|e| StoreError(format!("cannot open a database in memory: {e}")))?;
-        SqliteStore::setup(conn)
+        SqliteStore::setup(conn, None)
     }
 
     /// Sets when a commit is synced to the disk ([`Synchronous`]); it holds for this store's connection
-    /// from the next transaction on. Answers the setting read back from SQLite.
+    /// from the next transaction on. Answers the setting read back from SQLite (`Group` on a store in
+    /// memory answers `Normal`: there is no file to sync).
     ///
     /// Errors: SQLite's, when the pragma cannot be set or read back, or reads back as something else.
     pub fn set_synchronous(&self, mode: Synchronous) -> Result<Synchronous, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
-        conn.pragma_update(None, "synchronous", mode.as_str()).map_err(sql("set `synchronous`"))?;
+        conn.pragma_update(None, "synchronous", mode.pragma()).map_err(sql("set `synchronous`"))?;
         let now: i64 =
             conn.pragma_query_value(None, "synchronous", |row| row.get(0)).map_err(sql("read `synchronous`"))?;
         // SQLite answers a number: 1 is NORMAL, 2 FULL.
-        match (mode, now) {
-            (Synchronous::Normal, 1) | (Synchronous::Full, 2) => Ok(mode),
-            _ => Err(StoreError(format!("`synchronous` reads back as {now} after setting it to {}", mode.as_str()))),
-        }
+        let answer = match (mode, now) {
+            (Synchronous::Normal, 1) | (Synchronous::Full, 2) => mode,
+            (Synchronous::Group, 1) if self.group.wal.is_some() => mode,
+            (Synchronous::Group, 1) => Synchronous::Normal,
+            _ => {
+                return Err(StoreError(format!(
+                    "`synchronous` reads back as {now} after setting it to {}",
+                    mode.pragma()
+                )));
+            }
+        };
+        // Under the connection's lock: no transaction is between its `COMMIT` and its number.
+        self.group.on.store(answer == Synchronous::Group, Ordering::SeqCst);
+        Ok(answer)
     }
 
     /// The journal mode of the database (`wal` for a file, `memory` in memory).
@@ -307,7 +464,7 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         check_known(version)?;
         let conn = Mutex::new(conn);
         let guard = conn.lock().unwrap_or_else(PoisonError::into_inner);
-        let mut tx = SqliteTransaction { conn: guard, committed: true };
+        let mut tx = SqliteTransaction { conn: guard, committed: true, group: None, changes_at_begin: 0 };
         tx.audit_events()
     }
 
@@ -348,7 +505,7 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         Ok(out)
     }
 
-    fn setup(conn: Connection) -> Result<SqliteStore, StoreError> {
+    fn setup(conn: Connection, wal: Option<(PathBuf, PathBuf)>) -> Result<SqliteStore, StoreError> {
         // The busy timeout comes first: switching to WAL and migrating may wait for another connection.
         conn.busy_timeout(BUSY_TIMEOUT).map_err(sql("set the busy timeout"))?;
         // A file this runtime does not understand is refused before anything (the journal mode included)
@@ -362,7 +519,7 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         migrate(&conn)?;
         // An index, not a schema change: older runtimes read and write the file as before.
         conn.execute_batch(PROPOSALS_BY_STATUS).map_err(sql("index the proposals by status"))?;
-        Ok(SqliteStore { conn: Mutex::new(conn) })
+        Ok(SqliteStore { conn: Mutex::new(conn), group: GroupSync::new(wal) })
     }
 }
 
@@ -375,7 +532,8 @@ impl Store for SqliteStore {
             conn.execute_batch("ROLLBACK").map_err(sql("roll back an unfinished transaction"))?;
         }
         conn.execute_batch("BEGIN IMMEDIATE").map_err(sql("begin a transaction"))?;
-        Ok(Box::new(SqliteTransaction { conn, committed: false }))
+        let changes_at_begin = conn.total_changes();
+        Ok(Box::new(SqliteTransaction { conn, committed: false, group: Some(&self.group), changes_at_begin }))
     }
 }
 
@@ -478,6 +636,10 @@ fn user_version(conn: &Connection) -> Result<u32, StoreError> {
 struct SqliteTransaction<'a> {
     conn: MutexGuard<'a, Connection>,
     committed: bool,
+    /// The store's group commit (none for a read-only reader).
+    group: Option<&'a GroupSync>,
+    /// SQLite's count of changed rows when the transaction began: unchanged at its end, it wrote nothing.
+    changes_at_begin: u64,
 }
 
 impl Drop for SqliteTransaction<'_> {
@@ -897,7 +1059,13 @@ impl Transaction for SqliteTransaction<'_> {
         // On failure the transaction is still open, and dropping `self` rolls it back.
         self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
         self.committed = true;
-        Ok(())
+        let Some(group) = self.group.filter(|g| g.on.load(Ordering::SeqCst)) else { return Ok(()) };
+        // A transaction that wrote nothing still waits for what it may have read to be synced: nothing
+        // unsynced is ever answered (as with `FULL`, where readers see only synced commits).
+        let number = if self.conn.total_changes() == self.changes_at_begin { group.last() } else { group.committed() };
+        // The connection is released before the wait, so the next transactions commit during the sync.
+        drop(self);
+        group.wait(number)
     }
 }
 
@@ -910,6 +1078,103 @@ mod tests {
     use super::*;
     use crate::conformance::{TempDir, budget, fill, grant, proposal, reservation, run};
     use crate::records::Basis;
+
+    #[test]
+    fn a_group_commit_runs_one_sync_for_every_commit_before_it_and_none_for_what_is_synced() {
+        let dir = TempDir::new("group-sync");
+        let wal = dir.db().with_extension("db-wal");
+        std::fs::write(&wal, b"frames").expect("write a log");
+        let group = GroupSync::new(Some((wal, dir.db().parent().expect("a directory").to_path_buf())));
+        let (one, two, three) = (group.committed(), group.committed(), group.committed());
+        assert_eq!((one, two, three), (1, 2, 3));
+        group.wait(two).expect("synced");
+        // The sync that `two` ran started after `three` committed: it covers `three` too.
+        let state = group.lock();
+        assert_eq!((state.synced, state.syncs, state.dir_synced), (3, 1, true));
+        drop(state);
+        group.wait(three).expect("already synced");
+        group.wait(group.last()).expect("nothing new");
+        assert_eq!(group.lock().syncs, 1, "nothing unsynced: no second sync");
+        let four = group.committed();
+        group.wait(four).expect("synced");
+        let state = group.lock();
+        assert_eq!((state.synced, state.syncs), (4, 2));
+    }
+
+    #[test]
+    fn a_failed_group_sync_fails_that_commit_and_every_later_one() {
+        let dir = TempDir::new("group-fail");
+        // The log's "directory" is a file: opening the log fails with something other than "not found".
+        let not_a_dir = dir.db();
+        std::fs::write(&not_a_dir, b"a file").expect("write a file");
+        let group = GroupSync::new(Some((not_a_dir.join("ledger.db-wal"), not_a_dir.clone())));
+        let first = group.committed();
+        let err = group.wait(first).expect_err("the sync fails");
+        assert!(err.0.starts_with("the change was committed but the ledger could not be synced to the disk"), "{err}");
+        assert!(err.0.contains("cannot open"), "{err}");
+        let second = group.committed();
+        let again = group.wait(second).expect_err("never retried");
+        assert_eq!(again.0, err.0);
+        assert_eq!(group.lock().syncs, 0);
+    }
+
+    #[test]
+    fn the_group_commit_is_set_on_a_file_and_is_normal_in_memory() -> Result<(), StoreError> {
+        let dir = TempDir::new("group-mode");
+        let store = SqliteStore::open(&dir.db())?;
+        assert_eq!(store.set_synchronous(Synchronous::Group)?, Synchronous::Group);
+        let pragma: i64 = store
+            .conn
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pragma_query_value(None, "synchronous", |row| row.get(0))
+            .map_err(sql("read `synchronous`"))?;
+        assert_eq!(pragma, 1, "SQLite itself runs at NORMAL");
+        fill(&store);
+        let syncs = store.group.lock().syncs;
+        assert!(syncs >= 1, "every commit waited for a sync: {syncs}");
+        // A transaction that only reads, with nothing unsynced, runs no sync.
+        let mut tx = store.begin()?;
+        assert!(tx.proposal("P-1")?.is_some());
+        tx.commit()?;
+        assert_eq!(store.group.lock().syncs, syncs);
+        drop(store);
+        let reopened = SqliteStore::open(&dir.db())?;
+        assert!(reopened.begin()?.proposal("P-1")?.is_some());
+        assert_eq!(reopened.set_synchronous(Synchronous::Normal)?, Synchronous::Normal);
+        let memory = SqliteStore::open_in_memory()?;
+        assert_eq!(memory.set_synchronous(Synchronous::Group)?, Synchronous::Normal);
+        Ok(())
+    }
+
+    #[test]
+    fn concurrent_commits_under_the_group_commit_all_return_and_share_syncs() -> Result<(), StoreError> {
+        let dir = TempDir::new("group-threads");
+        let store = SqliteStore::open(&dir.db())?;
+        store.set_synchronous(Synchronous::Group)?;
+        std::thread::scope(|scope| {
+            for t in 0..8 {
+                let store = &store;
+                scope.spawn(move || {
+                    for i in 0..25 {
+                        let mut tx = store.begin().expect("begin");
+                        let n = tx.next_number(&format!("thread-{t}")).expect("a number");
+                        assert_eq!(n, i + 1);
+                        tx.commit().expect("commit");
+                    }
+                });
+            }
+        });
+        let state = store.group.lock();
+        assert_eq!((state.committed, state.synced), (200, 200));
+        assert!(state.syncs <= 200, "{}", state.syncs);
+        drop(state);
+        let mut tx = store.begin()?;
+        for t in 0..8 {
+            assert_eq!(tx.next_number(&format!("thread-{t}"))?, 26);
+        }
+        Ok(())
+    }
 
     #[test]
     fn waiting_proposals_are_read_through_the_index_on_their_status() -> Result<(), StoreError> {

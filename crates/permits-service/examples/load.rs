@@ -6,8 +6,8 @@
 //!    once: cycles per second, every state change committed to the SQLite ledger.
 //!
 //! Bounded in count and time: `--decides N` (20000) and `--cycles N` (5000) at most, each phase stops after
-//! `--seconds S` (20) whatever the count; `--clients N` (4) for the cycles; `--sync full|normal` is passed to
-//! `permitd serve` (its default, `full`, when not given). Loopback only. Build and run:
+//! `--seconds S` (20) whatever the count; `--clients N` (4) for the cycles; `--sync group|full|normal` is passed
+//! to `permitd serve` (its default, `group`, when not given). Loopback only. Build and run:
 //!
 //! ```text
 //! cargo build --release -p permits-service --bins --examples
@@ -45,8 +45,8 @@ fn args() -> Result<Args, String> {
             "--seconds" => a.seconds = number()? as u64,
             "--clients" => a.clients = number()?.clamp(1, 64),
             "--permitd" => a.permitd = PathBuf::from(&value),
-            "--sync" if value == "full" || value == "normal" => a.sync = Some(value),
-            "--sync" => return Err(format!("`--sync` is `full` or `normal`, not `{value}`")),
+            "--sync" if ["group", "full", "normal"].contains(&value.as_str()) => a.sync = Some(value),
+            "--sync" => return Err(format!("`--sync` is `group`, `full` or `normal`, not `{value}`")),
             other => return Err(format!("unknown flag `{other}`")),
         }
     }

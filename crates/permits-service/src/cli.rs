@@ -71,11 +71,13 @@ pub struct ServeArgs {
     #[arg(long)]
     pub trust: Vec<String>,
     /// When a commit reaches the disk, for an SQLite ledger (in WAL mode; PostgreSQL's own `synchronous_commit`
-    /// decides for a PostgreSQL store): `full` syncs the log at every commit, so
-    /// no acknowledged state change is lost to a power loss or an operating-system crash; `normal` syncs
-    /// only at checkpoints: faster, and a power loss or an OS crash may lose the last acknowledged commits
-    /// (a crash of the service itself, SIGKILL included, loses nothing either way).
-    #[arg(long, value_enum, default_value_t = SyncMode::Full)]
+    /// decides for a PostgreSQL store): `group` (the default) and `full` answer a state change only once the
+    /// log is synced to the disk, so no acknowledged change is lost to a power loss or an operating-system
+    /// crash — `group` lets the requests that commit while a sync runs share the next one (a group commit),
+    /// `full` is SQLite's own sync at every commit; `normal` syncs only at checkpoints: a power loss or an OS
+    /// crash may lose the last acknowledged commits (a crash of the service itself, SIGKILL included, loses
+    /// nothing either way).
+    #[arg(long, value_enum, default_value_t = SyncMode::Group)]
     pub sync: SyncMode,
     /// Also allow version URLs on this host name, as written in the URL (loopback is always allowed);
     /// repeatable. Version URLs are plain `http://`.
@@ -116,7 +118,10 @@ pub struct ServeArgs {
 /// `permitd serve --sync`: SQLite's `synchronous` for the ledger.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum SyncMode {
-    /// `synchronous=FULL`: every commit is synced before it is acknowledged (the default).
+    /// A group commit (the default): SQLite at `synchronous=NORMAL`, and every commit is acknowledged only
+    /// after the store has synced the log since; concurrent commits share a sync.
+    Group,
+    /// `synchronous=FULL`: SQLite syncs the log at every commit, before it is acknowledged.
     Full,
     /// `synchronous=NORMAL`: the log is synced at checkpoints only.
     Normal,
@@ -125,6 +130,7 @@ pub enum SyncMode {
 impl From<SyncMode> for permits_runtime::Synchronous {
     fn from(mode: SyncMode) -> Self {
         match mode {
+            SyncMode::Group => permits_runtime::Synchronous::Group,
             SyncMode::Full => permits_runtime::Synchronous::Full,
             SyncMode::Normal => permits_runtime::Synchronous::Normal,
         }

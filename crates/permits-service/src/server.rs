@@ -56,7 +56,8 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         }
         crate::store::Location::File(path) => {
             let store = SqliteStore::open(path).map_err(|e| e.to_string())?;
-            // Issue #16: every state change durably committed: `--sync full` (the default) syncs each commit.
+            // Issue #16: every state change durably committed: `--sync group` (the default) and `--sync full`
+            // answer a commit only once it is synced.
             let synchronous = store.set_synchronous(args.sync.into()).map_err(|e| e.to_string())?;
             let storage = crate::api::Storage {
                 journal_mode: store.journal_mode().map_err(|e| e.to_string())?,

@@ -1,5 +1,6 @@
-//! `permitd serve --sync`: the ledger's SQLite `synchronous` setting, FULL unless asked otherwise, as SQLite
-//! reads it back (shown by `/healthz`); a bad value is a usage error and nothing starts.
+//! `permitd serve --sync`: how the ledger's commits reach the disk — a group commit (`GROUP`) unless asked
+//! otherwise, or SQLite's `synchronous` as it reads it back (shown by `/healthz`); a bad value is a usage
+//! error and nothing starts.
 
 use serde_json::json;
 
@@ -9,10 +10,13 @@ use super::{Client, R, Server, Temp, fixture, permitd};
 fn every_commit_is_synced_unless_normal_is_asked_for() -> R {
     let server = Server::start("support-triage");
     let health = Client::anonymous(&server.url).get("/healthz").ok();
-    assert_eq!(health["store"], json!({"journal_mode": "wal", "synchronous": "FULL"}));
+    assert_eq!(health["store"], json!({"journal_mode": "wal", "synchronous": "GROUP"}));
     let dir = Temp::new("sync-normal");
     let table = dir.path("table.json");
     std::fs::copy(fixture("support-triage"), &table)?;
+    let full = Server::with(&table, &dir.path("full.db"), &["--sync", "full"]);
+    let health = Client::anonymous(&full.url).get("/healthz").ok();
+    assert_eq!(health["store"], json!({"journal_mode": "wal", "synchronous": "FULL"}));
     let normal = Server::with(&table, &dir.path("ledger.db"), &["--sync", "normal"]);
     let health = Client::anonymous(&normal.url).get("/healthz").ok();
     assert_eq!(health["store"], json!({"journal_mode": "wal", "synchronous": "NORMAL"}));
