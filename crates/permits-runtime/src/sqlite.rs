@@ -17,7 +17,8 @@
 //! itself: a transaction's `COMMIT` appends its frames to the log (SQLite's own write, not yet synced), the
 //! transaction is numbered and releases the connection, and its [`Transaction::commit`] returns only once a
 //! sync of the log that *started after* that `COMMIT` has finished. The first waiter with nothing in flight
-//! runs the sync (`fsync` of `FILE-wal`, and of its directory the first time); the others wait on it, so
+//! runs the sync (`fdatasync` of `FILE-wal` — its frames and its length — and `fsync` of its directory the
+//! first time); the others wait on it, so
 //! while one sync runs the next transactions commit and then share the next sync. What returns is exactly as
 //! durable as with `FULL` (which is `NORMAL` plus a sync of the log at every commit: SQLite's checkpoints sync
 //! the log before and the database after, in both). A failed sync is never retried — after a failed `fsync`
@@ -322,12 +323,13 @@ impl GroupSync {
         }
     }
 
-    /// `fsync` of the log (and of its directory when `dir`). A log that is not there has nothing unsynced:
+    /// `fdatasync` of the log (and `fsync` of its directory when `dir`). A log that is not there has nothing unsynced:
     /// SQLite removes it only after a checkpoint, which syncs the database.
     fn sync(&self, dir: bool) -> Result<(), String> {
         let Some((wal, parent)) = &self.wal else { return Ok(()) };
         match std::fs::File::open(wal) {
-            Ok(file) => file.sync_all().map_err(|e| format!("`fsync` of `{}`: {e}", wal.display()))?,
+            // `fdatasync`: the frames and the log's length, what reading them back needs (its times are not).
+            Ok(file) => file.sync_data().map_err(|e| format!("`fdatasync` of `{}`: {e}", wal.display()))?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(format!("cannot open `{}` to sync it: {e}", wal.display())),
         }
