@@ -181,6 +181,119 @@ impl Backend for Postgres {
     }
 }
 
+/// [`Transaction::proposal_page`]: every store answers exactly what [`ProposalQuery::matches`] says over
+/// all its proposals, newest first, a page at a time, with the total — on a mix of routes, requesters,
+/// statuses, agents, tasks and expiries, and after a proposal changes (its columns follow its record).
+pub(crate) fn pages_of_proposals_are_what_the_query_matches<B: Backend>() {
+    use crate::store::{DeciderQuery, ProposalQuery};
+    let place = B::fresh("pages");
+    let store = place.open();
+    let routes = [
+        Route::Requester,
+        Route::Person("Noor".into()),
+        Route::Role("Finance".into()),
+        Route::Queue("Payments".into()),
+    ];
+    let requesters = [Some("Mia"), Some("Noor"), None];
+    let mut all = Vec::new();
+    let mut tx = store.begin().expect("begin");
+    for n in 1..=48u64 {
+        let mut p = proposal(n, None, None);
+        p.decider.route = routes[(n % 4) as usize].clone();
+        p.requester = requesters[(n % 3) as usize].map(str::to_string);
+        p.agent = if n % 5 == 0 { "Clerk".into() } else { "Buyer".into() };
+        p.operation_key = format!("order-{}", n % 7);
+        p.expires_at = 1_700_000_000 + 10 * n;
+        if n % 6 == 0 {
+            p.status = Status::Rejected;
+            p.decided_by = Some(if n % 12 == 0 { "Noor".into() } else { "Ravi".into() });
+        }
+        tx.put_proposal(&p).expect("put");
+        all.push(p);
+    }
+    tx.commit().expect("commit");
+    // A change of a record moves it between lists.
+    let mut tx = store.begin().expect("begin");
+    let mut moved = all[8].clone();
+    moved.status = Status::Granted;
+    moved.decided_by = Some("Noor".into());
+    tx.put_proposal(&moved).expect("replace");
+    tx.commit().expect("commit");
+    all[8] = moved;
+
+    let noor = DeciderQuery {
+        direct: vec!["person:Noor".into(), "requester:Noor".into(), "sponsored:Clerk".into()],
+        shared: vec!["role:Finance".into(), "queue:Payments".into()],
+        person: "Noor".into(),
+        own_requests: false,
+    };
+    let noor_and_hers = DeciderQuery { own_requests: true, ..noor.clone() };
+    let queries = [
+        ProposalQuery::default(),
+        ProposalQuery { status: Some(Status::Waiting), ..ProposalQuery::default() },
+        ProposalQuery { status: Some(Status::Waiting), deciders: Some(noor.clone()), ..ProposalQuery::default() },
+        ProposalQuery {
+            status: Some(Status::Waiting),
+            deciders: Some(noor),
+            open_at: Some(1_700_000_200),
+            ..ProposalQuery::default()
+        },
+        ProposalQuery { operation_key: Some("order-3".into()), ..ProposalQuery::default() },
+        ProposalQuery { agents: Some(vec!["Clerk".into()]), ..ProposalQuery::default() },
+        ProposalQuery { involving: Some("Noor".into()), ..ProposalQuery::default() },
+        ProposalQuery { status: Some(Status::Expired), ..ProposalQuery::default() },
+        ProposalQuery { status: Some(Status::Waiting), deciders: Some(noor_and_hers), ..ProposalQuery::default() },
+    ];
+    let mut tx = store.begin().expect("begin");
+    for query in &queries {
+        let mut expected: Vec<String> = all.iter().filter(|p| query.matches(p)).map(|p| p.id.clone()).collect();
+        expected.reverse();
+        let mut read = Vec::new();
+        let mut offset = 0;
+        loop {
+            let page = tx.proposal_page(query, offset, 5).expect("a page");
+            assert_eq!(page.total, expected.len(), "{query:?}");
+            assert!(page.proposals.len() <= 5);
+            if page.proposals.is_empty() {
+                break;
+            }
+            offset += page.proposals.len();
+            read.extend(page.proposals.into_iter().map(|p| p.id));
+        }
+        assert_eq!(read, expected, "{query:?}");
+        // The counts by decider add up to the total, each what the query matches with that key.
+        let counts = tx.proposal_counts(query).expect("counts");
+        let mut by_key: std::collections::BTreeMap<(String, bool), usize> = std::collections::BTreeMap::new();
+        let person = query.deciders.as_ref().map(|d| d.person.as_str());
+        for p in all.iter().filter(|p| query.matches(p)) {
+            let own = person.is_some() && p.requester.as_deref() == person;
+            *by_key.entry((crate::store::decider_key(p), own)).or_default() += 1;
+        }
+        let want: Vec<crate::store::ProposalCount> = by_key
+            .into_iter()
+            .map(|((decider, own), count)| crate::store::ProposalCount { decider, own, count })
+            .collect();
+        assert_eq!(counts, want, "{query:?}");
+    }
+    // With her own requests, Noor's list gains the ones routed to her role that she asked for.
+    let gained: Vec<&Proposal> = all.iter().filter(|p| queries[8].matches(p) && !queries[2].matches(p)).collect();
+    assert!(!gained.is_empty());
+    assert!(gained.iter().all(|p| p.requester.as_deref() == Some("Noor")));
+    // The queries are not vacuous: each of the person's kinds of route is on Noor's list, and her own
+    // request routed to her role is not.
+    let q = &queries[2];
+    let listed: Vec<&Proposal> = all.iter().filter(|p| q.matches(p)).collect();
+    for key in ["person:Noor", "requester:Noor", "sponsored:Clerk", "role:Finance", "queue:Payments"] {
+        assert!(listed.iter().any(|p| crate::store::decider_key(p) == key), "{key}");
+    }
+    assert!(all.iter().any(|p| p.status == Status::Waiting
+        && crate::store::decider_key(p) == "role:Finance"
+        && p.requester.as_deref() == Some("Noor")
+        && !q.matches(p)));
+    assert_eq!(tx.proposal_page(&queries[0], 0, 3).expect("a page").proposals.len(), 3);
+    assert!(tx.proposal_page(&queries[0], 100, 3).expect("past the end").proposals.is_empty());
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Records.
 
@@ -723,6 +836,11 @@ macro_rules! conformance {
         #[test]
         fn reservations_and_spent_are_kept_per_task() {
             $crate::conformance::reservations_and_spent_are_kept_per_task::<$backend>();
+        }
+
+        #[test]
+        fn pages_of_proposals_are_what_the_query_matches() {
+            $crate::conformance::pages_of_proposals_are_what_the_query_matches::<$backend>();
         }
         #[test]
         fn a_per_task_cap_holds_on_every_store() {

@@ -107,7 +107,9 @@ pub use records::{
 };
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteStore, Synchronous};
-pub use store::{MemoryStore, Store, Transaction};
+pub use store::{
+    DeciderQuery, MemoryStore, ProposalCount, ProposalPage, ProposalQuery, Store, Transaction, decider_key,
+};
 
 use decision::{decide_with, holds, resolve_decider};
 use events::About;

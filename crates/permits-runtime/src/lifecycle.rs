@@ -285,6 +285,60 @@ impl Runtime {
         Ok(self.waiting()?.into_iter().filter(|p| may_decide(&table, p, person).is_ok()).collect())
     }
 
+    /// One page of what waits for `person`, **newest first**, read through the store's indexes
+    /// ([`Transaction::proposal_page`]): the `waiting` proposals still open that they may decide now (spec
+    /// §5 "Who decides": routed to them, to a role they hold or a queue they are in — minus their own
+    /// requests — the work for them, an agent they sponsor's work for nobody, or every one for a person
+    /// who `decides_proposals`), and with `own_requests` also their own requests decided by others; at
+    /// most `limit` after skipping `offset`, with the total and the counts by decider
+    /// ([`ProposalCount`]). A person not in the table has nothing waiting.
+    ///
+    /// Errors: [`RuntimeError::Store`].
+    pub fn waiting_page_for(
+        &self,
+        person: &str,
+        own_requests: bool,
+        offset: usize,
+        limit: usize,
+    ) -> Result<(ProposalPage, Vec<ProposalCount>), RuntimeError> {
+        let table = self.table();
+        let Some(query) = waiting_query(&table, person, own_requests, self.clock.now()) else {
+            return Ok((ProposalPage::default(), Vec::new()));
+        };
+        let (mut page, counts) = self.transact(|tx, _| {
+            let page = tx.proposal_page(&query, offset, limit)?;
+            let counts = tx.proposal_counts(&query)?;
+            Ok((page, counts))
+        })?;
+        // The query is `may_decide` on the indexed columns; this is the same check on the records.
+        page.proposals.retain(|p| {
+            may_decide(&table, p, person).is_ok() || (own_requests && p.requester.as_deref() == Some(person))
+        });
+        Ok((page, counts))
+    }
+
+    /// One page of the proposals that match `query`, **newest first** ([`Transaction::proposal_page`]):
+    /// at most `limit` after skipping `offset`, with how many match in all. A proposal on the page past its
+    /// expiry is expired as it is read (and then left out if the query no longer matches it).
+    ///
+    /// Errors: [`RuntimeError::Store`].
+    pub fn proposal_page(
+        &self,
+        query: &ProposalQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<ProposalPage, RuntimeError> {
+        let now = self.clock.now();
+        self.transact(|tx, events| {
+            let mut page = tx.proposal_page(query, offset, limit)?;
+            for p in &mut page.proposals {
+                self.expire_if_due(tx, events, p, now)?;
+            }
+            page.proposals.retain(|p| query.matches(p));
+            Ok(page)
+        })
+    }
+
     /// Every `waiting` proposal, oldest first, as they are now (one past its expiry becomes `expired` and is
     /// not listed). Reads only the waiting ones where the store has an index on the status (SQLite).
     ///
@@ -435,6 +489,25 @@ impl Runtime {
 /// decider of the route — the requester for the default route; the named person for a person route (the
 /// requester too, when the policy names them); for a role or a queue, its holders or members other than
 /// the person the work is for. A refusal names who decides and why.
+/// The query of what waits for `person` ([`Runtime::waiting_page_for`]): [`may_decide`] on the store's
+/// list columns. `None` for someone who is not a person of the table.
+pub(crate) fn waiting_query(table: &Table, person: &str, own_requests: bool, now: u64) -> Option<ProposalQuery> {
+    let info = table.persons.get(person)?;
+    let deciders = if holds(table, person, &table.authority.decides_proposals) {
+        // Every waiting proposal is theirs to decide, their own requests included.
+        None
+    } else {
+        let mut direct = vec![format!("person:{person}"), format!("requester:{person}")];
+        direct.extend(table.agents.iter().filter(|(_, a)| a.sponsor == person).map(|(n, _)| format!("sponsored:{n}")));
+        let mut shared: Vec<String> = info.roles.iter().map(|r| format!("role:{r}")).collect();
+        shared.extend(
+            table.queues.iter().filter(|(_, q)| holds(table, person, &q.decided_by)).map(|(n, _)| format!("queue:{n}")),
+        );
+        Some(DeciderQuery { direct, shared, person: person.to_string(), own_requests })
+    };
+    Some(ProposalQuery { status: Some(Status::Waiting), deciders, open_at: Some(now), ..ProposalQuery::default() })
+}
+
 pub(crate) fn may_decide(table: &Table, p: &Proposal, person: &str) -> Result<(), String> {
     if !table.persons.contains_key(person) {
         return Err(format!("`{person}` is not a person of the table: only a person decides a proposal"));

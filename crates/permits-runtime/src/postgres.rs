@@ -22,20 +22,24 @@
 //! again. A connection lost during `COMMIT` itself cannot say whether the commit happened: the message
 //! says so, and either all of the transaction is there or none of it.
 //!
-//! # The schema (version 5, [`PostgresStore::SCHEMA_VERSION`])
+//! # The schema (version 6, [`PostgresStore::SCHEMA_VERSION`])
 //!
-//! The tables of SQLite's version 5, with the same key columns and the records as the same JSON text (not
+//! The tables of SQLite's version 6, with the same key columns and the records as the same JSON text (not
 //! `jsonb`, which would reorder keys), in the connection's current schema (the first of its
 //! `search_path`; `options=-csearch_path%3Dname` in the URL chooses another). The version is the one row
-//! of `permits_schema`. Version numbers are shared with the SQLite store: version 5 here holds exactly the
-//! records of an SQLite file at version 5. Versions 1 to 3 were never written to PostgreSQL.
+//! of `permits_schema`. Version numbers are shared with the SQLite store: version 6 here holds exactly the
+//! records of an SQLite file at version 6. Versions 1 to 3 were never written to PostgreSQL.
 //!
 //! ```sql
 //! CREATE TABLE permits_schema (version INTEGER NOT NULL);
 //! CREATE TABLE sequences (name TEXT PRIMARY KEY, value BIGINT NOT NULL);
 //! CREATE TABLE proposals (slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE,
 //!     operation_key TEXT NOT NULL, fingerprint TEXT NOT NULL, tool TEXT NOT NULL, subject TEXT,
-//!     record TEXT NOT NULL);
+//!     record TEXT NOT NULL,
+//!     status TEXT, decider TEXT, requester TEXT, decided_by TEXT, agent TEXT, expires_at BIGINT);  -- version 6
+//! -- version 6, as SQLite's: proposals_by_decider (status, decider, slot), proposals_by_task
+//! -- (operation_key, slot), proposals_by_agent (agent, slot), proposals_by_requester (requester, slot),
+//! -- proposals_by_decided_by (decided_by, slot)
 //! CREATE INDEX proposals_by_fingerprint ON proposals (operation_key, fingerprint);
 //! CREATE INDEX proposals_by_subject ON proposals (operation_key, tool, subject);
 //! CREATE TABLE rules (slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE,
@@ -57,11 +61,12 @@
 //! # Versions and migrations
 //!
 //! Opening a store runs the migrations in one transaction under the same advisory lock (PostgreSQL's DDL is
-//! transactional): a database without `permits_schema` (version 0) gets the schema above at version 5
-//! (version 4's tables, then version 5's step). Migration 4 → 5 (spec §6 "Per task") adds the `task` column
+//! transactional): a database without `permits_schema` (version 0) gets the schema above at version 6
+//! (version 4's tables, then version 5's and 6's steps). Migration 4 → 5 (spec §6 "Per task") adds the `task` column
 //! of `reservations`, its index and `task_spent`, and tags each reservation with the operation key of the
 //! proposal or claimed alone run that holds it, exactly as SQLite's; what was spent before counts in the
-//! budget's total, not in any task's.
+//! budget's total, not in any task's. Migration 5 → 6 adds the proposals' list columns and their indexes
+//! and fills the columns from each record, as SQLite's.
 //! A failed migration is rolled back whole and the database keeps its version; a database at a newer
 //! version than this runtime knows, or at a version this store never wrote, is refused and left
 //! untouched. A later version adds its step to [`migrate`], after the ones before.
@@ -78,7 +83,7 @@ use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::record_text::{HasId, decode, encode};
 use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
-use super::store::{Store, Transaction};
+use super::store::{ProposalCount, ProposalPage, ProposalQuery, Store, Transaction};
 
 /// The schema of version 4, created in a database at version 0.
 const SCHEMA_V4: &str = "
@@ -126,6 +131,19 @@ UPDATE reservations SET task = runs.record::json->>'operation_key' FROM runs
 UPDATE permits_schema SET version = 5;
 ";
 
+/// What version 6 adds to version 5: the proposals' list columns and their indexes, as SQLite's version 6
+/// (the columns are filled from the records by [`fill_list_columns`] in the same migration).
+const SCHEMA_V6_ADDS: &str = "
+ALTER TABLE proposals ADD COLUMN status TEXT, ADD COLUMN decider TEXT, ADD COLUMN requester TEXT,
+    ADD COLUMN decided_by TEXT, ADD COLUMN agent TEXT, ADD COLUMN expires_at BIGINT;
+CREATE INDEX proposals_by_decider ON proposals (status, decider, slot);
+CREATE INDEX proposals_by_task ON proposals (operation_key, slot);
+CREATE INDEX proposals_by_agent ON proposals (agent, slot);
+CREATE INDEX proposals_by_requester ON proposals (requester, slot);
+CREATE INDEX proposals_by_decided_by ON proposals (decided_by, slot);
+UPDATE permits_schema SET version = 6;
+";
+
 /// How long a `begin` waits for another transaction's lock before failing.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -160,7 +178,7 @@ struct Conn {
 impl PostgresStore {
     /// The schema version this runtime writes and understands (the row of `permits_schema`); the same
     /// number means the same records as in an SQLite file ([`crate::SqliteStore::SCHEMA_VERSION`]).
-    pub const SCHEMA_VERSION: u32 = 5;
+    pub const SCHEMA_VERSION: u32 = 6;
 
     /// The key of the transaction-scoped advisory lock every transaction takes first (`"permits"` in
     /// ASCII). Advisory locks are per database: stores on different databases never wait for each other.
@@ -346,6 +364,12 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
             .map_err(|e| StoreError(format!("cannot add the per-task ledger (schema version 5): {e}")))?;
         version = 5;
     }
+    if version == 5 {
+        tx.batch_execute(SCHEMA_V6_ADDS)
+            .map_err(|e| StoreError(format!("cannot add the proposals' list columns (schema version 6): {e}")))?;
+        fill_list_columns(&mut tx)?;
+        version = 6;
+    }
     match version {
         PostgresStore::SCHEMA_VERSION => {}
         v if v > PostgresStore::SCHEMA_VERSION => {
@@ -362,6 +386,34 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
     }
     // Dropping `tx` on an error above rolls the migration back.
     tx.commit().map_err(|e| StoreError(format!("cannot commit the migration: {e}")))
+}
+
+/// Migration 5 → 6: the list columns of every proposal, from its record; a record that does not decode
+/// keeps them empty (listed nowhere, as before).
+fn fill_list_columns(tx: &mut postgres::Transaction<'_>) -> Result<(), StoreError> {
+    let rows = tx
+        .query("SELECT id, record FROM proposals ORDER BY slot", &[])
+        .map_err(|e| StoreError(format!("cannot read the proposals to migrate them: {e}")))?;
+    for row in rows {
+        let (id, text): (String, String) = (row.get(0), row.get(1));
+        let Ok(p) = decode::<Proposal>("proposal", &id, &text) else { continue };
+        let expires_at = to_pg(p.expires_at, || format!("the expiry of proposal `{id}`"))?;
+        tx.execute(
+            "UPDATE proposals SET status = $2, decider = $3, requester = $4, decided_by = $5, agent = $6,
+                 expires_at = $7 WHERE id = $1",
+            &[
+                &id,
+                &p.status.as_str(),
+                &crate::store::decider_key(&p),
+                &p.requester,
+                &p.decided_by,
+                &p.agent,
+                &expires_at,
+            ],
+        )
+        .map_err(|e| StoreError(format!("cannot migrate the proposal `{id}`: {e}")))?;
+    }
+    Ok(())
 }
 
 /// An open transaction holding the store's connection and its advisory lock.
@@ -499,6 +551,48 @@ impl Drop for PostgresTransaction<'_> {
 }
 
 /// An unsigned value as PostgreSQL's `BIGINT` holds it.
+/// The `WHERE` clause of a [`ProposalQuery`] on the list columns (`$1`, `$2`, … in order), with its values:
+/// what [`ProposalQuery::matches`] says, through the indexes of schema version 6.
+fn page_filter(query: &ProposalQuery) -> Result<(String, Vec<Box<dyn ToSql + Sync>>), StoreError> {
+    // Every record that decodes has its columns (a corrupt one keeps them empty, and is no proposal).
+    let mut clauses = vec!["status IS NOT NULL".to_string()];
+    let mut values: Vec<Box<dyn ToSql + Sync>> = Vec::new();
+    let next = |values: &mut Vec<Box<dyn ToSql + Sync>>, v: Box<dyn ToSql + Sync>| {
+        values.push(v);
+        format!("${}", values.len())
+    };
+    if let Some(status) = query.status {
+        let m = next(&mut values, Box::new(status.as_str().to_string()));
+        clauses.push(format!("status = {m}"));
+    }
+    if let Some(key) = &query.operation_key {
+        let m = next(&mut values, Box::new(key.clone()));
+        clauses.push(format!("operation_key = {m}"));
+    }
+    if let Some(agents) = &query.agents {
+        let m = next(&mut values, Box::new(agents.clone()));
+        clauses.push(format!("agent = ANY({m})"));
+    }
+    if let Some(d) = &query.deciders {
+        let direct = next(&mut values, Box::new(d.direct.clone()));
+        let shared = next(&mut values, Box::new(d.shared.clone()));
+        let me = next(&mut values, Box::new(d.person.clone()));
+        let own = next(&mut values, Box::new(d.own_requests));
+        clauses.push(format!(
+            "(decider = ANY({direct}) OR (decider = ANY({shared}) AND (requester IS NULL OR requester <> {me})) OR ({own} AND requester = {me}))"
+        ));
+    }
+    if let Some(person) = &query.involving {
+        let m = next(&mut values, Box::new(person.clone()));
+        clauses.push(format!("(requester = {m} OR decided_by = {m})"));
+    }
+    if let Some(t) = query.open_at {
+        let m = next(&mut values, Box::new(to_pg(t, || "the time of a list".to_string())?));
+        clauses.push(format!("expires_at > {m}"));
+    }
+    Ok((clauses.join(" AND "), values))
+}
+
 fn to_pg(value: u64, what: impl FnOnce() -> String) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| StoreError(format!("{} is {value}: too large to store", what())))
 }
@@ -553,15 +647,115 @@ impl Transaction for PostgresTransaction<'_> {
         self.readable_records("proposal", "SELECT id, record FROM proposals ORDER BY slot", &[])
     }
 
+    fn proposal_page(
+        &mut self,
+        query: &ProposalQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<ProposalPage, StoreError> {
+        let (filter, values) = page_filter(query)?;
+        let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
+        let n = params.len();
+        let count_sql = format!("SELECT count(*) FROM proposals WHERE {filter}");
+        let page_sql = format!(
+            "SELECT id, record FROM proposals WHERE {filter} ORDER BY slot DESC LIMIT ${} OFFSET ${}",
+            n + 1,
+            n + 2
+        );
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let offset = i64::try_from(offset).unwrap_or(i64::MAX);
+        let mut page_params = params.clone();
+        page_params.push(&limit);
+        page_params.push(&offset);
+        if self.failed {
+            return Err(StoreError(
+                "cannot read a page of proposals: an earlier statement of the transaction failed, and it is rolled back"
+                    .into(),
+            ));
+        }
+        self.failed = true;
+        let conn = self.conn()?;
+        let doing = "read a page of proposals";
+        let total: i64 = conn
+            .client
+            .query_one(count_sql.as_str(), &params)
+            .map_err(|e| pg_error(doing, &e, conn.client.is_closed()))?
+            .get(0);
+        let rows = conn
+            .client
+            .query(page_sql.as_str(), &page_params)
+            .map_err(|e| pg_error(doing, &e, conn.client.is_closed()))?;
+        self.failed = false;
+        let proposals = rows
+            .iter()
+            .filter_map(|row| decode::<Proposal>("proposal", &row.get::<_, String>(0), &row.get::<_, String>(1)).ok())
+            // The record decides, not the columns.
+            .filter(|p| query.matches(p))
+            .collect();
+        Ok(ProposalPage { proposals, total: usize::try_from(total).unwrap_or(0) })
+    }
+
+    fn proposal_counts(&mut self, query: &ProposalQuery) -> Result<Vec<ProposalCount>, StoreError> {
+        let (filter, mut values) = page_filter(query)?;
+        let person = query.deciders.as_ref().map_or(String::new(), |d| d.person.clone());
+        values.push(Box::new(query.deciders.is_some()));
+        values.push(Box::new(person));
+        let n = values.len();
+        let params: Vec<&(dyn ToSql + Sync)> = values.iter().map(|v| v.as_ref() as &(dyn ToSql + Sync)).collect();
+        let count_sql = format!(
+            "SELECT decider, coalesce(${} AND requester = ${}, false), count(*) FROM proposals WHERE {filter} GROUP BY 1, 2 ORDER BY 1, 2",
+            n - 1,
+            n
+        );
+        if self.failed {
+            return Err(StoreError(
+                "cannot count the proposals: an earlier statement of the transaction failed, and it is rolled back"
+                    .into(),
+            ));
+        }
+        self.failed = true;
+        let conn = self.conn()?;
+        let rows = conn
+            .client
+            .query(count_sql.as_str(), &params)
+            .map_err(|e| pg_error("count the proposals", &e, conn.client.is_closed()))?;
+        self.failed = false;
+        Ok(rows
+            .iter()
+            .map(|row| ProposalCount {
+                decider: row.get(0),
+                own: row.get(1),
+                count: usize::try_from(row.get::<_, i64>(2)).unwrap_or(0),
+            })
+            .collect())
+    }
+
     fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError> {
         let record = encode("proposal", &proposal.id, proposal)?;
+        let expires_at = to_pg(proposal.expires_at, || format!("the expiry of proposal `{}`", proposal.id))?;
         self.execute(
-            "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record)
-             VALUES ($1, $2, $3, $4, $5, $6)
+            "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record, status, decider,
+                 requester, decided_by, agent, expires_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT (id) DO UPDATE SET operation_key = EXCLUDED.operation_key,
                  fingerprint = EXCLUDED.fingerprint, tool = EXCLUDED.tool, subject = EXCLUDED.subject,
-                 record = EXCLUDED.record",
-            &[&proposal.id, &proposal.operation_key, &proposal.fingerprint, &proposal.tool, &proposal.subject, &record],
+                 record = EXCLUDED.record, status = EXCLUDED.status, decider = EXCLUDED.decider,
+                 requester = EXCLUDED.requester, decided_by = EXCLUDED.decided_by, agent = EXCLUDED.agent,
+                 expires_at = EXCLUDED.expires_at",
+            &[
+                &proposal.id,
+                &proposal.operation_key,
+                &proposal.fingerprint,
+                &proposal.tool,
+                &proposal.subject,
+                &record,
+                &proposal.status.as_str(),
+                &crate::store::decider_key(proposal),
+                &proposal.requester,
+                &proposal.decided_by,
+                &proposal.agent,
+                &expires_at,
+            ],
             &format!("store the proposal `{}`", proposal.id),
         )?;
         Ok(())
@@ -838,14 +1032,14 @@ mod tests {
     }
 
     #[test]
-    fn a_new_database_gets_the_schema_at_version_5() {
+    fn a_new_database_gets_the_schema_at_version_6() {
         let db = TestDatabase::new("schema");
         let store = PostgresStore::with_config(db.config.clone()).expect("connect");
-        assert_eq!(store.schema_version().expect("version"), 5);
+        assert_eq!(store.schema_version().expect("version"), 6);
         // Connecting again does not migrate again: the one row stays.
         drop(PostgresStore::with_config(db.config.clone()).expect("connect again"));
         let rows = admin(&db).query("SELECT version FROM permits_schema", &[]).expect("read");
-        assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [5]);
+        assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [6]);
         assert!(store.unreadable_records().expect("scan").is_empty());
     }
 
@@ -858,7 +1052,7 @@ mod tests {
             handles.into_iter().map(|h| h.join().expect("joined")).collect()
         });
         for store in &stores {
-            assert_eq!(store.as_ref().map(|s| s.schema_version().ok()).ok().flatten(), Some(5), "{store:?}");
+            assert_eq!(store.as_ref().map(|s| s.schema_version().ok()).ok().flatten(), Some(6), "{store:?}");
         }
     }
 
@@ -867,11 +1061,11 @@ mod tests {
         let db = TestDatabase::new("too-new");
         admin(&db)
             .batch_execute(
-                "CREATE TABLE permits_schema (version INTEGER NOT NULL); INSERT INTO permits_schema VALUES (6)",
+                "CREATE TABLE permits_schema (version INTEGER NOT NULL); INSERT INTO permits_schema VALUES (7)",
             )
-            .expect("version 6");
+            .expect("version 7");
         let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
-        assert_eq!(err.0, "the database is at schema version 6; this runtime knows up to 5");
+        assert_eq!(err.0, "the database is at schema version 7; this runtime knows up to 6");
         admin(&db).batch_execute("UPDATE permits_schema SET version = 2").expect("version 2");
         let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
         assert_eq!(
@@ -917,8 +1111,21 @@ mod tests {
                 .expect("reservations of version 4");
         }
         let store = PostgresStore::with_config(db.config.clone()).expect("connect and migrate");
-        assert_eq!(store.schema_version().expect("version"), 5);
+        assert_eq!(store.schema_version().expect("version"), 6);
         let mut tx = store.begin().expect("begin");
+        // Migration 5 → 6 filled the list columns from the record: the proposal is on its requester's list.
+        let query = ProposalQuery {
+            status: Some(crate::Status::Waiting),
+            deciders: Some(crate::store::DeciderQuery {
+                direct: vec!["requester:Mia".into()],
+                shared: vec![],
+                person: "Mia".into(),
+                own_requests: false,
+            }),
+            ..ProposalQuery::default()
+        };
+        let page = tx.proposal_page(&query, 0, 10).expect("a page");
+        assert_eq!((page.total, page.proposals.len()), (1, 1));
         assert_eq!(tx.reservation("P-1").expect("read").and_then(|r| r.task).as_deref(), Some("order-1"));
         assert_eq!(tx.reservation("A-1").expect("read").and_then(|r| r.task).as_deref(), Some("order-7"));
         assert_eq!(tx.reservation("A-2").expect("read").map(|r| r.task), Some(None), "nothing to trace it to");

@@ -25,7 +25,7 @@
 //! Linux may have dropped the unwritten pages and report success the next time — so it fails that commit
 //! and every later one on this store: reopen the store (restart `permitd`) to go on.
 //!
-//! # The schema (version 5, [`SqliteStore::SCHEMA_VERSION`])
+//! # The schema (version 6, [`SqliteStore::SCHEMA_VERSION`])
 //!
 //! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
 //! lookups need. The version is SQLite's `PRAGMA user_version`.
@@ -43,8 +43,6 @@
 //! );
 //! CREATE INDEX proposals_by_fingerprint ON proposals (operation_key, fingerprint);
 //! CREATE INDEX proposals_by_subject ON proposals (operation_key, tool, subject);
-//! -- made when a store is opened, whatever its version (an index, not a schema change):
-//! CREATE INDEX proposals_by_status ON proposals ((CASE WHEN json_valid(record) THEN json_extract(record, '$.status') END), slot);
 //! CREATE TABLE rules (slot INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, record TEXT NOT NULL);
 //! CREATE TABLE budgets (name TEXT PRIMARY KEY, installed_ceiling INTEGER NOT NULL, spent INTEGER NOT NULL);
 //! CREATE TABLE reservations (
@@ -74,6 +72,20 @@
 //! CREATE TABLE task_spent (                -- what each task spent from each budget
 //!     budget TEXT NOT NULL, task TEXT NOT NULL, spent INTEGER NOT NULL, PRIMARY KEY (budget, task)
 //! );
+//! -- version 6 (the inbox's lists, read a page at a time through an index):
+//! ALTER TABLE proposals ADD COLUMN status TEXT;      -- the record's status
+//! ALTER TABLE proposals ADD COLUMN decider TEXT;     -- `decider_key`: person:N, role:N, queue:N,
+//!                                                    -- requester:N or sponsored:AGENT
+//! ALTER TABLE proposals ADD COLUMN requester TEXT;   -- the person the work is for
+//! ALTER TABLE proposals ADD COLUMN decided_by TEXT;  -- who decided it
+//! ALTER TABLE proposals ADD COLUMN agent TEXT;
+//! ALTER TABLE proposals ADD COLUMN expires_at INTEGER;
+//! CREATE INDEX proposals_by_decider ON proposals (status, decider, slot);
+//! //! CREATE INDEX proposals_by_task ON proposals (operation_key, slot);
+//! CREATE INDEX proposals_by_agent ON proposals (agent, slot);
+//! CREATE INDEX proposals_by_requester ON proposals (requester, slot);
+//! CREATE INDEX proposals_by_decided_by ON proposals (decided_by, slot);
+//! DROP INDEX IF EXISTS proposals_by_status;  -- the expression index version 5 files may have
 //! ```
 //!
 //! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
@@ -82,7 +94,7 @@
 //!
 //! # Versions and migrations
 //!
-//! - **0**: an empty (new) file. Opening it creates the schema above at version 5.
+//! - **0**: an empty (new) file. Opening it creates the schema above at version 6.
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
 //! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
@@ -92,15 +104,20 @@
 //!   `stale` when it is decided or executed (fingerprint format 2), and standing rules gain `scope` and
 //!   `expires_at`, read as any arguments and no expiry when absent. Migration 2 → 3 only adds the table:
 //!   the records need no rewrite.
-//! - **4**: the current schema: version 3 and the `runs` table (alone runs claimed by a host that runs the
+//! - **4**: version 3 and the `runs` table (alone runs claimed by a host that runs the
 //!   tool itself, with their claim token). A proposal's record may carry a `host_claim`; a record without
 //!   one reads as not claimed by such a host. Migration 3 → 4 only adds the table.
-//! - **5**: the current schema: version 4, reservations tagged by task and the `task_spent` table (spec §6
+//! - **5**: version 4, reservations tagged by task and the `task_spent` table (spec §6
 //!   "Per task"). Migration 4 → 5 adds the column, the index and the table, and tags each reservation
 //!   with the operation key of the proposal (or claimed alone run) that holds it; a reservation of an alone
 //!   call that ran in-process has no record to trace and stays untagged (it counts in the budget's total,
 //!   and toward its task's cap once that task's execution rechecks it). What was spent before version 5
 //!   counts in the budget's total spent, not in any task's.
+//! - **6**: the current schema: version 5 and the proposals' list columns (`status`, `decider`,
+//!   `requester`, `decided_by`, `agent`, `expires_at`) with their indexes, so the inbox's and the API's
+//!   lists read one page through an index ([`Transaction::proposal_page`]). Migration 5 → 6 adds them,
+//!   fills them from each record (a record that does not decode keeps them empty and is listed nowhere, as
+//!   before) and drops version 5's expression index on the status.
 //!
 //! Migrations run in one transaction when the file is opened, each after the one before. Migration 1 → 2: every proposal record whose `grant` is
 //! an object without `basis` gets `"basis": "unknown"` (spec §6: a record from before bases existed never
@@ -128,7 +145,7 @@ use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::record_text::{HasId, decode, encode};
 use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
-use super::store::{Store, Transaction};
+use super::store::{ProposalCount, ProposalPage, ProposalQuery, Store, Transaction};
 
 /// What version 3 adds to the tables of versions 1 and 2 (a new file gets [`SqliteStore::SCHEMA_V1`] and
 /// this; migration 2 → 3 runs this alone).
@@ -140,12 +157,22 @@ CREATE TABLE installed_tables (seq INTEGER PRIMARY KEY, record TEXT NOT NULL);
 
 /// What version 4 adds: alone runs claimed by a host that runs the tool itself ([`crate::Run`]), found by
 /// id or claim token (a new file gets it too; migration 3 → 4 runs it alone).
-/// The proposals indexed by their status, for [`Transaction::proposals_in_status`] (the inbox's "waiting"):
-/// an expression index on the record, created when a store is opened (no schema version of its own: an
-/// older runtime ignores it, and SQLite keeps it up to date). `json_valid` first: `json_extract` raises an
-/// error on a record that is not JSON, which would make such a row unwritable and the index, hence the
-/// store, unopenable; a corrupt record must affect only itself (spec §5a "Bounded input, durable output").
-const PROPOSALS_BY_STATUS: &str = "CREATE INDEX IF NOT EXISTS proposals_by_status ON proposals ((CASE WHEN json_valid(record) THEN json_extract(record, '$.status') END), slot)";
+/// What version 6 adds: the proposals' list columns, written from the record by every `put_proposal`, and
+/// their indexes (a new file gets them too; migration 5 → 6 adds them and fills them from the records).
+const SCHEMA_V6_ADDS: &str = "
+ALTER TABLE proposals ADD COLUMN status TEXT;
+ALTER TABLE proposals ADD COLUMN decider TEXT;
+ALTER TABLE proposals ADD COLUMN requester TEXT;
+ALTER TABLE proposals ADD COLUMN decided_by TEXT;
+ALTER TABLE proposals ADD COLUMN agent TEXT;
+ALTER TABLE proposals ADD COLUMN expires_at INTEGER;
+CREATE INDEX proposals_by_decider ON proposals (status, decider, slot);
+CREATE INDEX proposals_by_task ON proposals (operation_key, slot);
+CREATE INDEX proposals_by_agent ON proposals (agent, slot);
+CREATE INDEX proposals_by_requester ON proposals (requester, slot);
+CREATE INDEX proposals_by_decided_by ON proposals (decided_by, slot);
+DROP INDEX IF EXISTS proposals_by_status;
+";
 
 const SCHEMA_V4_ADDS: &str = "
 CREATE TABLE runs (
@@ -344,7 +371,7 @@ impl GroupSync {
 
 impl SqliteStore {
     /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
-    pub const SCHEMA_VERSION: u32 = 5;
+    pub const SCHEMA_VERSION: u32 = 6;
 
     /// The version-1 schema, kept so migrations can be tested and old files understood.
     ///
@@ -519,8 +546,6 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql("set `synchronous`"))?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql("enable foreign keys"))?;
         migrate(&conn)?;
-        // An index, not a schema change: older runtimes read and write the file as before.
-        conn.execute_batch(PROPOSALS_BY_STATUS).map_err(sql("index the proposals by status"))?;
         Ok(SqliteStore { conn: Mutex::new(conn), group: GroupSync::new(wal) })
     }
 }
@@ -568,6 +593,7 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
             .and_then(|()| conn.execute_batch(SCHEMA_V3_ADDS))
             .and_then(|()| conn.execute_batch(SCHEMA_V4_ADDS))
             .and_then(|()| conn.execute_batch(SCHEMA_V5_ADDS))
+            .and_then(|()| conn.execute_batch(SCHEMA_V6_ADDS))
             .map_err(sql("create the schema (is this a database of another program?)"))?;
         version = SqliteStore::SCHEMA_VERSION;
     }
@@ -586,6 +612,11 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
     if version == 4 {
         conn.execute_batch(SCHEMA_V5_ADDS).map_err(sql("add the per-task ledger (schema version 5)"))?;
         version = 5;
+    }
+    if version == 5 {
+        conn.execute_batch(SCHEMA_V6_ADDS).map_err(sql("add the proposals' list columns (schema version 6)"))?;
+        fill_list_columns(conn)?;
+        version = 6;
     }
     conn.pragma_update(None, "user_version", version).map_err(sql("record the schema version"))
 }
@@ -626,6 +657,57 @@ fn migrate_1_to_2(conn: &Connection) -> Result<(), StoreError> {
             .map_err(|e| StoreError(format!("cannot migrate the proposal `{id}`: {e}")))?;
     }
     Ok(())
+}
+
+/// Version 5 → 6: the list columns of every proposal, from its record. A record that does not decode keeps
+/// them empty (it is listed nowhere, as before, and reported by [`SqliteStore::unreadable_records`]).
+fn fill_list_columns(conn: &Connection) -> Result<(), StoreError> {
+    let mut select =
+        conn.prepare("SELECT id, record FROM proposals ORDER BY slot").map_err(sql("read the proposals"))?;
+    let rows = select
+        .query_map([], |row| Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?)))
+        .map_err(sql("read the proposals"))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql("read the proposals"))?;
+    let mut update = conn
+        .prepare(
+            "UPDATE proposals SET status = ?2, decider = ?3, requester = ?4, decided_by = ?5, agent = ?6,
+                 expires_at = ?7 WHERE id = ?1",
+        )
+        .map_err(sql("update a proposal"))?;
+    for (id, text) in rows {
+        let Ok(p) = decode::<Proposal>("proposal", &id, &text) else { continue };
+        let columns = ListColumns::of(&p)?;
+        update
+            .execute(params![
+                id,
+                columns.status,
+                columns.decider,
+                p.requester,
+                p.decided_by,
+                p.agent,
+                columns.expires_at
+            ])
+            .map_err(|e| StoreError(format!("cannot migrate the proposal `{id}`: {e}")))?;
+    }
+    Ok(())
+}
+
+/// The list columns of a proposal that are not copied as they are.
+struct ListColumns {
+    status: &'static str,
+    decider: String,
+    expires_at: i64,
+}
+
+impl ListColumns {
+    fn of(p: &Proposal) -> Result<ListColumns, StoreError> {
+        Ok(ListColumns {
+            status: p.status.as_str(),
+            decider: crate::store::decider_key(p),
+            expires_at: to_sql(p.expires_at, || format!("the expiry of proposal `{}`", p.id))?,
+        })
+    }
 }
 
 fn user_version(conn: &Connection) -> Result<u32, StoreError> {
@@ -729,6 +811,56 @@ impl SqliteTransaction<'_> {
 }
 
 /// An unsigned value as SQLite stores it.
+/// The `WHERE` clause of a [`ProposalQuery`] on the list columns, with its values in order: what
+/// [`ProposalQuery::matches`] says, through the indexes of schema version 6.
+fn page_filter(query: &ProposalQuery) -> Result<(String, Vec<rusqlite::types::Value>), StoreError> {
+    use rusqlite::types::Value as V;
+    // Every record that decodes has its columns (a corrupt one keeps them empty, and is no proposal).
+    let mut clauses = vec!["status IS NOT NULL".to_string()];
+    let mut values = Vec::new();
+    let list = |values: &mut Vec<V>, items: &[String]| {
+        values.extend(items.iter().map(|i| V::Text(i.clone())));
+        vec!["?"; items.len()].join(", ")
+    };
+    if let Some(status) = query.status {
+        clauses.push("status = ?".into());
+        values.push(V::Text(status.as_str().into()));
+    }
+    if let Some(key) = &query.operation_key {
+        clauses.push("operation_key = ?".into());
+        values.push(V::Text(key.clone()));
+    }
+    if let Some(agents) = &query.agents {
+        let marks = list(&mut values, agents);
+        clauses.push(format!("agent IN ({marks})"));
+    }
+    if let Some(d) = &query.deciders {
+        // One `IN` over every key, so SQLite seeks `proposals_by_decider` once per key; the shared keys then
+        // leave out the person's own requests.
+        let keys: Vec<String> = d.direct.iter().chain(&d.shared).cloned().collect();
+        let all = list(&mut values, &keys);
+        let shared = list(&mut values, &d.shared);
+        values.push(V::Text(d.person.clone()));
+        let mut clause =
+            format!("(decider IN ({all}) AND (decider NOT IN ({shared}) OR requester IS NULL OR requester <> ?))");
+        if d.own_requests {
+            values.push(V::Text(d.person.clone()));
+            clause = format!("({clause} OR requester = ?)");
+        }
+        clauses.push(clause);
+    }
+    if let Some(person) = &query.involving {
+        clauses.push("(requester = ? OR decided_by = ?)".into());
+        values.push(V::Text(person.clone()));
+        values.push(V::Text(person.clone()));
+    }
+    if let Some(t) = query.open_at {
+        clauses.push("expires_at > ?".into());
+        values.push(V::Integer(to_sql(t, || "the time of a list".to_string())?));
+    }
+    Ok((clauses.join(" AND "), values))
+}
+
 fn to_sql(value: u64, what: impl FnOnce() -> String) -> Result<i64, StoreError> {
     i64::try_from(value).map_err(|_| StoreError(format!("{} is {value}: too large to store", what())))
 }
@@ -790,26 +922,77 @@ impl Transaction for SqliteTransaction<'_> {
     }
 
     fn proposals_in_status(&mut self, status: Status) -> Result<Vec<Proposal>, StoreError> {
-        // The expression is the index's (`PROPOSALS_BY_STATUS`), so SQLite reads only these rows.
+        // Through the index that starts with the status (`proposals_by_decider`): SQLite reads only these rows.
         let found: Vec<Proposal> = self.readable_records(
             "proposal",
-            "SELECT id, record FROM proposals WHERE (CASE WHEN json_valid(record) THEN json_extract(record, '$.status') END) = ?1 ORDER BY slot",
+            "SELECT id, record FROM proposals WHERE status = ?1 ORDER BY slot",
             [status.as_str()],
         )?;
-        // The record decides, not the expression: a record whose JSON says otherwise is not listed.
+        // The record decides, not the column: a record whose JSON says otherwise is not listed.
         Ok(found.into_iter().filter(|p| p.status == status).collect())
+    }
+
+    fn proposal_page(
+        &mut self,
+        query: &ProposalQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<ProposalPage, StoreError> {
+        let (filter, values) = page_filter(query)?;
+        let count_sql = format!("SELECT count(*) FROM proposals WHERE {filter}");
+        let total: i64 = self
+            .conn
+            .prepare_cached(&count_sql)
+            .and_then(|mut stmt| stmt.query_row(rusqlite::params_from_iter(values.iter()), |row| row.get(0)))
+            .map_err(sql("count the proposals"))?;
+        let page_sql = format!("SELECT id, record FROM proposals WHERE {filter} ORDER BY slot DESC LIMIT ? OFFSET ?");
+        let mut values = values;
+        values.push(rusqlite::types::Value::Integer(i64::try_from(limit).unwrap_or(i64::MAX)));
+        values.push(rusqlite::types::Value::Integer(i64::try_from(offset).unwrap_or(i64::MAX)));
+        let found: Vec<Proposal> =
+            self.readable_records("proposal", &page_sql, rusqlite::params_from_iter(values.iter()))?;
+        // The record decides, not the columns: one whose JSON says otherwise is not listed.
+        let proposals = found.into_iter().filter(|p| query.matches(p)).collect();
+        Ok(ProposalPage { proposals, total: usize::try_from(total).unwrap_or(0) })
+    }
+
+    fn proposal_counts(&mut self, query: &ProposalQuery) -> Result<Vec<ProposalCount>, StoreError> {
+        let (filter, mut values) = page_filter(query)?;
+        let person = query.deciders.as_ref().map_or(String::new(), |d| d.person.clone());
+        let has_person = i64::from(query.deciders.is_some());
+        let mut all = vec![rusqlite::types::Value::Integer(has_person), rusqlite::types::Value::Text(person)];
+        all.append(&mut values);
+        let count_sql = format!(
+            "SELECT decider, ifnull(? AND requester = ?, 0), count(*) FROM proposals WHERE {filter} GROUP BY 1, 2 ORDER BY 1, 2"
+        );
+        let mut stmt = self.conn.prepare_cached(&count_sql).map_err(sql("count the proposals"))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(all.iter()), |row| {
+                Ok((row.get::<_, String>(0)?, row.get::<_, i64>(1)?, row.get::<_, i64>(2)?))
+            })
+            .map_err(sql("count the proposals"))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (decider, own, count) = row.map_err(sql("count the proposals"))?;
+            out.push(ProposalCount { decider, own: own != 0, count: usize::try_from(count).unwrap_or(0) });
+        }
+        Ok(out)
     }
 
     fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError> {
         let record = encode("proposal", &proposal.id, proposal)?;
+        let columns = ListColumns::of(proposal)?;
         // An upsert, not `INSERT OR REPLACE`: replacing would delete the row and give it a new slot.
         self.conn
             .prepare_cached(
-                "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+                "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record, status, decider,
+                     requester, decided_by, agent, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
                  ON CONFLICT (id) DO UPDATE SET operation_key = excluded.operation_key,
                      fingerprint = excluded.fingerprint, tool = excluded.tool, subject = excluded.subject,
-                     record = excluded.record",
+                     record = excluded.record, status = excluded.status, decider = excluded.decider,
+                     requester = excluded.requester, decided_by = excluded.decided_by, agent = excluded.agent,
+                     expires_at = excluded.expires_at",
             )
             .and_then(|mut stmt| {
                 stmt.execute(params![
@@ -818,7 +1001,13 @@ impl Transaction for SqliteTransaction<'_> {
                     proposal.fingerprint,
                     proposal.tool,
                     proposal.subject,
-                    record
+                    record,
+                    columns.status,
+                    columns.decider,
+                    proposal.requester,
+                    proposal.decided_by,
+                    proposal.agent,
+                    columns.expires_at
                 ])
             })
             .map_err(|e| StoreError(format!("cannot store the proposal `{}`: {e}", proposal.id)))?;
@@ -1179,16 +1368,53 @@ mod tests {
     }
 
     #[test]
+    fn a_page_of_a_persons_queue_and_of_a_history_is_read_through_an_index() -> Result<(), StoreError> {
+        let store = SqliteStore::open_in_memory()?;
+        fill(&store);
+        let conn = store.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let plan = |query: &ProposalQuery| -> Result<Vec<String>, StoreError> {
+            let (filter, values) = page_filter(query)?;
+            let sql_text = format!(
+                "EXPLAIN QUERY PLAN SELECT id, record FROM proposals WHERE {filter} ORDER BY slot DESC LIMIT 20"
+            );
+            let mut stmt = conn.prepare(&sql_text).map_err(sql("explain"))?;
+            let rows = stmt
+                .query_map(rusqlite::params_from_iter(values.iter()), |r| r.get::<_, String>(3))
+                .map_err(sql("explain"))?;
+            rows.collect::<Result<Vec<_>, _>>().map_err(sql("explain"))
+        };
+        let queue = ProposalQuery {
+            status: Some(Status::Waiting),
+            deciders: Some(crate::store::DeciderQuery {
+                direct: vec!["person:Noor".into(), "requester:Noor".into()],
+                shared: vec!["role:Finance".into()],
+                person: "Noor".into(),
+                own_requests: false,
+            }),
+            open_at: Some(1),
+            ..ProposalQuery::default()
+        };
+        let steps = plan(&queue)?;
+        assert!(steps.iter().any(|s| s.contains("USING INDEX proposals_by_decider")), "{steps:?}");
+        assert!(!steps.iter().any(|s| s.starts_with("SCAN proposals")), "{steps:?}");
+        let task = ProposalQuery { operation_key: Some("order-1".into()), ..ProposalQuery::default() };
+        let steps = plan(&task)?;
+        assert!(steps.iter().any(|s| s.contains("USING INDEX proposals_by_task")), "{steps:?}");
+        let history = ProposalQuery { involving: Some("Noor".into()), ..ProposalQuery::default() };
+        let steps = plan(&history)?;
+        assert!(!steps.iter().any(|s| s.starts_with("SCAN proposals")), "{steps:?}");
+        Ok(())
+    }
+
+    #[test]
     fn waiting_proposals_are_read_through_the_index_on_their_status() -> Result<(), StoreError> {
         let store = SqliteStore::open_in_memory()?;
         let conn = store.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let plan: Vec<String> = conn
-            .prepare(
-                "EXPLAIN QUERY PLAN SELECT id, record FROM proposals WHERE (CASE WHEN json_valid(record) THEN json_extract(record, '$.status') END) = ?1 ORDER BY slot",
-            )
+            .prepare("EXPLAIN QUERY PLAN SELECT id, record FROM proposals WHERE status = ?1 ORDER BY slot")
             .and_then(|mut stmt| stmt.query_map(["waiting"], |r| r.get::<_, String>(3))?.collect())
             .map_err(sql("explain the query"))?;
-        assert!(plan.iter().any(|step| step.contains("USING INDEX proposals_by_status")), "{plan:?}");
+        assert!(plan.iter().any(|step| step.contains("USING INDEX proposals_by_decider (status=?)")), "{plan:?}");
         Ok(())
     }
 
@@ -1200,9 +1426,6 @@ mod tests {
             let conn = store.conn.lock().unwrap_or_else(PoisonError::into_inner);
             conn.execute("UPDATE proposals SET record = '{\"id\": \"P-2\"' WHERE id = 'P-2'", [])
                 .map_err(sql("corrupt a record"))?;
-            // A file whose records were corrupt before the index existed still opens: the index is made.
-            conn.execute_batch("DROP INDEX proposals_by_status").map_err(sql("drop the index"))?;
-            conn.execute_batch(PROPOSALS_BY_STATUS).map_err(sql("index again"))?;
         }
         let mut tx = store.begin()?;
         let all: Vec<String> = tx.proposals()?.into_iter().map(|p| p.id).collect();
@@ -1246,7 +1469,7 @@ mod tests {
         drop(conn);
 
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 5);
+        assert_eq!(store.schema_version().expect("version"), 6);
         let mut tx = store.begin().expect("begin");
         let p1 = tx.proposal("P-1").expect("read").expect("P-1 is kept");
         assert_eq!(p1.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown));
@@ -1257,7 +1480,7 @@ mod tests {
         drop(store);
         // Opening again does not migrate again.
         let store = SqliteStore::open(&dir.db()).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 5);
+        assert_eq!(store.schema_version().expect("version"), 6);
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.proposal("P-1").expect("read").and_then(|p| p.grant).map(|g| g.basis), Some(Basis::Unknown));
         // Migration 2 → 3 added the tasks.
@@ -1290,13 +1513,13 @@ mod tests {
         let dir = TempDir::new("too-new");
         let conn = Connection::open(dir.db()).expect("open");
         conn.execute_batch(SqliteStore::SCHEMA_V1).expect("schema");
-        conn.pragma_update(None, "user_version", 6).expect("version 6");
+        conn.pragma_update(None, "user_version", 7).expect("version 7");
         drop(conn);
         let err = SqliteStore::open(&dir.db()).expect_err("refused");
-        assert_eq!(err, StoreError("the database is at schema version 6; this runtime knows up to 5".into()));
+        assert_eq!(err, StoreError("the database is at schema version 7; this runtime knows up to 6".into()));
         let conn = Connection::open(dir.db()).expect("open");
         let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
-        assert_eq!(version, 6, "the file is left untouched");
+        assert_eq!(version, 7, "the file is left untouched");
     }
 
     #[test]
@@ -1372,7 +1595,7 @@ mod tests {
                 drop(conn);
                 SqliteStore::open(&dir.db()).expect("open and migrate")
             };
-            assert_eq!(store.schema_version().expect("version"), 5);
+            assert_eq!(store.schema_version().expect("version"), 6);
             let mut tx = store.begin().expect("begin");
             assert_eq!(tx.proposal("P-1").expect("read"), Some(proposal(1, None, Some(grant(Basis::Operator)))));
             tx.put_run(&run(1, "tok-1")).expect("the new table");
@@ -1418,8 +1641,21 @@ mod tests {
             .expect("reservations of version 4");
         }
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 5);
+        assert_eq!(store.schema_version().expect("version"), 6);
         let mut tx = store.begin().expect("begin");
+        // Migration 5 → 6 filled the list columns from the record: the proposal is on its requester's list.
+        let query = ProposalQuery {
+            status: Some(Status::Granted),
+            deciders: Some(crate::store::DeciderQuery {
+                direct: vec!["requester:Mia".into()],
+                shared: vec![],
+                person: "Mia".into(),
+                own_requests: false,
+            }),
+            ..ProposalQuery::default()
+        };
+        let page = tx.proposal_page(&query, 0, 10).expect("a page");
+        assert_eq!((page.total, page.proposals.len()), (1, 1));
         assert_eq!(tx.reservation("P-1").expect("read").and_then(|r| r.task).as_deref(), Some("order-1"));
         assert_eq!(tx.reservation("A-1").expect("read").and_then(|r| r.task).as_deref(), Some("order-7"));
         assert_eq!(tx.reservation("A-2").expect("read").map(|r| r.task), Some(None), "nothing to trace it to");
@@ -1428,6 +1664,55 @@ mod tests {
         assert_eq!(tx.reserved_total("Purchases").expect("sum"), 1_000);
         assert_eq!(tx.task_spent("Purchases", "order-1").expect("read"), 0);
         assert_eq!(tx.budget("Purchases").expect("read"), Some(budget()));
+    }
+
+    /// Migration 5 → 6: the list columns are filled from the records; a record that does not decode keeps
+    /// them empty and stops nothing (it is listed nowhere, as before, and reported as unreadable).
+    #[test]
+    fn a_version_5_file_gains_the_list_columns_and_a_corrupt_record_stops_nothing() {
+        let dir = TempDir::new("migrate-5-6");
+        {
+            let conn = Connection::open(dir.db()).expect("open");
+            conn.execute_batch(SqliteStore::SCHEMA_V1)
+                .and_then(|()| conn.execute_batch(SCHEMA_V3_ADDS))
+                .and_then(|()| conn.execute_batch(SCHEMA_V4_ADDS))
+                .and_then(|()| conn.execute_batch(SCHEMA_V5_ADDS))
+                .expect("the version-5 schema");
+            conn.pragma_update(None, "user_version", 5).expect("version 5");
+            for n in 1..=3 {
+                let mut p = proposal(n, None, None);
+                p.decider.route = crate::table::Route::Role("Finance".into());
+                let text =
+                    if n == 2 { "{\"id\": \"P-2\"".to_string() } else { serde_json::to_string(&p).expect("encode") };
+                conn.execute(
+                    "INSERT INTO proposals (id, operation_key, fingerprint, tool, subject, record) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                    params![p.id, p.operation_key, p.fingerprint, p.tool, p.subject, text],
+                )
+                .expect("a proposal");
+            }
+        }
+        let store = SqliteStore::open(&dir.db()).expect("open and migrate");
+        assert_eq!(store.schema_version().expect("version"), 6);
+        let mut tx = store.begin().expect("begin");
+        let query = ProposalQuery {
+            status: Some(Status::Waiting),
+            deciders: Some(crate::store::DeciderQuery {
+                direct: vec![],
+                shared: vec!["role:Finance".into()],
+                person: "Noor".into(),
+                own_requests: false,
+            }),
+            ..ProposalQuery::default()
+        };
+        let page = tx.proposal_page(&query, 0, 10).expect("a page");
+        let ids: Vec<&str> = page.proposals.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!((ids, page.total), (vec!["P-3", "P-1"], 2));
+        drop(tx);
+        assert_eq!(store.unreadable_records().expect("read").len(), 1);
+        let conn = store.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let decider: Option<String> =
+            conn.query_row("SELECT decider FROM proposals WHERE id = 'P-1'", [], |r| r.get(0)).expect("read");
+        assert_eq!(decider.as_deref(), Some("role:Finance"));
     }
 
     #[test]

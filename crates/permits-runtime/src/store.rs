@@ -13,6 +13,95 @@ use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
 
+/// Which proposals a [`Transaction::proposal_page`] reads: every filter given must hold (an empty query
+/// matches every proposal). Built by the runtime ([`crate::Runtime::waiting_page_for`],
+/// [`crate::Runtime::proposal_page`]) for the inbox's lists and the API's.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProposalQuery {
+    /// Only proposals in this status.
+    pub status: Option<Status>,
+    /// Only proposals under this operation key (one task's).
+    pub operation_key: Option<String>,
+    /// Only proposals of these agents (a host key's).
+    pub agents: Option<Vec<String>>,
+    /// Only proposals routed to one of these deciders ([`decider_key`]).
+    pub deciders: Option<DeciderQuery>,
+    /// Only proposals this person asked for (the requester) or decided: a person's history.
+    pub involving: Option<String>,
+    /// Only proposals whose expiry is after this time (seconds since the Unix epoch): with `waiting`, the
+    /// ones still open, although a store may hold one past its expiry until the runtime reads it.
+    pub open_at: Option<u64>,
+}
+
+/// The deciders a person's queue is read by: a proposal matches when its [`decider_key`] is one of
+/// `direct`, or one of `shared` and its requester is not `person` (a person never decides their own
+/// request routed to their role or queue, spec §5 "Who decides"), or — with `own_requests` — when its
+/// requester is `person`, whoever decides it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DeciderQuery {
+    /// Keys that match whoever asked: `person:NAME`, `requester:NAME`, `sponsored:AGENT`.
+    pub direct: Vec<String>,
+    /// Keys of a group: `role:NAME`, `queue:NAME`.
+    pub shared: Vec<String>,
+    /// The person whose queue it is: the shared keys leave out their own requests.
+    pub person: String,
+    /// Also every proposal `person` asked for (their requests, decided by others too).
+    pub own_requests: bool,
+}
+
+/// How many proposals of a query have one [`decider_key`] ([`Transaction::proposal_counts`]).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ProposalCount {
+    /// The decider key.
+    pub decider: String,
+    /// Whether these are requests of the query's [`DeciderQuery::person`] (false without one).
+    pub own: bool,
+    /// How many.
+    pub count: usize,
+}
+
+/// One page of proposals ([`Transaction::proposal_page`]): newest first, and how many match in all.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProposalPage {
+    /// The page, newest first.
+    pub proposals: Vec<Proposal>,
+    /// How many proposals match the query, on every page together.
+    pub total: usize,
+}
+
+/// The key a proposal's deciders are indexed by: `person:NAME`, `role:NAME`, `queue:NAME`, or for the
+/// default route, `requester:NAME` (the person the work is for) or `sponsored:AGENT` (work for nobody,
+/// decided by the agent's sponsor).
+pub fn decider_key(p: &Proposal) -> String {
+    use crate::table::Route;
+    match (&p.decider.route, &p.requester) {
+        (Route::Person(n), _) => format!("person:{n}"),
+        (Route::Role(n), _) => format!("role:{n}"),
+        (Route::Queue(n), _) => format!("queue:{n}"),
+        (Route::Requester, Some(r)) => format!("requester:{r}"),
+        (Route::Requester, None) => format!("sponsored:{}", p.agent),
+    }
+}
+
+impl ProposalQuery {
+    /// Whether `p` matches every filter of the query: what every store's [`Transaction::proposal_page`]
+    /// answers, indexed or not.
+    pub fn matches(&self, p: &Proposal) -> bool {
+        self.status.is_none_or(|s| p.status == s)
+            && self.operation_key.as_ref().is_none_or(|k| &p.operation_key == k)
+            && self.agents.as_ref().is_none_or(|a| a.contains(&p.agent))
+            && self.deciders.as_ref().is_none_or(|d| {
+                let key = decider_key(p);
+                let own = p.requester.as_deref() == Some(d.person.as_str());
+                d.direct.contains(&key) || (d.shared.contains(&key) && !own) || (d.own_requests && own)
+            })
+            && self.involving.as_ref().is_none_or(|x| {
+                p.requester.as_deref() == Some(x.as_str()) || p.decided_by.as_deref() == Some(x.as_str())
+            })
+            && self.open_at.is_none_or(|t| p.expires_at > t)
+    }
+}
+
 /// A store of proposals and standing rules.
 pub trait Store {
     /// Begins a transaction. Transactions are serialized: a second `begin` waits until the first one ends
@@ -49,6 +138,33 @@ pub trait Transaction {
     /// runtime expires it as it reads it). A store with an index overrides this filter of [`Transaction::proposals`].
     fn proposals_in_status(&mut self, status: Status) -> Result<Vec<Proposal>, StoreError> {
         Ok(self.proposals()?.into_iter().filter(|p| p.status == status).collect())
+    }
+    /// One page of the proposals that match `query` ([`ProposalQuery::matches`]), **newest first**: at most
+    /// `limit` of them after skipping `offset`, with how many match in all. A store with indexes on the
+    /// query's columns (SQLite, PostgreSQL) reads only the page and counts through the index; this default
+    /// filters [`Transaction::proposals`].
+    fn proposal_page(
+        &mut self,
+        query: &ProposalQuery,
+        offset: usize,
+        limit: usize,
+    ) -> Result<ProposalPage, StoreError> {
+        let mut all: Vec<Proposal> = self.proposals()?.into_iter().filter(|p| query.matches(p)).collect();
+        let total = all.len();
+        all.reverse();
+        Ok(ProposalPage { proposals: all.into_iter().skip(offset).take(limit).collect(), total })
+    }
+    /// How many proposals match `query`, by [`decider_key`] and by whether they are the query's person's
+    /// own requests, sorted: the inbox's counts, without reading the records where the store has the
+    /// columns. This default counts [`Transaction::proposals`].
+    fn proposal_counts(&mut self, query: &ProposalQuery) -> Result<Vec<ProposalCount>, StoreError> {
+        let person = query.deciders.as_ref().map(|d| d.person.as_str());
+        let mut counts: BTreeMap<(String, bool), usize> = BTreeMap::new();
+        for p in self.proposals()?.into_iter().filter(|p| query.matches(p)) {
+            let own = person.is_some() && p.requester.as_deref() == person;
+            *counts.entry((decider_key(&p), own)).or_default() += 1;
+        }
+        Ok(counts.into_iter().map(|((decider, own), count)| ProposalCount { decider, own, count }).collect())
     }
     /// Inserts or replaces a proposal (by id).
     fn put_proposal(&mut self, proposal: &Proposal) -> Result<(), StoreError>;

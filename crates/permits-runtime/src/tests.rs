@@ -1106,3 +1106,78 @@ fn records_round_trip_through_json_for_a_durable_store() -> R {
     assert_eq!(back, rule);
     Ok(())
 }
+
+/// `waiting_page_for` is `waiting_for` read a page at a time through the store's list columns: for every
+/// person (one in a queue, the requester in it, the routed person, the `decides_proposals` holder), newest
+/// first, paged, with counts that add up; with `own_requests`, their own requests decided by others too.
+#[test]
+fn the_waiting_page_of_each_person_is_what_they_may_decide_newest_first() -> R {
+    let mut table = workshop();
+    table.persons.insert("Ola".into(), PersonInfo { roles: vec!["Mechanic".into()], doc: None });
+    table.persons.insert("Sam".into(), PersonInfo { roles: vec![], doc: None });
+    table.queues.insert(
+        "Finance".into(),
+        crate::table::QueueInfo { decided_by: vec![Holder::Role("Mechanic".into())], doc: None },
+    );
+    if let Some(e) = table
+        .entries
+        .get_mut("Estimator")
+        .and_then(|s| s.get_mut("PriceFleetRepair"))
+        .and_then(|t| t.get_mut("SetPrice"))
+    {
+        e.route = Route::Queue("Finance".into());
+    }
+    if let Some(s) = table.skills.get_mut("PriceFleetRepair") {
+        s.routes.insert("SetPrice".into(), Route::Queue("Finance".into()));
+    }
+    table.seal();
+    let w = world();
+    w.rt.replace_table(table)?;
+    let mut n = 0;
+    for person in ["Mia", "Noor", "Ola", "Sam"] {
+        for skill in ["EstimateRepair", "PriceFleetRepair"] {
+            n += 1;
+            w.rt.propose(&ProposalRequest::new(set_price(30 + n, person, skill), format!("job-{n}"), "why"))?;
+        }
+    }
+    let everyone = w.rt.waiting()?;
+    assert_eq!(everyone.len(), 8);
+    let mut some_own_only = false;
+    for person in ["Mia", "Noor", "Ola", "Sam", "Nobody"] {
+        let mut expected: Vec<String> = w.rt.waiting_for(person)?.into_iter().map(|p| p.id).collect();
+        expected.reverse();
+        let (page, counts) = w.rt.waiting_page_for(person, false, 0, 100)?;
+        let ids: Vec<String> = page.proposals.iter().map(|p| p.id.clone()).collect();
+        assert_eq!(ids, expected, "{person}");
+        assert_eq!(page.total, expected.len(), "{person}");
+        assert_eq!(counts.iter().map(|c| c.count).sum::<usize>(), expected.len(), "{person}");
+        // A page at a time.
+        let mut paged = Vec::new();
+        for offset in (0..expected.len().max(1)).step_by(3) {
+            paged.extend(w.rt.waiting_page_for(person, false, offset, 3)?.0.proposals.into_iter().map(|p| p.id));
+        }
+        assert_eq!(paged, expected, "{person}");
+        // With their own requests.
+        let mut with_own: Vec<String> = everyone
+            .iter()
+            .filter(|p| w.rt.may_decide(p, person).is_ok() || p.requester.as_deref() == Some(person))
+            .map(|p| p.id.clone())
+            .collect();
+        with_own.reverse();
+        let (page, counts) = w.rt.waiting_page_for(person, true, 0, 100)?;
+        assert_eq!(page.proposals.iter().map(|p| p.id.clone()).collect::<Vec<_>>(), with_own, "{person}");
+        assert_eq!(counts.iter().map(|c| c.count).sum::<usize>(), with_own.len(), "{person}");
+        some_own_only |= with_own.len() > expected.len();
+    }
+    assert!(some_own_only, "someone has requests decided by others");
+    // Noor holds `decides_proposals` (the workshop's manager): everything waiting is hers.
+    assert_eq!(w.rt.waiting_page_for("Noor", false, 0, 100)?.0.total, 8);
+    // Ola, in the Finance queue, decides the queue's proposals but not her own.
+    let (ola, _) = w.rt.waiting_page_for("Ola", false, 0, 100)?;
+    assert!(ola.proposals.iter().all(|p| p.requester.as_deref() != Some("Ola") || p.skill == "EstimateRepair"));
+    assert!(ola.proposals.iter().any(|p| p.skill == "PriceFleetRepair"));
+    // Past its expiry a proposal waits for nobody.
+    w.clock.advance(7 * 24 * 3600);
+    assert_eq!(w.rt.waiting_page_for("Noor", false, 0, 100)?.0.total, 0);
+    Ok(())
+}

@@ -35,7 +35,7 @@ use axum::http::request::Parts;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use permits_runtime::{ApproveMode, Proposal};
+use permits_runtime::ApproveMode;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 
@@ -427,12 +427,6 @@ pub(crate) struct PageQuery {
     page: Option<usize>,
 }
 
-/// Newest first: by time, then by the number of the id.
-fn newest_first(list: &mut [Proposal]) {
-    let number = |p: &Proposal| p.id.get(2..).and_then(|n| n.parse::<u64>().ok()).unwrap_or(0);
-    list.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(number(b).cmp(&number(a))));
-}
-
 /// Why a waiting proposal is in a person's list.
 #[derive(Clone, Debug)]
 pub(crate) enum Why {
@@ -444,37 +438,68 @@ pub(crate) enum Why {
 
 async fn waiting(State(app): State<Arc<App>>, who: Signed, Query(q): Query<PageQuery>) -> Response {
     let person = who.person.clone();
+    let asked = q.page.unwrap_or(1).max(1);
     let listed = app
         .run(move |app| {
-            // Only the waiting proposals are read (through the SQLite store's index on the status).
-            let mut all = app.rt.waiting()?;
-            newest_first(&mut all);
+            // One page, read through the store's indexes on the status and the deciders; the counts by
+            // decider come from the same index, never from every proposal.
+            let offset = (asked - 1).saturating_mul(PAGE_SIZE);
+            let (page, counts) = app.rt.waiting_page_for(&person, true, offset, PAGE_SIZE)?;
+            let table = app.rt.table();
+            let mut groups: BTreeMap<String, usize> = BTreeMap::new();
+            for c in &counts {
+                *groups.entry(group_words(&table, &person, &c.decider, c.own)).or_default() += c.count;
+            }
             let mut items = Vec::new();
-            let mut counts: BTreeMap<String, usize> = BTreeMap::new();
-            for p in all {
+            for p in page.proposals {
                 let why = match app.rt.may_decide(&p, &person) {
                     Ok(()) => Why::Decide(pages::route_for(&p, &person)),
-                    Err(_) if p.requester.as_deref() == Some(person.as_str()) => Why::Mine(p.decider.waiting_on()),
-                    Err(_) => continue,
+                    Err(_) => Why::Mine(p.decider.waiting_on()),
                 };
-                let group = match &why {
-                    Why::Decide(words) => words.clone(),
-                    Why::Mine(_) => "your requests, decided by others".to_string(),
-                };
-                *counts.entry(group).or_default() += 1;
                 items.push((p, why));
             }
-            Ok((items, counts))
+            Ok((items, groups, page.total))
         })
         .await;
     match listed {
-        Ok((items, counts)) => {
-            let pages = items.len().div_ceil(PAGE_SIZE).max(1);
-            let page = q.page.unwrap_or(1).clamp(1, pages);
-            let shown: Vec<_> = items.into_iter().skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE).collect();
-            html(StatusCode::OK, pages::waiting(&who.person, &who.csrf, &shown, &counts, page, pages))
+        Ok((items, counts, total)) => {
+            let pages = total.div_ceil(PAGE_SIZE).max(1);
+            let page = asked.min(pages);
+            html(StatusCode::OK, pages::waiting(&who.person, &who.csrf, &items, &counts, page, pages))
         }
         Err(e) => api_error(&who, e),
+    }
+}
+
+/// The words of a group of waiting proposals in the counts, from their decider key
+/// ([`permits_runtime::decider_key`]) and whether they are the person's own requests: the words
+/// [`pages::route_for`] gives each of them.
+fn group_words(table: &permits_runtime::table::Table, person: &str, key: &str, own: bool) -> String {
+    use permits_runtime::table::Holder;
+    let roles = table.persons.get(person).map(|p| p.roles.as_slice()).unwrap_or(&[]);
+    let holds = |holders: &[Holder]| {
+        holders.iter().any(|h| match h {
+            Holder::Person(p) => p == person,
+            Holder::Role(r) => roles.contains(r),
+        })
+    };
+    let (kind, name) = key.split_once(':').unwrap_or((key, ""));
+    let theirs = match kind {
+        "person" if name == person => Some("routed to you".to_string()),
+        "requester" if name == person => Some("the work is yours".to_string()),
+        "sponsored" if table.agents.get(name).is_some_and(|a| a.sponsor == person) => {
+            Some("the work is yours".to_string())
+        }
+        "role" if !own && roles.iter().any(|r| r == name) => Some(format!("for role {name}")),
+        "queue" if !own && table.queues.get(name).is_some_and(|q| holds(&q.decided_by)) => {
+            Some(format!("in the {name} queue"))
+        }
+        _ => None,
+    };
+    match theirs {
+        Some(words) => words,
+        None if holds(&table.authority.decides_proposals) => "you decide proposals (decides_proposals)".into(),
+        None => "your requests, decided by others".into(),
     }
 }
 
@@ -623,25 +648,20 @@ async fn revoke_rule(
 
 async fn history(State(app): State<Arc<App>>, who: Signed, Query(q): Query<PageQuery>) -> Response {
     let person = who.person.clone();
+    let asked = q.page.unwrap_or(1).max(1);
     let read = app
         .run(move |app| {
-            let mut all = app.rt.proposals()?;
-            all.retain(|p| {
-                p.requester.as_deref() == Some(person.as_str())
-                    || p.decided_by.as_deref() == Some(person.as_str())
-                    || p.grant.as_ref().and_then(|g| g.approver.as_deref()) == Some(person.as_str())
-            });
-            newest_first(&mut all);
-            Ok(all)
+            // The proposals this person asked for or decided, one page through the store's indexes.
+            let query = permits_runtime::ProposalQuery { involving: Some(person), ..Default::default() };
+            let offset = (asked - 1).saturating_mul(PAGE_SIZE);
+            Ok(app.rt.proposal_page(&query, offset, PAGE_SIZE)?)
         })
         .await;
     match read {
-        Ok(all) => {
-            let pages = all.len().div_ceil(PAGE_SIZE).max(1);
-            let page = q.page.unwrap_or(1).clamp(1, pages);
-            let total = all.len();
-            let shown: Vec<_> = all.into_iter().skip((page - 1) * PAGE_SIZE).take(PAGE_SIZE).collect();
-            html(StatusCode::OK, pages::history(&who.person, &who.csrf, &shown, total, page, pages))
+        Ok(found) => {
+            let pages = found.total.div_ceil(PAGE_SIZE).max(1);
+            let page = asked.min(pages);
+            html(StatusCode::OK, pages::history(&who.person, &who.csrf, &found.proposals, found.total, page, pages))
         }
         Err(e) => api_error(&who, e),
     }

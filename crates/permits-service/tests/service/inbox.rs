@@ -110,6 +110,10 @@ impl Web {
             .max_redirects(0)
             .timeout_global(Some(Duration::from_secs(60)))
             .proxy(None)
+            // A new connection per request: the server may close one after answering a form it refused
+            // without reading its body, and a pooled connection it closed fails the next request
+            // ("Peer disconnected"), which is the client's race, not the service's answer.
+            .max_idle_connections(0)
             .build()
             .into();
         Web { base: base.to_string(), agent, cookies: BTreeMap::new() }
