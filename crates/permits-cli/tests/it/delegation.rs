@@ -448,6 +448,74 @@ fn diff_treats_a_new_entry_and_a_loosened_link_as_widenings() -> R {
     Ok(())
 }
 
+/// A two-link chain for `diff`: A in S delegates to B.T, B in T delegates to C.U; `root` is A's rule for
+/// `reaches_out`, `s_delegates` S's `delegates` line.
+fn two_links(root: &str, s_delegates: &str) -> String {
+    format!(
+        "person P\nextern tool Fetch \"Fetch\" (url: string) : reaches_out\n\
+         agent A \"a\" {{ sponsor P\n may {{ {root} }}\n skills [S] }}\n\
+         agent B \"b\" {{ sponsor P\n may {{ reaches_out: alone }}\n skills [T] }}\n\
+         agent C \"c\" {{ sponsor P\n may {{ reaches_out: alone }}\n skills [U] }}\n\
+         skill S \"s\" {{ tools [Fetch]\n {s_delegates} }}\n\
+         skill T \"t\" {{ tools [Fetch]\n delegates [C.U] }}\n\
+         skill U \"u\" {{ tools [Fetch] }}\n"
+    )
+}
+
+/// `diff` through a chain of two links (issue #21): what C can do via B.T via A.S changes when the root link
+/// A.S loosens, tightens or stops delegating, though C's direct call and C via B.T alone do not; each change is
+/// named with its whole chain, nearest link first, and directed as the delegated call moves.
+#[test]
+fn diff_follows_a_chain_of_two_links() -> R {
+    let delegating = "delegates [B.T]";
+    let strict = table_of(&two_links("reaches_out: propose", delegating));
+    let loose = table_of(&two_links("reaches_out: alone", delegating));
+    let shut = table_of(&two_links("reaches_out: never", delegating));
+    let cut = table_of(&two_links("reaches_out: propose", ""));
+    let child = |changes: &[permits::diff::Change]| {
+        changes.iter().find(|c| (c.agent.as_str(), c.skill.as_str(), c.tool.as_str()) == ("C", "U", "Fetch")).cloned()
+    };
+    let details = |c: &permits::diff::Change| c.details.iter().map(|(d, t)| (*d, t.clone())).collect::<Vec<_>>();
+    use permits::diff::Direction::{Narrowing, Widening};
+
+    let loosened = child(&permits::diff::diff(&strict, &loose)).ok_or("no change for C when the root loosens")?;
+    assert_eq!(details(&loosened), [(Widening, "via `B.T` via `A.S`: `propose` → `alone`".to_string())]);
+    assert_eq!(loosened.direction, Widening);
+
+    let tightened = child(&permits::diff::diff(&strict, &shut)).ok_or("no change for C when the root tightens")?;
+    assert_eq!(details(&tightened), [(Narrowing, "via `B.T` via `A.S`: `propose` → `never`".to_string())]);
+
+    let removed = child(&permits::diff::diff(&strict, &cut)).ok_or("no change for C when A.S stops delegating")?;
+    assert_eq!(details(&removed), [(Narrowing, "via `B.T` via `A.S`: `propose` → `never`".to_string())]);
+    let added = child(&permits::diff::diff(&cut, &strict)).ok_or("no change for C when A.S starts delegating")?;
+    assert_eq!(details(&added), [(Widening, "via `B.T` via `A.S`: `never` → `propose`".to_string())]);
+
+    // The one-link chain of B is reported as before, with its own name.
+    let b = permits::diff::diff(&strict, &loose);
+    let b = b.iter().find(|c| (c.agent.as_str(), c.skill.as_str()) == ("B", "T")).ok_or("no change for B")?;
+    assert_eq!(details(b), [(Widening, "via `A.S`: `propose` → `alone`".to_string())]);
+    Ok(())
+}
+
+/// `permitc diff` (the real binary) on the two-link chain: the root link loosening is a widening of C's
+/// delegated call, named by its chain, and `--fail-on-widen` exits 1.
+#[test]
+fn permitc_diff_names_a_two_link_chain() -> R {
+    let dir = std::env::temp_dir().join(format!("permits-diff-chain-{}", std::process::id()));
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    for (path, root) in [(&old, "reaches_out: propose"), (&new, "reaches_out: alone")] {
+        std::fs::create_dir_all(path)?;
+        std::fs::write(path.join("desk.permits"), two_links(root, "delegates [B.T]"))?;
+    }
+    let (old, new) = (old.to_str().ok_or("path")?, new.to_str().ok_or("path")?);
+    let (code, out, err) = permitc(&["diff", old, new, "--fail-on-widen"])?;
+    std::fs::remove_dir_all(&dir)?;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.starts_with("3 decisions changed: 3 widening, 0 narrowing, 0 neutral\n"), "{out}");
+    assert!(out.contains("WIDENING  (C, U, Fetch)\n          via `B.T` via `A.S`: `propose` → `alone`\n"), "{out}");
+    Ok(())
+}
+
 fn permitc(args: &[&str]) -> Result<(i32, String, String), Box<dyn std::error::Error>> {
     let out =
         std::process::Command::new(env!("CARGO_BIN_EXE_permitc")).args(args).current_dir(crate::root()).output()?;
