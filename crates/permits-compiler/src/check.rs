@@ -832,7 +832,10 @@ impl<'a> Checker<'a> {
 
     /// `spend BUDGET by PARAM`: proves `spends` whatever the names; binds the node's spend when the budget
     /// resolves and the parameter is a required `money` one. A second `spend` is reported and ignored.
-    #[allow(clippy::too_many_arguments)]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the node, its name and parameters, the statement and its two names, and where `spend` was first written"
+    )]
     fn spend(
         &mut self,
         node: &mut Node<'a>,
