@@ -270,6 +270,36 @@ fn repeated(what: &str, again: Span, first: Span) -> Diagnostic {
         .help("keep one and merge the other into it")
 }
 
+/// `entity` has no field `field`: with the nearest field name, or how to add it.
+fn no_field(entity: &Entity, field: &Ident) -> Diagnostic {
+    let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
+    let d =
+        Diagnostic::new(Code::CheckField, format!("the entity `{}` has no field `{}`", entity.name.name, field.name))
+            .at(field.span, "no such field")
+            .with(entity.name.span, "the entity is declared here");
+    match near {
+        Some(n) => d.help(format!("did you mean `{n}`?")),
+        None => d.help("add the field to the entity's declaration"),
+    }
+}
+
+/// A claim as an effect set, with where it is written.
+fn claimed_set(c: &Claim) -> (EffectSet, Span) {
+    let mut set = EffectSet::EMPTY;
+    for (class, _) in &c.classes {
+        set.insert_class(*class);
+    }
+    (set, c.span)
+}
+
+/// Where a node's body first writes each statement it may write only once.
+#[derive(Default)]
+struct Witnesses {
+    spend: Option<Span>,
+    version: Option<Span>,
+    subject: Option<Span>,
+}
+
 impl<'a> Checker<'a> {
     fn collect_names(&mut self, package: &'a Package) {
         for d in package.declarations() {
@@ -607,63 +637,89 @@ impl<'a> Checker<'a> {
         }
         if let (Some(field), Some(entity)) = (&r.field, self.entities.get(r.entity.name.as_str())) {
             if !entity.fields.iter().any(|f| f.name == field.name) {
-                let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
-                let mut d = Diagnostic::new(
-                    Code::CheckField,
-                    format!("the entity `{}` has no field `{}`", r.entity.name, field.name),
-                )
-                .at(field.span, "no such field")
-                .with(entity.name.span, "the entity is declared here");
-                d = match near {
-                    Some(n) => d.help(format!("did you mean `{n}`?")),
-                    None => d.help("add the field to the entity's declaration"),
-                };
-                self.diags.push(d);
+                self.diags.push(no_field(entity, field));
                 return false;
             }
         }
         true
     }
 
+    /// Builds the node of a tool or function: the tool's own declaration checks, then its parameters, its
+    /// claim and its body, in that order (the order the diagnostics come in).
     fn node(&mut self, decl: &'a Declaration, kind: NodeKind<'a>, node_of: &NameMap<&str, NodeId>) -> Node<'a> {
         let (name, params, claim, body) = match kind {
             NodeKind::Tool(t) => (&t.name, &t.params, &t.claim, &t.body),
             NodeKind::Function(f) => (&f.name, &f.params, &f.claim, &f.body),
         };
         if let NodeKind::Tool(t) = kind {
-            if t.label.is_none() {
+            self.tool_declaration(t);
+        }
+        let (resolved_params, optional) = self.params(name, params, kind);
+        let mut node = Node {
+            name: &name.name,
+            name_span: name.span,
+            declaration: decl,
+            kind,
+            params: resolved_params,
+            optional,
+            operations: Vec::new(),
+            calls: Vec::new(),
+            claim: claim.as_ref().map(claimed_set),
+            version: None,
+            subject: None,
+            spend: None,
+        };
+        self.body(&mut node, name, params, body, node_of);
+        node
+    }
+
+    /// The checks of a tool's declaration line that need nothing else: a label, an extern tool's claim, and
+    /// the form of a `pinned` digest.
+    fn tool_declaration(&mut self, t: &Tool) {
+        let name = &t.name;
+        if t.label.is_none() {
+            self.diags.push(
+                Diagnostic::new(Code::CheckMissingLabel, format!("the tool `{}` has no label", name.name))
+                    .at(name.span, "a label is expected after the name")
+                    .help(format!(
+                        "write what a person reads on the approval screen: `tool {} \"{}\" (..)`",
+                        name.name,
+                        label_from_name(&name.name)
+                    )),
+            );
+        }
+        if t.kind == ToolKind::Extern && t.claim.is_none() {
+            self.diags.push(
+                Diagnostic::new(Code::CheckExternClaim, format!("the extern tool `{}` has no claim", name.name))
+                    .at(name.span, "an extern tool has no body, so its claim is the only evidence")
+                    .help("state what it does after the parameters, e.g. `: reaches_out` or `: changes + sends`"),
+            );
+        }
+        if let Some(pin) = &t.pinned {
+            if !is_pin(&pin.value) {
                 self.diags.push(
-                    Diagnostic::new(Code::CheckMissingLabel, format!("the tool `{}` has no label", name.name))
-                        .at(name.span, "a label is expected after the name")
-                        .help(format!(
-                            "write what a person reads on the approval screen: `tool {} \"{}\" (..)`",
-                            name.name,
-                            label_from_name(&name.name)
-                        )),
+                    Diagnostic::new(
+                        Code::CheckPinned,
+                        format!("the pin of `{}` is not a SHA-256 digest", name.name),
+                    )
+                    .at(pin.span, "expected `sha256:` and 64 lowercase hex digits")
+                    .help("write the digest `permitc mcp import` printed, e.g. `pinned \"sha256:9f86d081884c7d65…\"` (all 64 digits)"),
                 );
-            }
-            if t.kind == ToolKind::Extern && t.claim.is_none() {
-                self.diags.push(
-                    Diagnostic::new(Code::CheckExternClaim, format!("the extern tool `{}` has no claim", name.name))
-                        .at(name.span, "an extern tool has no body, so its claim is the only evidence")
-                        .help("state what it does after the parameters, e.g. `: reaches_out` or `: changes + sends`"),
-                );
-            }
-            if let Some(pin) = &t.pinned {
-                if !is_pin(&pin.value) {
-                    self.diags.push(
-                        Diagnostic::new(
-                            Code::CheckPinned,
-                            format!("the pin of `{}` is not a SHA-256 digest", name.name),
-                        )
-                        .at(pin.span, "expected `sha256:` and 64 lowercase hex digits")
-                        .help("write the digest `permitc mcp import` printed, e.g. `pinned \"sha256:9f86d081884c7d65…\"` (all 64 digits)"),
-                    );
-                }
             }
         }
-        // Parameters.
-        let mut resolved_params = Vec::new();
+    }
+
+    /// Resolves the parameters of the node `name`: a name declared twice is reported and the second left out;
+    /// a type that does not resolve is left out (reported by `param_type`); a tool's second `shell`
+    /// parameter is reported and kept. Returns the parameters with their types and, at the same index,
+    /// whether each is optional.
+    fn params(
+        &mut self,
+        name: &Ident,
+        params: &'a [Param],
+        kind: NodeKind<'a>,
+    ) -> (Vec<(&'a str, ParamType)>, Vec<bool>) {
+        let mut resolved = Vec::new();
         let mut optional = Vec::new();
         for (i, p) in params.iter().enumerate() {
             if let Some(first) = params[..i].iter().find(|q| q.name.name == p.name.name) {
@@ -690,34 +746,25 @@ impl<'a> Checker<'a> {
                         );
                     }
                 }
-                resolved_params.push((p.name.name.as_str(), ty));
+                resolved.push((p.name.name.as_str(), ty));
                 optional.push(p.optional);
             }
         }
-        let claim = claim.as_ref().map(|c| {
-            let mut set = EffectSet::EMPTY;
-            for (class, _) in &c.classes {
-                set.insert_class(*class);
-            }
-            (set, c.span)
-        });
-        let mut node = Node {
-            name: &name.name,
-            name_span: name.span,
-            declaration: decl,
-            kind,
-            params: resolved_params,
-            optional,
-            operations: Vec::new(),
-            calls: Vec::new(),
-            claim,
-            version: None,
-            subject: None,
-            spend: None,
-        };
-        let mut version_span: Option<Span> = None;
-        let mut spend_span: Option<Span> = None;
-        let mut subject_span: Option<Span> = None;
+        (resolved, optional)
+    }
+
+    /// Walks the body of `node` (named `name`, with the declared `params`): each statement adds an operation
+    /// (the effects it proves), call edges, or one of the node's witnesses (`spend`, `version`, `subject`,
+    /// each written at most once). An extern tool's body holds only `version` and `subject`.
+    fn body(
+        &mut self,
+        node: &mut Node<'a>,
+        name: &Ident,
+        params: &'a [Param],
+        body: &'a [Statement],
+        node_of: &NameMap<&str, NodeId>,
+    ) {
+        let mut seen = Witnesses::default();
         let is_extern = node.is_extern();
         for s in body {
             if is_extern && !matches!(s.kind, StatementKind::Version { .. } | StatementKind::Subject(_)) {
@@ -728,137 +775,176 @@ impl<'a> Checker<'a> {
                 );
                 continue;
             }
-            let op = |effects: EffectSet| Operation { effects, span: s.span, text: statement_text(&s.kind) };
             match &s.kind {
-                StatementKind::Read(r) => {
-                    if self.entity_ref(r) {
-                        node.operations.push(op(EffectSet::of(EffectClass::Reads)));
-                    }
-                }
-                StatementKind::Write(r) | StatementKind::Create(r) | StatementKind::Delete(r) => {
-                    if self.entity_ref(r) {
-                        let mut set = EffectSet::of(EffectClass::Changes);
-                        if r.entity.name == "permits" {
-                            set.insert_reserved();
-                        }
-                        node.operations.push(op(set));
-                    }
-                }
-                StatementKind::Send(_) => node.operations.push(op(EffectSet::of(EffectClass::Sends))),
-                StatementKind::Reach(_) => node.operations.push(op(EffectSet::of(EffectClass::ReachesOut))),
-                StatementKind::Spend { budget, by } => {
-                    if let Some(first) = spend_span {
-                        self.diags.push(repeated("`spend`", s.span, first).help(
-                            "a tool spends from one budget, by one `money` parameter: the runtime checks that amount",
-                        ));
-                        continue;
-                    }
-                    spend_span = Some(s.span);
-                    let budget_ok = self.resolve(budget, &[Kind::Budget]);
-                    let param_ok = self.spend_param(name, params, by);
-                    // The effect is proven either way (a spend is a spend); the binding needs both names.
-                    node.operations.push(op(EffectSet::of(EffectClass::Spends)));
-                    if budget_ok && param_ok {
-                        node.spend = Some(SpendOp { budget: &budget.name, param: &by.name, span: s.span });
-                    }
-                }
-                StatementKind::Call(target) => {
-                    if self.resolve(target, &[Kind::Tool, Kind::Function]) {
-                        if let Some(&id) = node_of.get(target.name.as_str()) {
-                            node.calls.push((id, s.span));
-                        }
-                    }
-                }
+                StatementKind::Call(target) => self.call_edge(node, target, s.span, node_of),
                 StatementKind::CallAny(targets) => {
                     self.warn_repeats(targets, "call target");
                     for target in targets {
-                        if self.resolve(target, &[Kind::Tool, Kind::Function]) {
-                            if let Some(&id) = node_of.get(target.name.as_str()) {
-                                node.calls.push((id, target.span));
-                            }
-                        }
+                        self.call_edge(node, target, target.span, node_of);
                     }
                 }
-                StatementKind::CallDynamic => node.operations.push(op(EffectSet::ALL_AND_RESERVED)),
-                StatementKind::Version { param, field } => {
-                    if let Some(first) = version_span {
-                        self.diags.push(repeated("`version`", s.span, first));
-                        continue;
-                    }
-                    version_span = Some(s.span);
-                    if !node.is_tool() {
-                        self.diags.push(
-                            Diagnostic::new(Code::CheckVersion, "a function has no covered version")
-                                .at(s.span, "`version` is for tools")
-                                .help("move `version` to the tool that calls this function"),
-                        );
-                        continue;
-                    }
-                    let ty = params.iter().find(|p| p.name.name == param.name).map(|p| &p.ty);
-                    match ty.and_then(|t| self.entities.get(t.name.as_str()).copied()) {
-                        None => self.diags.push(
-                            Diagnostic::new(
-                                Code::CheckVersion,
-                                format!("`version {}.{}` needs a parameter of an entity type", param.name, field.name),
-                            )
-                            .at(
-                                param.span,
-                                match ty {
-                                    Some(_) => "this parameter is not of an entity type",
-                                    None => "no parameter has this name",
-                                },
-                            )
-                            .help("name a parameter whose type is an entity, and one of that entity's fields"),
-                        ),
-                        Some(entity) => {
-                            if entity.fields.iter().any(|f| f.name == field.name) {
-                                node.version = Some((&param.name, &field.name));
-                            } else {
-                                let near = closest(&field.name, entity.fields.iter().map(|f| f.name.as_str()));
-                                let mut d = Diagnostic::new(
-                                    Code::CheckField,
-                                    format!("the entity `{}` has no field `{}`", entity.name.name, field.name),
-                                )
-                                .at(field.span, "no such field")
-                                .with(entity.name.span, "the entity is declared here");
-                                d = match near {
-                                    Some(n) => d.help(format!("did you mean `{n}`?")),
-                                    None => d.help("add the field to the entity's declaration"),
-                                };
-                                self.diags.push(d);
-                            }
-                        }
-                    }
-                }
-                StatementKind::Subject(param) => {
-                    if let Some(first) = subject_span {
-                        self.diags.push(repeated("`subject`", s.span, first));
-                        continue;
-                    }
-                    subject_span = Some(s.span);
-                    if !node.is_tool() {
-                        self.diags.push(
-                            Diagnostic::new(Code::CheckVersion, "a function has no subject")
-                                .at(s.span, "`subject` is for tools")
-                                .help("move `subject` to the tool that calls this function"),
-                        );
-                    } else if params.iter().any(|p| p.name.name == param.name) {
-                        node.subject = Some(&param.name);
-                    } else {
-                        let near = closest(&param.name, params.iter().map(|p| p.name.name.as_str()));
-                        let mut d =
-                            Diagnostic::new(Code::CheckVersion, format!("`subject {}` names no parameter", param.name))
-                                .at(param.span, "no parameter has this name");
-                        d = match near {
-                            Some(n) => d.help(format!("did you mean `{n}`?")),
-                            None => d.help("name one of the tool's parameters"),
-                        };
-                        self.diags.push(d);
+                StatementKind::Spend { budget, by } => self.spend(node, name, params, s, budget, by, &mut seen.spend),
+                StatementKind::Version { param, field } => self.version(node, params, s, param, field, &mut seen),
+                StatementKind::Subject(param) => self.subject(node, params, s, param, &mut seen),
+                kind => {
+                    if let Some(effects) = self.proven_effects(kind) {
+                        node.operations.push(Operation { effects, span: s.span, text: statement_text(kind) });
                     }
                 }
             }
         }
-        node
+    }
+
+    /// The effects an access or reach statement proves (`read`, `write`, `create`, `delete`, `send`, `reach`,
+    /// `call dynamic`); `None` when its entity does not resolve (reported), or for the statements the other
+    /// functions of `body` take.
+    fn proven_effects(&mut self, kind: &StatementKind) -> Option<EffectSet> {
+        match kind {
+            StatementKind::Read(r) => self.entity_ref(r).then(|| EffectSet::of(EffectClass::Reads)),
+            StatementKind::Write(r) | StatementKind::Create(r) | StatementKind::Delete(r) => {
+                self.entity_ref(r).then(|| {
+                    let mut set = EffectSet::of(EffectClass::Changes);
+                    if r.entity.name == "permits" {
+                        set.insert_reserved();
+                    }
+                    set
+                })
+            }
+            StatementKind::Send(_) => Some(EffectSet::of(EffectClass::Sends)),
+            StatementKind::Reach(_) => Some(EffectSet::of(EffectClass::ReachesOut)),
+            StatementKind::CallDynamic => Some(EffectSet::ALL_AND_RESERVED),
+            StatementKind::Call(_)
+            | StatementKind::CallAny(_)
+            | StatementKind::Spend { .. }
+            | StatementKind::Version { .. }
+            | StatementKind::Subject(_) => None,
+        }
+    }
+
+    /// Adds a call edge, at `span`, when `target` resolves to a tool or function.
+    fn call_edge(&mut self, node: &mut Node<'a>, target: &Ident, span: Span, node_of: &NameMap<&str, NodeId>) {
+        if self.resolve(target, &[Kind::Tool, Kind::Function]) {
+            if let Some(&id) = node_of.get(target.name.as_str()) {
+                node.calls.push((id, span));
+            }
+        }
+    }
+
+    /// `spend BUDGET by PARAM`: proves `spends` whatever the names; binds the node's spend when the budget
+    /// resolves and the parameter is a required `money` one. A second `spend` is reported and ignored.
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the node, its name and parameters, the statement and its two names, and where `spend` was first written"
+    )]
+    fn spend(
+        &mut self,
+        node: &mut Node<'a>,
+        name: &Ident,
+        params: &[Param],
+        s: &Statement,
+        budget: &'a Ident,
+        by: &'a Ident,
+        seen: &mut Option<Span>,
+    ) {
+        if let Some(first) = *seen {
+            self.diags.push(
+                repeated("`spend`", s.span, first)
+                    .help("a tool spends from one budget, by one `money` parameter: the runtime checks that amount"),
+            );
+            return;
+        }
+        *seen = Some(s.span);
+        let budget_ok = self.resolve(budget, &[Kind::Budget]);
+        let param_ok = self.spend_param(name, params, by);
+        // The effect is proven either way (a spend is a spend); the binding needs both names.
+        node.operations.push(Operation {
+            effects: EffectSet::of(EffectClass::Spends),
+            span: s.span,
+            text: statement_text(&s.kind),
+        });
+        if budget_ok && param_ok {
+            node.spend = Some(SpendOp { budget: &budget.name, param: &by.name, span: s.span });
+        }
+    }
+
+    /// `version PARAM.FIELD` (tools only): the parameter must be of an entity type that has the field.
+    fn version(
+        &mut self,
+        node: &mut Node<'a>,
+        params: &[Param],
+        s: &Statement,
+        param: &'a Ident,
+        field: &'a Ident,
+        seen: &mut Witnesses,
+    ) {
+        if let Some(first) = seen.version {
+            self.diags.push(repeated("`version`", s.span, first));
+            return;
+        }
+        seen.version = Some(s.span);
+        if !node.is_tool() {
+            self.diags.push(
+                Diagnostic::new(Code::CheckVersion, "a function has no covered version")
+                    .at(s.span, "`version` is for tools")
+                    .help("move `version` to the tool that calls this function"),
+            );
+            return;
+        }
+        let ty = params.iter().find(|p| p.name.name == param.name).map(|p| &p.ty);
+        match ty.and_then(|t| self.entities.get(t.name.as_str()).copied()) {
+            None => self.diags.push(
+                Diagnostic::new(
+                    Code::CheckVersion,
+                    format!("`version {}.{}` needs a parameter of an entity type", param.name, field.name),
+                )
+                .at(
+                    param.span,
+                    match ty {
+                        Some(_) => "this parameter is not of an entity type",
+                        None => "no parameter has this name",
+                    },
+                )
+                .help("name a parameter whose type is an entity, and one of that entity's fields"),
+            ),
+            Some(entity) if entity.fields.iter().any(|f| f.name == field.name) => {
+                node.version = Some((&param.name, &field.name));
+            }
+            Some(entity) => self.diags.push(no_field(entity, field)),
+        }
+    }
+
+    /// `subject PARAM` (tools only): the parameter must be one of the tool's.
+    fn subject(
+        &mut self,
+        node: &mut Node<'a>,
+        params: &[Param],
+        s: &Statement,
+        param: &'a Ident,
+        seen: &mut Witnesses,
+    ) {
+        if let Some(first) = seen.subject {
+            self.diags.push(repeated("`subject`", s.span, first));
+            return;
+        }
+        seen.subject = Some(s.span);
+        if !node.is_tool() {
+            self.diags.push(
+                Diagnostic::new(Code::CheckVersion, "a function has no subject")
+                    .at(s.span, "`subject` is for tools")
+                    .help("move `subject` to the tool that calls this function"),
+            );
+        } else if params.iter().any(|p| p.name.name == param.name) {
+            node.subject = Some(&param.name);
+        } else {
+            let near = closest(&param.name, params.iter().map(|p| p.name.name.as_str()));
+            let mut d = Diagnostic::new(Code::CheckVersion, format!("`subject {}` names no parameter", param.name))
+                .at(param.span, "no parameter has this name");
+            d = match near {
+                Some(n) => d.help(format!("did you mean `{n}`?")),
+                None => d.help("name one of the tool's parameters"),
+            };
+            self.diags.push(d);
+        }
     }
 
     /// Resolves a `may` block of a layer and checks it.
@@ -1163,7 +1249,7 @@ impl<'a> Checker<'a> {
         }
     }
 
-    fn route(&mut self, r: &Route) -> Option<TableRoute> {
+    fn route(&mut self, r: &RouteStmt) -> Option<TableRoute> {
         match &r.target {
             RouteTarget::Person(p) => self.resolve(p, &[Kind::Person]).then(|| TableRoute::Person(p.name.clone())),
             RouteTarget::Role(p) => self.resolve(p, &[Kind::Role]).then(|| TableRoute::Role(p.name.clone())),

@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 
 use crate::diagnostics::{Code, Diagnostic, closest};
 use crate::syntax::Span;
-use crate::syntax::ast::{Condition as Written, ConditionKind, Ident, Literal, LiteralValue};
+use crate::syntax::ast::{ConditionExpr, ConditionExprKind, Ident, LiteralExpr, LiteralValue};
 use crate::table::shell::pattern_can_match_part;
 use crate::table::{CompareOp, Condition, Literal as Value, ParamType};
 
@@ -152,7 +152,7 @@ pub fn decimal(text: &str, at: Span, wanted: DecimalFor<'_>) -> Diagnostic {
 /// Type-checks `written` against the parameters of `tool` and lowers it. `spend` is how the tool spends,
 /// for the help of a decimal written as money. Every error is pushed to `diags`; `None` when there was any.
 pub fn lower(
-    written: &Written,
+    written: &ConditionExpr,
     tool: &str,
     params: &[(&str, ParamType)],
     spend: Option<Spend<'_>>,
@@ -242,7 +242,7 @@ fn check_part_pattern(param: &Ident, ty: &ParamType, text: &str, at: Span, diags
 }
 
 fn lower_inner(
-    w: &Written,
+    w: &ConditionExpr,
     tool: &str,
     params: &[(&str, ParamType)],
     spend: Option<Spend<'_>>,
@@ -296,20 +296,20 @@ fn lower_inner(
         }
     };
     match &w.kind {
-        ConditionKind::Or(parts) => {
+        ConditionExprKind::Or(parts) => {
             let lowered: Vec<Option<Condition>> =
                 parts.iter().map(|p| lower_inner(p, tool, params, spend, diags)).collect();
             lowered.into_iter().collect::<Option<Vec<_>>>().map(Condition::Any)
         }
-        ConditionKind::And(parts) => {
+        ConditionExprKind::And(parts) => {
             let lowered: Vec<Option<Condition>> =
                 parts.iter().map(|p| lower_inner(p, tool, params, spend, diags)).collect();
             lowered.into_iter().collect::<Option<Vec<_>>>().map(Condition::All)
         }
-        ConditionKind::Not(inner) => {
+        ConditionExprKind::Not(inner) => {
             lower_inner(inner, tool, params, spend, diags).map(|c| Condition::Not(Box::new(c)))
         }
-        ConditionKind::Compare { param, op, value } => {
+        ConditionExprKind::Compare { param, op, value } => {
             let ty = param_type(param, diags)?;
             let ordering = !matches!(op, CompareOp::Eq | CompareOp::Ne);
             if ordering && ty == ParamType::Shell {
@@ -365,7 +365,7 @@ fn lower_inner(
             }
             Some(Condition::Compare { param: param.name.clone(), op: *op, value: literal.clone() })
         }
-        ConditionKind::In { param, values } => {
+        ConditionExprKind::In { param, values } => {
             let ty = param_type(param, diags)?;
             if !is_text(&ty) {
                 diags.push(
@@ -394,7 +394,7 @@ fn lower_inner(
             }
             ok.then(|| Condition::In { param: param.name.clone(), values: out })
         }
-        ConditionKind::Matches { param, glob } => {
+        ConditionExprKind::Matches { param, glob } => {
             let ty = param_type(param, diags)?;
             if !is_text(&ty) {
                 diags.push(
@@ -415,7 +415,7 @@ fn lower_inner(
     }
 }
 
-fn mismatch(param: &Ident, ty: &ParamType, value: &Literal) -> Diagnostic {
+fn mismatch(param: &Ident, ty: &ParamType, value: &LiteralExpr) -> Diagnostic {
     let wanted = match ty {
         ParamType::Int | ParamType::Money => "a number",
         ParamType::String | ParamType::Shell | ParamType::Entity(_) => "a string",

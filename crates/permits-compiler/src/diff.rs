@@ -7,11 +7,11 @@
 //! conditional level where some call may now be less strict than before (conservative: when conditions
 //! changed and every new level is not at least every old one, it is reported as widening).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::table::{Entry, Level, Reason, Route, Table};
+use crate::table::{ChainLink, Entry, Level, Reason, Route, Table};
 
 /// How a change moves authority.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -84,6 +84,7 @@ pub fn diff(old: &Table, new: &Table) -> Vec<Change> {
             }
         }
     }
+    let mut chains = Chains::new([old, new]);
     let mut out = Vec::new();
     for (a, s, t) in keys {
         let (o, n) = (old.entry(a, s, t), new.entry(a, s, t));
@@ -104,7 +105,7 @@ pub fn diff(old: &Table, new: &Table) -> Vec<Change> {
             (Some(oe), Some(ne)) => {
                 compare_levels(oe, ne, &mut details);
                 compare_modes(old, new, (a, s, t), &mut details);
-                compare_delegations(old, new, (a, s, t), &mut details);
+                compare_delegations(old, new, (a, s, t), &mut chains, &mut details);
                 compare_routes(&oe.route, &ne.route, &mut details);
                 compare_effects(old, new, t, &mut details);
                 ChangeKind::Changed
@@ -202,36 +203,100 @@ fn compare_modes(old: &Table, new: &Table, (a, s, t): (&str, &str, &str), detail
     }
 }
 
-/// Spec §3b: a call delegated to the triple by one link, for every link that delegates to it in either table.
-/// A new or widened `delegates` entry (an undeclared chain, `never`, that now decides something) and a loosened
-/// link row are widenings; a removed entry is a narrowing.
+/// Spec §3b: a delegated call of the triple, through every declared chain that ends at its agent and skill
+/// in either table (`chains`). A new or widened `delegates` entry (an undeclared chain, `never`, that now
+/// decides something) and a loosened row of any link of a chain are widenings; a removed entry is a
+/// narrowing. Each is named by its chain, nearest link first ("via `B.T` via `A.S`").
 fn compare_delegations(
     old: &Table,
     new: &Table,
     (a, s, t): (&str, &str, &str),
+    chains: &mut Chains<'_>,
     details: &mut Vec<(Direction, String)>,
 ) {
-    let child = format!("{a}.{s}");
-    let mut links: BTreeSet<(&str, &str)> = BTreeSet::new();
-    for table in [old, new] {
-        for (skill, info) in &table.skills {
-            if info.delegates.contains(&child) {
-                for (agent, ag) in &table.agents {
-                    if ag.skills.iter().any(|x| x == skill) {
-                        links.insert((agent, skill));
+    let Some(found) = chains.to(a, s) else {
+        details.push((
+            Direction::Widening,
+            format!(
+                "more than {MAX_CHAINS} delegation chains end at `{a}.{s}`: not compared one by one, so taken as widening"
+            ),
+        ));
+        return;
+    };
+    for via in found {
+        let (Ok(po), Ok(pn)) =
+            (old.possible_levels_via(a, s, t, None, via), new.possible_levels_via(a, s, t, None, via))
+        else {
+            continue;
+        };
+        let named: String = via.iter().map(|l| format!(" via `{l}`")).collect();
+        compare_sets(&po, &pn, named.trim_start(), details);
+    }
+}
+
+/// How many delegation chains `diff` compares for one agent and skill; past it, the triple is reported as a
+/// widening (conservative: CI stops and a person looks). Tables compiled from sources have no cycles, but a
+/// package where many skills delegate to many could have exponentially many chains.
+const MAX_CHAINS: usize = 4096;
+
+/// The delegation chains of two tables: for each delegated `Agent.Skill`, every chain (nearest link first) of
+/// declared links that ends at it in either table, found once and kept.
+struct Chains<'t> {
+    /// `Agent.Skill` → the links that delegate to it in either table: (agent, skill) where the agent has the
+    /// skill and the skill's `delegates` names the child.
+    parents: BTreeMap<String, BTreeSet<(&'t str, &'t str)>>,
+    /// The chains found for each (agent, skill); `None` when there are more than [`MAX_CHAINS`].
+    found: BTreeMap<(String, String), Option<Vec<Vec<ChainLink>>>>,
+}
+
+impl<'t> Chains<'t> {
+    fn new(tables: [&'t Table; 2]) -> Chains<'t> {
+        let mut parents: BTreeMap<String, BTreeSet<(&str, &str)>> = BTreeMap::new();
+        for table in tables {
+            for (agent, info) in &table.agents {
+                for skill in &info.skills {
+                    let Some(skill_info) = table.skills.get(skill) else { continue };
+                    for child in &skill_info.delegates {
+                        parents.entry(child.clone()).or_default().insert((agent, skill));
                     }
                 }
             }
         }
+        Chains { parents, found: BTreeMap::new() }
     }
-    for (agent, skill) in links {
-        let via = [crate::table::ChainLink::new(agent, skill)];
-        let (Ok(po), Ok(pn)) =
-            (old.possible_levels_via(a, s, t, None, &via), new.possible_levels_via(a, s, t, None, &via))
-        else {
-            continue;
-        };
-        compare_sets(&po, &pn, &format!("via `{agent}.{skill}`"), details);
+
+    /// Every chain that ends at `agent.skill`, sorted; `None` past [`MAX_CHAINS`].
+    fn to(&mut self, agent: &str, skill: &str) -> Option<&[Vec<ChainLink>]> {
+        let key = (agent.to_string(), skill.to_string());
+        if !self.found.contains_key(&key) {
+            let mut out = Vec::new();
+            let complete = self.walk(&format!("{agent}.{skill}"), &mut Vec::new(), &mut out);
+            self.found.insert(key.clone(), complete.then_some(out));
+        }
+        self.found.get(&key).and_then(|c| c.as_deref())
+    }
+
+    /// Extends `chain` (which ends, at its root, with the link delegating to `child`) by each link that
+    /// delegates to `child`, depth first; a link already in the chain is not taken again (a cycle). Returns
+    /// false when `out` would exceed [`MAX_CHAINS`].
+    fn walk(&self, child: &str, chain: &mut Vec<ChainLink>, out: &mut Vec<Vec<ChainLink>>) -> bool {
+        let Some(parents) = self.parents.get(child) else { return true };
+        for &(agent, skill) in parents {
+            if chain.iter().any(|l| l.agent == agent && l.skill == skill) {
+                continue;
+            }
+            if out.len() >= MAX_CHAINS {
+                return false;
+            }
+            chain.push(ChainLink::new(agent, skill));
+            out.push(chain.clone());
+            let complete = self.walk(&format!("{agent}.{skill}"), chain, out);
+            chain.pop();
+            if !complete {
+                return false;
+            }
+        }
+        true
     }
 }
 

@@ -23,6 +23,28 @@ pub enum Explanation {
     NotOffered(NotOfferedTriple),
     /// The triple is offered.
     Offered(Box<OfferedTriple>),
+    /// The triple is offered, but the chain it was asked through has a link that is not a declared
+    /// delegation (spec §3b): `never`, with the runtime's reason.
+    Undeclared(UndeclaredChain),
+}
+
+/// A delegated call through a chain with a link that is not a declared delegation (spec §3b): the call is
+/// `never`, a decision like any other (the same as `permitc decide --via` and the runtime give).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct UndeclaredChain {
+    /// The agent asked about.
+    pub agent: String,
+    /// The skill asked about.
+    pub skill: String,
+    /// The tool asked about.
+    pub tool: String,
+    /// The chain asked through, nearest first.
+    pub via: Vec<crate::table::ChainLink>,
+    /// Always `never`.
+    pub level: Level,
+    /// The first undeclared link, in the runtime's words ("not a declared delegation: `Researcher.Look`
+    /// does not delegate to `Coder.FixBug`").
+    pub refusal: String,
 }
 
 /// A triple that is not offered (spec §3 step 1).

@@ -764,7 +764,7 @@ impl<'s> Printer<'s> {
         }
     }
 
-    fn route(&mut self, indent: usize, r: &Route) {
+    fn route(&mut self, indent: usize, r: &RouteStmt) {
         let to = match &r.target {
             RouteTarget::Person(p) => format!("person {}", p.name),
             RouteTarget::Role(p) => format!("role {}", p.name),
@@ -963,30 +963,30 @@ fn target(t: &Target) -> String {
 // Conditions.
 
 /// Binding strength: `or` 1, `and` 2, `not` 3, a comparison 4.
-fn precedence(c: &Condition) -> u8 {
+fn precedence(c: &ConditionExpr) -> u8 {
     match c.kind {
-        ConditionKind::Or(_) => 1,
-        ConditionKind::And(_) => 2,
-        ConditionKind::Not(_) => 3,
+        ConditionExprKind::Or(_) => 1,
+        ConditionExprKind::And(_) => 2,
+        ConditionExprKind::Not(_) => 3,
         _ => 4,
     }
 }
 
 /// A condition as text, in parentheses when it binds more loosely than `outer` requires.
-fn condition(c: &Condition, outer: u8) -> String {
+fn condition(c: &ConditionExpr, outer: u8) -> String {
     let text = match &c.kind {
         // A part of an `or` that is itself an `or` keeps its parentheses (outer 2), and likewise for
         // `and` (outer 3), so the tree does not change shape.
-        ConditionKind::Or(parts) => parts.iter().map(|p| condition(p, 2)).collect::<Vec<_>>().join(" or "),
-        ConditionKind::And(parts) => parts.iter().map(|p| condition(p, 3)).collect::<Vec<_>>().join(" and "),
-        ConditionKind::Not(inner) => format!("not {}", condition(inner, 4)),
-        ConditionKind::Compare { param, op, value } => {
+        ConditionExprKind::Or(parts) => parts.iter().map(|p| condition(p, 2)).collect::<Vec<_>>().join(" or "),
+        ConditionExprKind::And(parts) => parts.iter().map(|p| condition(p, 3)).collect::<Vec<_>>().join(" and "),
+        ConditionExprKind::Not(inner) => format!("not {}", condition(inner, 4)),
+        ConditionExprKind::Compare { param, op, value } => {
             format!("{} {} {}", param.name, op.as_str(), literal(&value.value))
         }
-        ConditionKind::In { param, values } => {
+        ConditionExprKind::In { param, values } => {
             format!("{} in [{}]", param.name, values.iter().map(|v| literal(&v.value)).collect::<Vec<_>>().join(", "))
         }
-        ConditionKind::Matches { param, glob } => format!("{} matches {}", param.name, quote(&glob.value)),
+        ConditionExprKind::Matches { param, glob } => format!("{} matches {}", param.name, quote(&glob.value)),
     };
     if precedence(c) < outer { format!("({text})") } else { text }
 }
@@ -1015,14 +1015,14 @@ fn entry_item(e: &ListEntry) -> Item {
         text: format!("{name} when {}", condition(cond, 0)),
     }]];
     let (parts, word, inner_outer) = match &cond.kind {
-        ConditionKind::Or(parts) => (parts, "or", 2),
-        ConditionKind::And(parts) => (parts, "and", 3),
+        ConditionExprKind::Or(parts) => (parts, "or", 2),
+        ConditionExprKind::And(parts) => (parts, "and", 3),
         _ => return Item { alts },
     };
     let lead = |i: usize, text: String| if i == 0 { format!("{name} when {text}") } else { format!("{word} {text}") };
-    let piece_lo = |i: usize, p: &Condition| if i == 0 { e.span.start } else { p.span.start };
+    let piece_lo = |i: usize, p: &ConditionExpr| if i == 0 { e.span.start } else { p.span.start };
     let last = parts.len() - 1;
-    let piece_hi = |i: usize, p: &Condition| if i == last { e.span.end } else { p.span.end };
+    let piece_hi = |i: usize, p: &ConditionExpr| if i == last { e.span.end } else { p.span.end };
     alts.push(
         parts
             .iter()
@@ -1035,11 +1035,11 @@ fn entry_item(e: &ListEntry) -> Item {
             })
             .collect(),
     );
-    if word == "or" && parts.iter().any(|p| matches!(p.kind, ConditionKind::And(_))) {
+    if word == "or" && parts.iter().any(|p| matches!(p.kind, ConditionExprKind::And(_))) {
         let mut deep = Vec::new();
         for (i, p) in parts.iter().enumerate() {
             match &p.kind {
-                ConditionKind::And(ands) => {
+                ConditionExprKind::And(ands) => {
                     let n = ands.len();
                     for (j, q) in ands.iter().enumerate() {
                         let lo = if j == 0 { piece_lo(i, p) } else { q.span.start };

@@ -448,6 +448,74 @@ fn diff_treats_a_new_entry_and_a_loosened_link_as_widenings() -> R {
     Ok(())
 }
 
+/// A two-link chain for `diff`: A in S delegates to B.T, B in T delegates to C.U; `root` is A's rule for
+/// `reaches_out`, `s_delegates` S's `delegates` line.
+fn two_links(root: &str, s_delegates: &str) -> String {
+    format!(
+        "person P\nextern tool Fetch \"Fetch\" (url: string) : reaches_out\n\
+         agent A \"a\" {{ sponsor P\n may {{ {root} }}\n skills [S] }}\n\
+         agent B \"b\" {{ sponsor P\n may {{ reaches_out: alone }}\n skills [T] }}\n\
+         agent C \"c\" {{ sponsor P\n may {{ reaches_out: alone }}\n skills [U] }}\n\
+         skill S \"s\" {{ tools [Fetch]\n {s_delegates} }}\n\
+         skill T \"t\" {{ tools [Fetch]\n delegates [C.U] }}\n\
+         skill U \"u\" {{ tools [Fetch] }}\n"
+    )
+}
+
+/// `diff` through a chain of two links (issue #21): what C can do via B.T via A.S changes when the root link
+/// A.S loosens, tightens or stops delegating, though C's direct call and C via B.T alone do not; each change is
+/// named with its whole chain, nearest link first, and directed as the delegated call moves.
+#[test]
+fn diff_follows_a_chain_of_two_links() -> R {
+    let delegating = "delegates [B.T]";
+    let strict = table_of(&two_links("reaches_out: propose", delegating));
+    let loose = table_of(&two_links("reaches_out: alone", delegating));
+    let shut = table_of(&two_links("reaches_out: never", delegating));
+    let cut = table_of(&two_links("reaches_out: propose", ""));
+    let child = |changes: &[permits::diff::Change]| {
+        changes.iter().find(|c| (c.agent.as_str(), c.skill.as_str(), c.tool.as_str()) == ("C", "U", "Fetch")).cloned()
+    };
+    let details = |c: &permits::diff::Change| c.details.iter().map(|(d, t)| (*d, t.clone())).collect::<Vec<_>>();
+    use permits::diff::Direction::{Narrowing, Widening};
+
+    let loosened = child(&permits::diff::diff(&strict, &loose)).ok_or("no change for C when the root loosens")?;
+    assert_eq!(details(&loosened), [(Widening, "via `B.T` via `A.S`: `propose` → `alone`".to_string())]);
+    assert_eq!(loosened.direction, Widening);
+
+    let tightened = child(&permits::diff::diff(&strict, &shut)).ok_or("no change for C when the root tightens")?;
+    assert_eq!(details(&tightened), [(Narrowing, "via `B.T` via `A.S`: `propose` → `never`".to_string())]);
+
+    let removed = child(&permits::diff::diff(&strict, &cut)).ok_or("no change for C when A.S stops delegating")?;
+    assert_eq!(details(&removed), [(Narrowing, "via `B.T` via `A.S`: `propose` → `never`".to_string())]);
+    let added = child(&permits::diff::diff(&cut, &strict)).ok_or("no change for C when A.S starts delegating")?;
+    assert_eq!(details(&added), [(Widening, "via `B.T` via `A.S`: `never` → `propose`".to_string())]);
+
+    // The one-link chain of B is reported as before, with its own name.
+    let b = permits::diff::diff(&strict, &loose);
+    let b = b.iter().find(|c| (c.agent.as_str(), c.skill.as_str()) == ("B", "T")).ok_or("no change for B")?;
+    assert_eq!(details(b), [(Widening, "via `A.S`: `propose` → `alone`".to_string())]);
+    Ok(())
+}
+
+/// `permitc diff` (the real binary) on the two-link chain: the root link loosening is a widening of C's
+/// delegated call, named by its chain, and `--fail-on-widen` exits 1.
+#[test]
+fn permitc_diff_names_a_two_link_chain() -> R {
+    let dir = std::env::temp_dir().join(format!("permits-diff-chain-{}", std::process::id()));
+    let (old, new) = (dir.join("old"), dir.join("new"));
+    for (path, root) in [(&old, "reaches_out: propose"), (&new, "reaches_out: alone")] {
+        std::fs::create_dir_all(path)?;
+        std::fs::write(path.join("desk.permits"), two_links(root, "delegates [B.T]"))?;
+    }
+    let (old, new) = (old.to_str().ok_or("path")?, new.to_str().ok_or("path")?);
+    let (code, out, err) = permitc(&["diff", old, new, "--fail-on-widen"])?;
+    std::fs::remove_dir_all(&dir)?;
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.starts_with("3 decisions changed: 3 widening, 0 narrowing, 0 neutral\n"), "{out}");
+    assert!(out.contains("WIDENING  (C, U, Fetch)\n          via `B.T` via `A.S`: `propose` → `alone`\n"), "{out}");
+    Ok(())
+}
+
 fn permitc(args: &[&str]) -> Result<(i32, String, String), Box<dyn std::error::Error>> {
     let out =
         std::process::Command::new(env!("CARGO_BIN_EXE_permitc")).args(args).current_dir(crate::root()).output()?;
@@ -455,8 +523,8 @@ fn permitc(args: &[&str]) -> Result<(i32, String, String), Box<dyn std::error::E
 }
 
 /// `permitc explain --via` (the real binary): outcome 1 — the delegated WebFetch is `propose` and the reason
-/// that decides is Coder's rule, named with its link, file and line; an undeclared chain is an error (exit 2).
-/// `permitc decide --via` decides the same, names the chain, and refuses a link without a `.` (exit 2).
+/// that decides is Coder's rule, named with its link, file and line; an undeclared chain is `never` (exit 0, a
+/// decision). `permitc decide --via` decides the same, names the chain, and refuses a link without a `.` (exit 2).
 #[test]
 fn explain_and_decide_take_the_chain() -> R {
     let (code, out, err) = permitc(&[
@@ -477,7 +545,7 @@ fn explain_and_decide_take_the_chain() -> R {
         out.contains("  * agent layer of link `Coder.FixBug`: propose — reaches_out: propose at policies/research-desk/agents.permits:7"),
         "{out}"
     );
-    let (code, _, err) = permitc(&[
+    let (code, out, err) = permitc(&[
         "explain",
         "--agent",
         "Coder",
@@ -490,8 +558,12 @@ fn explain_and_decide_take_the_chain() -> R {
         "policies/research-desk",
     ])?;
     assert_eq!(
-        (code, err.trim()),
-        (2, "error: not a declared delegation: `Researcher.Look` does not delegate to `Coder.FixBug`")
+        (code, out.as_str(), err.as_str()),
+        (
+            0,
+            "(Coder, FixBug, ReadFile) via Researcher.Look: never\n  refused: not a declared delegation: `Researcher.Look` does not delegate to `Coder.FixBug`\n",
+            ""
+        )
     );
     let dir = std::env::temp_dir().join(format!("permits-delegation-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -530,6 +602,161 @@ fn explain_and_decide_take_the_chain() -> R {
         "Coder",
     ])?;
     assert_eq!(code, 2, "{err}");
+    assert!(err.contains("permits::usage::via") && err.contains("`--via Coder` is not `AGENT.SKILL`"), "{err}");
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// The arguments of a `permitc decide` of `tool` by Researcher in Look on the research desk's compiled table,
+/// with `more` after them.
+fn decide_desk(
+    table: &str,
+    tool: &str,
+    args: &str,
+    more: &[&str],
+) -> Result<(i32, String, String), Box<dyn std::error::Error>> {
+    let mut all =
+        vec!["decide", "--table", table, "--agent", "Researcher", "--skill", "Look", "--tool", tool, "--args", args];
+    all.extend_from_slice(more);
+    permitc(&all)
+}
+
+/// `explain --via` and `decide --via` (the real binaries) agree on what is a decision and what is a usage
+/// error: a chain of declared names that is not a declared delegation is `never`, exit 0, from both; a link
+/// that is not `AGENT.SKILL` or names an unknown agent or skill is exit 2 from both, with the miette
+/// diagnostic `permits::usage::via` and the nearest name.
+#[test]
+fn explain_and_decide_agree_on_via_exit_codes() -> R {
+    let dir = std::env::temp_dir().join(format!("permits-via-exit-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let table = dir.join("desk.json");
+    let table = table.to_str().ok_or("path")?;
+    assert_eq!(permitc(&["compile", "policies/research-desk", "-o", table])?.0, 0);
+    let explain = |via: &str| {
+        permitc(&[
+            "explain",
+            "--agent",
+            "Researcher",
+            "--skill",
+            "Look",
+            "--tool",
+            "WebFetch",
+            "--via",
+            via,
+            "policies/research-desk",
+        ])
+    };
+    let decide = |via: &str| {
+        decide_desk(table, "WebFetch", r#"{"url": "https://a.example"}"#, &["--via", via, "--format", "human"])
+    };
+
+    // Declared names, not a declared delegation (Coder has no skill Review): a decision.
+    let (code, out, err) = explain("Coder.Review")?;
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (
+            0,
+            "(Researcher, Look, WebFetch) via Coder.Review: never\n  refused: not a declared delegation: `Coder.Review` does not delegate to `Researcher.Look`\n",
+            ""
+        )
+    );
+    let (code, out, err) = decide("Coder.Review")?;
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (
+            0,
+            "`Researcher` / `Look` / `WebFetch` via `Coder.Review`: never (not a declared delegation: `Coder.Review` does not delegate to `Researcher.Look`)\n",
+            ""
+        )
+    );
+    let (code, out, _) = permitc(&[
+        "explain",
+        "--agent",
+        "Researcher",
+        "--skill",
+        "Look",
+        "--tool",
+        "WebFetch",
+        "--via",
+        "Coder.Review",
+        "--format",
+        "json",
+        "policies/research-desk",
+    ])?;
+    assert_eq!(code, 0);
+    let v: Value = serde_json::from_str(&out)?;
+    assert_eq!((v["level"].as_str(), &v["via"]), (Some("never"), &json!([{ "agent": "Coder", "skill": "Review" }])));
+
+    // Usage errors, the same from both.
+    for (via, message, help) in [
+        ("Codr.FixBug", "`--via Codr.FixBug`: the package declares no agent `Codr`", "did you mean `Coder`?"),
+        ("Coder.FixBgu", "`--via Coder.FixBgu`: the package declares no skill `FixBgu`", "did you mean `FixBug`?"),
+        (
+            "Zed.FixBug",
+            "`--via Zed.FixBug`: the package declares no agent `Zed`",
+            "the package's agents: Coder, Researcher, Reviewer",
+        ),
+        ("CoderFixBug", "`--via CoderFixBug` is not `AGENT.SKILL`", "joined by one `.`: `--via Coder.FixBug`"),
+    ] {
+        for (code, out, err) in [explain(via)?, decide(via)?] {
+            assert_eq!((code, out.as_str()), (2, ""), "{via}: {err}");
+            assert!(err.contains("permits::usage::via"), "{via}: {err}");
+            assert!(err.contains(&format!("× {message}")), "{via}: {err}");
+            assert!(err.contains(&format!("help: {help}")) || err.contains(help), "{via}: {err}");
+        }
+    }
+    std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// `permitc decide` in human form says what the JSON says: a `never` without a refusal names the rule that
+/// makes it `never` (the layer, the link of a chain, the rule and its place, as `explain` does), and a
+/// `propose` spend within the budget's allowance says it is granted automatically, nobody asked, where the JSON
+/// carries `automatic_grant`; over the allowance it waits on the requester, and the JSON has no
+/// `automatic_grant`.
+#[test]
+fn decide_names_the_rule_of_a_bare_never_and_an_automatic_grant() -> R {
+    let dir = std::env::temp_dir().join(format!("permits-decide-human-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let table = dir.join("desk.json");
+    let table = table.to_str().ok_or("path")?;
+    assert_eq!(permitc(&["compile", "policies/research-desk", "-o", table])?.0, 0);
+    let human = ["--via", "Coder.FixBug", "--requester", "Ben", "--format", "human"];
+
+    let (code, out, _) = decide_desk(table, "SendMail", r#"{"to": "a@x.example"}"#, &human)?;
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "`Researcher` / `Look` / `SendMail` via `Coder.FixBug`: never (agent layer of link `Coder.FixBug`: sends: never at agents.permits:8)\n"
+        )
+    );
+
+    let (code, out, _) = decide_desk(table, "BuyCredits", r#"{"amount": 300}"#, &human)?;
+    assert_eq!(
+        (code, out.as_str()),
+        (
+            0,
+            "`Researcher` / `Look` / `BuyCredits` via `Coder.FixBug`: propose, granted automatically: nobody is asked (300 cents is within the `Research` allowance of 500 cents; decide keeps no ledger, so nothing is spent yet)\n"
+        )
+    );
+    let (_, out, _) =
+        decide_desk(table, "BuyCredits", r#"{"amount": 300}"#, &["--via", "Coder.FixBug", "--requester", "Ben"])?;
+    let v: Value = serde_json::from_str(&out)?;
+    assert_eq!(
+        (v["level"].as_str(), &v["automatic_grant"]),
+        (Some("propose"), &json!({"budget": "Research", "amount": 300, "unit": "cents", "alone_up_to": 500}))
+    );
+
+    let (code, out, _) = decide_desk(table, "BuyCredits", r#"{"amount": 1500}"#, &human)?;
+    assert_eq!(
+        (code, out.as_str()),
+        (0, "`Researcher` / `Look` / `BuyCredits` via `Coder.FixBug`: propose (waits on a decision from Ben)\n")
+    );
+    let (_, out, _) =
+        decide_desk(table, "BuyCredits", r#"{"amount": 1500}"#, &["--via", "Coder.FixBug", "--requester", "Ben"])?;
+    let v: Value = serde_json::from_str(&out)?;
+    assert_eq!((v["level"].as_str(), v.get("automatic_grant")), (Some("propose"), None));
     std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

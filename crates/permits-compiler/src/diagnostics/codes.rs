@@ -156,6 +156,8 @@ codes! {
     TestFailed = "permits::test::failed", Error, "an expectation of a `test` block that the compiled table does not meet";
     /// An expectation written without arguments whose level depends on the arguments (spec §7).
     TestDependsOnArguments = "permits::test::depends_on_arguments", Error, "an expectation written without arguments whose level depends on the arguments";
+    /// A `--via` link of `permitc decide` or `explain` that is not `AGENT.SKILL`, or names an agent or skill the package does not declare.
+    UsageVia = "permits::usage::via", Error, "a `--via` link that is not `AGENT.SKILL`, or names an agent or skill the package does not declare";
 }
 
 impl Code {

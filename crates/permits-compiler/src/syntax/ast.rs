@@ -217,7 +217,7 @@ pub struct Expect {
     /// The tool.
     pub tool: Ident,
     /// The call's arguments, in written order.
-    pub args: Vec<(Ident, Literal)>,
+    pub args: Vec<(Ident, LiteralExpr)>,
     /// `via Agent.Skill …`: the call's delegation chain, nearest first (spec §3b); empty for a direct call.
     pub via: Vec<DelegateRef>,
     /// `in MODE`: the mode the call is made in, if written.
@@ -508,29 +508,29 @@ pub struct ListEntry {
     /// The tool.
     pub tool: Ident,
     /// `when …`: the entry applies only when the condition holds.
-    pub condition: Option<Condition>,
+    pub condition: Option<ConditionExpr>,
     /// The whole entry.
     pub span: Span,
 }
 
 /// A condition on a tool's parameters, as written (spec §3 item 5).
 #[derive(Clone, Debug)]
-pub struct Condition {
+pub struct ConditionExpr {
     /// What it says.
-    pub kind: ConditionKind,
+    pub kind: ConditionExprKind,
     /// Where it is written.
     pub span: Span,
 }
 
 /// The shapes of a condition.
 #[derive(Clone, Debug)]
-pub enum ConditionKind {
+pub enum ConditionExprKind {
     /// `a or b`
-    Or(Vec<Condition>),
+    Or(Vec<ConditionExpr>),
     /// `a and b`
-    And(Vec<Condition>),
+    And(Vec<ConditionExpr>),
     /// `not a` (a run of `not`s is folded to its parity, so this never nests in itself)
-    Not(Box<Condition>),
+    Not(Box<ConditionExpr>),
     /// `param OP value`
     Compare {
         /// The parameter.
@@ -538,14 +538,14 @@ pub enum ConditionKind {
         /// The operator.
         op: CompareOp,
         /// The value.
-        value: Literal,
+        value: LiteralExpr,
     },
     /// `param in [..]`
     In {
         /// The parameter.
         param: Ident,
         /// The values.
-        values: Vec<Literal>,
+        values: Vec<LiteralExpr>,
     },
     /// `param matches "glob"`
     Matches {
@@ -558,7 +558,7 @@ pub enum ConditionKind {
 
 /// A value in a condition or a `test` argument, with where it is written.
 #[derive(Clone, Debug)]
-pub struct Literal {
+pub struct LiteralExpr {
     /// The value.
     pub value: LiteralValue,
     /// Where.
@@ -598,7 +598,7 @@ pub enum AgentStatement {
     /// `skills [..]`
     Skills(Vec<Ident>, Span),
     /// `route T to ..`: the default for all its skills.
-    Route(Route),
+    Route(RouteStmt),
 }
 
 /// `skill Name "description" { .. }`
@@ -620,7 +620,7 @@ pub enum SkillStatement {
     /// `may { .. }`
     May(MayBlock),
     /// `route T to ..`
-    Route(Route),
+    Route(RouteStmt),
     /// `delegates [Agent.Skill, ..]` (spec §3b), with the whole statement's span.
     Delegates(Vec<DelegateRef>, Span),
 }
@@ -638,7 +638,7 @@ pub struct DelegateRef {
 
 /// `route T to person P`
 #[derive(Clone, Debug)]
-pub struct Route {
+pub struct RouteStmt {
     /// The tool routed.
     pub tool: Ident,
     /// Who decides.

@@ -786,35 +786,35 @@ fn list_entry_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ListEntry {
 }
 
 /// condition = { or_expr }
-fn condition_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+fn condition_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ConditionExpr {
     let p = inner(pair).next().unwrap_or_else(|| unreachable!("condition: an or_expr"));
     or_from_pair(p, ctx)
 }
 
 /// or_expr = { and_expr ~ (kw_or ~ and_expr)* }
-fn or_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+fn or_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ConditionExpr {
     let span = ctx.span(&pair);
-    let mut parts: Vec<Condition> =
+    let mut parts: Vec<ConditionExpr> =
         inner(pair).filter(|p| p.as_rule() == Rule::and_expr).map(|p| and_from_pair(p, ctx)).collect();
     if parts.len() == 1 {
         return parts.remove(0);
     }
-    Condition { kind: ConditionKind::Or(parts), span }
+    ConditionExpr { kind: ConditionExprKind::Or(parts), span }
 }
 
 /// and_expr = { not_expr ~ (kw_and ~ not_expr)* }
-fn and_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+fn and_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ConditionExpr {
     let span = ctx.span(&pair);
-    let mut parts: Vec<Condition> =
+    let mut parts: Vec<ConditionExpr> =
         inner(pair).filter(|p| p.as_rule() == Rule::not_expr).map(|p| not_from_pair(p, ctx)).collect();
     if parts.len() == 1 {
         return parts.remove(0);
     }
-    Condition { kind: ConditionKind::And(parts), span }
+    ConditionExpr { kind: ConditionExprKind::And(parts), span }
 }
 
 /// not_expr = { kw_not* ~ primary }
-fn not_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+fn not_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ConditionExpr {
     let span = ctx.span(&pair);
     let mut nots = 0usize;
     let mut primary = None;
@@ -826,11 +826,11 @@ fn not_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
     }
     let primary = primary.unwrap_or_else(|| unreachable!("not_expr: a primary"));
     // `not not a` is `a`: fold the run to its parity, so the tree never nests `not`s.
-    if nots % 2 == 1 { Condition { kind: ConditionKind::Not(Box::new(primary)), span } } else { primary }
+    if nots % 2 == 1 { ConditionExpr { kind: ConditionExprKind::Not(Box::new(primary)), span } } else { primary }
 }
 
 /// primary = { "(" ~ or_expr ~ ")" | comparison }
-fn primary_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+fn primary_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ConditionExpr {
     let p = inner(pair).next().unwrap_or_else(|| unreachable!("primary: an or_expr or a comparison"));
     match p.as_rule() {
         Rule::or_expr => or_from_pair(p, ctx),
@@ -839,7 +839,7 @@ fn primary_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
 }
 
 /// comparison = { ident ~ (in_list | matches_glob | compare_op ~ literal) }
-fn comparison_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
+fn comparison_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ConditionExpr {
     let span = ctx.span(&pair);
     let mut it = inner(pair);
     let param = ident_from_pair(it.next().unwrap_or_else(|| unreachable!("comparison: a parameter")), ctx);
@@ -848,27 +848,27 @@ fn comparison_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Condition {
         Rule::in_list => {
             let values =
                 inner(next).filter(|p| p.as_rule() == Rule::literal).map(|p| literal_from_pair(p, ctx)).collect();
-            ConditionKind::In { param, values }
+            ConditionExprKind::In { param, values }
         }
         Rule::matches_glob => {
             let glob = inner(next).find(|p| p.as_rule() == Rule::string).map(|p| string_from_pair(p, ctx));
-            ConditionKind::Matches { param, glob: glob.unwrap_or_else(|| unreachable!("matches_glob: a string")) }
+            ConditionExprKind::Matches { param, glob: glob.unwrap_or_else(|| unreachable!("matches_glob: a string")) }
         }
         _ => {
             let op = CompareOp::from_str_op(next.as_str()).unwrap_or_else(|| unreachable!("compare_op: six operators"));
             let value = literal_from_pair(it.next().unwrap_or_else(|| unreachable!("comparison: a value")), ctx);
-            ConditionKind::Compare { param, op, value }
+            ConditionExprKind::Compare { param, op, value }
         }
     };
-    Condition { kind, span }
+    ConditionExpr { kind, span }
 }
 
 /// literal = { decimal | number | string | boolean }
-fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Literal {
+fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> LiteralExpr {
     let span = ctx.span(&pair);
     let p = inner(pair).next().unwrap_or_else(|| unreachable!("literal: a decimal, number, string or boolean"));
     let value = match p.as_rule() {
-        Rule::decimal => return Literal { value: LiteralValue::Decimal(p.as_str().to_string()), span },
+        Rule::decimal => return LiteralExpr { value: LiteralValue::Decimal(p.as_str().to_string()), span },
         Rule::string => crate::table::Literal::String(string_from_pair(p, ctx).value),
         Rule::boolean => crate::table::Literal::Bool(p.as_str() == "true"),
         _ => match p.as_str().parse::<i64>() {
@@ -883,7 +883,7 @@ fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Literal {
             }
         },
     };
-    Literal { value: LiteralValue::Value(value), span }
+    LiteralExpr { value: LiteralValue::Value(value), span }
 }
 
 /// agent_decl = { kw_agent ~ ident ~ string? ~ "{" ~ agent_stmt* ~ "}" }
@@ -945,7 +945,7 @@ fn skill_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Skill {
 
 /// route_stmt = { kw_route ~ ident ~ kw_to ~ route_target }
 /// route_target = { kw_person ~ ident | kw_role ~ ident | kw_queue ~ ident | kw_requester }
-fn route_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Route {
+fn route_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> RouteStmt {
     let span = ctx.span(&pair);
     let mut tool = None;
     let mut target = None;
@@ -968,7 +968,7 @@ fn route_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Route {
         }
     }
     let (Some(tool), Some(target)) = (tool, target) else { unreachable!("route_stmt: a tool and a target") };
-    Route { tool, target, span }
+    RouteStmt { tool, target, span }
 }
 
 /// A pest error as a diagnostic: what was found, what was expected (in the language's words).

@@ -43,21 +43,30 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
     let mut call = crate::runtime::Call::new(c.agent, c.skill, c.tool).with_arguments(arguments);
     call.requester = c.requester.map(str::to_string);
     call.mode = c.mode.map(str::to_string);
-    for link in c.via {
-        match crate::table::ChainLink::parse(link) {
-            Some(l) => call = call.delegated_by(l.agent, l.skill),
-            None => {
-                errln!("error: `--via {link}` is not `AGENT.SKILL` (a delegating agent and the skill it works in)");
-                return 2;
+    match super::parse_via(c.via, table.agents.keys().map(String::as_str), table.skills.keys().map(String::as_str)) {
+        Ok(chain) => {
+            for l in chain {
+                call = call.delegated_by(l.agent, l.skill);
             }
         }
+        Err(d) => return super::usage_error(d),
     }
     call.operation_key = c.task.map(str::to_string);
     let d = crate::runtime::decide_table(&table, &call);
+    let automatic = automatic_grant(&table, &d, &call);
     let Some(task) = c.task else {
         match format {
-            Format::Json => outln!("{}", d.to_json()),
-            Format::Human => outln!("{}", d.summary()),
+            Format::Json => match &automatic {
+                None => outln!("{}", d.to_json()),
+                Some(a) => {
+                    let mut value = serde_json::to_value(&d).unwrap_or(serde_json::Value::Null);
+                    if let Some(object) = value.as_object_mut() {
+                        object.insert("automatic_grant".into(), a.to_json());
+                    }
+                    outln!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
+                }
+            },
+            Format::Human => outln!("{}", summary(&table, &d, automatic.as_ref())),
         }
         return 0;
     };
@@ -71,6 +80,9 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
             let mut value = serde_json::to_value(&d).unwrap_or(serde_json::Value::Null);
             if let Some(object) = value.as_object_mut() {
                 object.insert("task".into(), serde_json::Value::String(task.to_string()));
+                if let Some(a) = &automatic {
+                    object.insert("automatic_grant".into(), a.to_json());
+                }
                 if let Some(s) = &spend {
                     object.insert(
                         "spend".into(),
@@ -92,7 +104,7 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
             outln!("{}", serde_json::to_string_pretty(&value).unwrap_or_default());
         }
         Format::Human => {
-            let mut line = format!("{}; task `{task}`", d.summary());
+            let mut line = format!("{}; task `{task}`", summary(&table, &d, automatic.as_ref()));
             if let Some(s) = &spend {
                 let unit = &s.info.unit;
                 match s.info.per_task {
@@ -113,6 +125,98 @@ pub(in crate::cli) fn decide(table_path: &Path, c: &TripleCall<'_>, trust: &[Str
         }
     }
     0
+}
+
+/// A `propose` call the runtime grants by itself, nobody asked (spec §6 "Automatic grants"): it spends an
+/// amount within its budget's `alone_up_to` that fits under the ceiling and, when the budget has one, the
+/// per-task cap. `decide` keeps no ledger, so the budget and the task have spent nothing.
+struct AutomaticGrant {
+    budget: String,
+    amount: u64,
+    unit: String,
+    alone_up_to: u64,
+}
+
+impl AutomaticGrant {
+    fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "budget": self.budget,
+            "amount": self.amount,
+            "unit": self.unit,
+            "alone_up_to": self.alone_up_to,
+        })
+    }
+}
+
+/// Whether `d` would be granted automatically (see [`AutomaticGrant`]).
+fn automatic_grant(
+    table: &crate::table::Table,
+    d: &crate::runtime::Decision,
+    call: &crate::runtime::Call,
+) -> Option<AutomaticGrant> {
+    if d.level != crate::table::Level::Propose {
+        return None;
+    }
+    let tool = table.tools.get(&call.tool)?;
+    let spend = table.spend_of(tool, call.arguments.as_object()?).ok()??;
+    let fits = !spend.over_allowance()
+        && spend.amount <= spend.info.ceiling
+        && spend.info.per_task.is_none_or(|cap| spend.amount <= cap);
+    fits.then(|| AutomaticGrant {
+        budget: spend.budget.to_string(),
+        amount: spend.amount,
+        unit: spend.info.unit.clone(),
+        alone_up_to: spend.info.alone_up_to,
+    })
+}
+
+/// The human line of a decision: the runtime's summary, with what it leaves out — for an automatic grant
+/// that nobody is asked (instead of who it would wait on), and for a `never` that has no refusal, the rules
+/// that make it `never`, as `explain` names them (the layer, the link of a chain, the rule and its place).
+fn summary(table: &crate::table::Table, d: &crate::runtime::Decision, automatic: Option<&AutomaticGrant>) -> String {
+    if let Some(a) = automatic {
+        let mut shown = d.clone();
+        shown.decider = None;
+        return format!(
+            "{}, granted automatically: nobody is asked ({} {} is within the `{}` allowance of {} {}; decide keeps no ledger, so nothing is spent yet)",
+            shown.summary(),
+            a.amount,
+            a.unit,
+            a.budget,
+            a.alone_up_to,
+            a.unit
+        );
+    }
+    let line = d.summary();
+    if d.level != crate::table::Level::Never || d.refusal.is_some() {
+        return line;
+    }
+    // The link reasons come last in `d.reasons`, nearest link first, after the triple's own.
+    let links = table.chain_links(&d.agent, &d.skill, &d.tool, &d.via).unwrap_or_default();
+    let from_links: usize = links.iter().map(|l| l.because.len()).sum();
+    let own = d.reasons.len().checked_sub(from_links).unwrap_or(d.reasons.len());
+    let mut tagged: Vec<(Option<&crate::table::ChainLink>, &crate::table::Reason)> =
+        d.reasons[..own].iter().map(|r| (None, r)).collect();
+    for (link, entry) in d.via.iter().zip(&links) {
+        tagged.extend(entry.because.iter().map(|r| (Some(link), r)));
+    }
+    let words: Vec<String> = tagged
+        .into_iter()
+        .filter(|(_, r)| r.level == crate::table::Level::Never)
+        .map(|(link, r)| {
+            let layer = match r.layer {
+                Some(crate::table::Layer::Package) => "package-wide layer",
+                Some(crate::table::Layer::Agent) => "agent layer",
+                Some(crate::table::Layer::Skill) => "skill layer",
+                Some(crate::table::Layer::Mode) => "mode layer",
+                None => "reserved subject",
+            };
+            let of_link = link.map(|l| format!(" of link `{l}`")).unwrap_or_default();
+            let at = r.at.as_ref().map(|at| format!(" at {at}")).unwrap_or_default();
+            format!("{layer}{of_link}: {}{at}", r.rule)
+        })
+        .collect();
+    if words.is_empty() { line } else { format!("{line} ({})", words.join("; ")) }
 }
 
 /// Checks `TABLE.sig` against the trusted keys (each 64 hex digits, or a file holding them).

@@ -11,32 +11,40 @@ pub(in crate::cli) fn explain(
     via: &[String],
     format: Format,
 ) -> u8 {
-    let mut chain = Vec::new();
-    for link in via {
-        match crate::table::ChainLink::parse(link) {
-            Some(l) => chain.push(l),
-            None => {
-                errln!("error: `--via {link}` is not `AGENT.SKILL` (a delegating agent and the skill it works in)");
-                return 2;
-            }
-        }
+    /// Why there is no explanation: a usage error (a malformed `--via`) or an unknown mode.
+    enum Refusal {
+        Via(Diagnostic),
+        Message(String),
     }
-    let result = with_analysis(path, format, |a| match mode {
-        Some(m) if !a.model.modes.contains_key(m) => {
+    let result = with_analysis(path, format, |a| {
+        let chain = super::parse_via(via, a.model.agents.keys().copied(), a.model.skills.keys().copied())
+            .map_err(Refusal::Via)?;
+        if let Some(m) = mode.filter(|m| !a.model.modes.contains_key(m)) {
             let near = crate::diagnostics::closest(m, a.model.modes.keys().copied());
-            Err(match near {
+            return Err(Refusal::Message(match near {
                 Some(n) => format!("unknown mode `{m}`; did you mean `{n}`?"),
                 None => format!("unknown mode `{m}`: the package declares no such mode"),
-            })
+            }));
         }
-        _ => match crate::explain::undeclared_link(a, agent, skill, &chain) {
-            Some(why) => Err(why),
-            None => Ok(crate::explain::explain_via(a, agent, skill, tool, mode, &chain)),
-        },
+        let e = crate::explain::explain_via(a, agent, skill, tool, mode, &chain);
+        // A call through a link that is not a declared delegation is a decision, `never`, as `decide` and
+        // the runtime give it (asked of a triple that is offered; one that is not says so first).
+        Ok(match (&e, crate::explain::undeclared_link(a, agent, skill, &chain)) {
+            (Explanation::Offered(_), Some(refusal)) => Explanation::Undeclared(crate::explain::UndeclaredChain {
+                agent: agent.to_string(),
+                skill: skill.to_string(),
+                tool: tool.to_string(),
+                via: chain,
+                level: Level::Never,
+                refusal,
+            }),
+            _ => e,
+        })
     });
     let explanation = match result {
         Ok(Ok(e)) => e,
-        Ok(Err(message)) => {
+        Ok(Err(Refusal::Via(d))) => return super::usage_error(d),
+        Ok(Err(Refusal::Message(message))) => {
             errln!("error: {message}");
             return 2;
         }
@@ -45,7 +53,7 @@ pub(in crate::cli) fn explain(
     match format {
         // Through a `Value`, so keys come out sorted, as every JSON output of `permitc`.
         Format::Json => match serde_json::to_value(&explanation) {
-            Ok(v) if matches!(explanation, Explanation::NotOffered(_)) => outln!("{v}"),
+            Ok(v) if matches!(explanation, Explanation::NotOffered(_) | Explanation::Undeclared(_)) => outln!("{v}"),
             Ok(v) => outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default()),
             Err(e) => errln!("error: {e}"),
         },
@@ -65,6 +73,10 @@ fn explain_text(e: &Explanation) -> String {
     let d = match e {
         Explanation::NotOffered(n) => {
             return format!("({}, {}, {}): never\n  not offered: {}\n", n.agent, n.skill, n.tool, n.reason);
+        }
+        Explanation::Undeclared(u) => {
+            let via: String = u.via.iter().map(|l| format!(" via {l}")).collect();
+            return format!("({}, {}, {}){via}: never\n  refused: {}\n", u.agent, u.skill, u.tool, u.refusal);
         }
         Explanation::Offered(d) => d,
     };
