@@ -23,7 +23,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the API on the table and the store until SIGTERM or Ctrl-C (SIGHUP reloads the table).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Make, list and revoke API keys.
     Keys {
         /// What to do with keys.

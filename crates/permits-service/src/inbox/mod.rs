@@ -6,9 +6,9 @@
 //! a URL or a form. The guarantees, each with its test in `tests/service/inbox.rs`:
 //!
 //! - **Sign-in**: a password (Argon2id, [`crate::people`]); sessions are a random 32-byte id in a cookie
-//!   `permits_session` (`HttpOnly; SameSite=Strict; Path=/`, and `Secure` with `--secure-cookies` — `permitd`
-//!   has no TLS of its own yet: put it behind a TLS proxy), kept in the store as a digest only, ending after
-//!   [`crate::people::SESSION_LIFETIME`].
+//!   `permits_session` (`HttpOnly; SameSite=Strict; Path=/`, and `Secure` when `permitd` serves TLS
+//!   (`--tls-cert`) or with `--secure-cookies` behind a TLS proxy), kept in the store as a digest only,
+//!   ending after [`crate::people::SESSION_LIFETIME`].
 //! - **CSRF**: every form carries a token derived from the session id (SHA-256 of a purpose and the id; the
 //!   sign-in form's from a pre-session cookie), checked on every POST before anything else.
 //! - **Throttling**: [`PERSON_FAILURES`] failed sign-ins for one person, or [`ADDRESS_FAILURES`] from one
@@ -16,7 +16,13 @@
 //!   (429) until the oldest failure is older than the window; a password is not even checked then. The
 //!   counts are this instance's, in memory.
 //! - **Second factor**: a person may add TOTP (RFC 6238) on `/inbox/totp`; sign-in then asks for its code
-//!   (each code once). With `--require-totp`, approving needs one.
+//!   (each code once). With `--require-totp` a person without one reaches only `/inbox/totp` (every other
+//!   page redirects there, every other POST is 403) until they confirm one.
+//! - **Single sign-on** (opt-in, [`Trusted`]): a reverse proxy names the person in a header and proves
+//!   itself with a shared secret ([`PROXY_SECRET_HEADER`], compared in constant time); a request naming a
+//!   person without it is 401 and logged. There is no password sign-in then; a session only carries the
+//!   CSRF secret and must be the named person's. Fresh sign-in is the proxy's: it vouched for this very
+//!   request, so the session's age is 0.
 //! - **Fresh sign-in**: approving (once, for the task, or always) needs a sign-in younger than
 //!   `--fresh-sign-in SECONDS` ([`DEFAULT_FRESH_SIGN_IN`]); an older session is shown the sign-in form.
 //! - **Refusals**: a page asked for without a session redirects to the sign-in (GET) or is refused with 403
@@ -61,10 +67,10 @@ const SIGN_IN_COOKIE: &str = "permits_signin";
 pub(crate) struct Inbox {
     /// `--fresh-sign-in`, in seconds.
     pub(crate) fresh_sign_in: u64,
-    /// `--secure-cookies`: cookies are marked `Secure` (the service is reached over TLS, through a proxy:
-    /// `permitd` serves plain HTTP).
+    /// `--tls-cert` or `--secure-cookies`: cookies are marked `Secure` (the service is reached over TLS,
+    /// its own or a proxy's).
     pub(crate) secure: bool,
-    /// `--require-totp`: approving needs a confirmed second factor.
+    /// `--require-totp`: nothing but enrolling a second factor until a person has confirmed one.
     pub(crate) require_totp: bool,
     /// `--trusted-header-user`: single sign-on through a reverse proxy.
     pub(crate) trusted: Option<Trusted>,
@@ -273,7 +279,7 @@ impl FromRequestParts<Arc<App>> for Signed {
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Signed, Response> {
         // Single sign-on: the proxy vouches for the person of this very request, or nobody is signed in.
         let vouched = match &app.inbox.trusted {
-            Some(_) => Some(vouched(app, parts)?),
+            Some(_) => Some(vouched(app, parts).map_err(|refused| *refused)?),
             None => None,
         };
         let id = cookie(&parts.headers, SESSION_COOKIE).filter(|id| is_secret(id)).map(str::to_string);
@@ -325,9 +331,9 @@ const SECOND_FACTOR_FIRST: &str =
 /// secret is refused (401) and logged (its address and the header's name, never a secret); one naming
 /// nobody is refused too (401: this inbox signs in through its proxy only), and so is one naming a person
 /// the table does not know (403).
-fn vouched(app: &App, parts: &Parts) -> Result<String, Response> {
+fn vouched(app: &App, parts: &Parts) -> Result<String, Box<Response>> {
     let Some(trusted) = &app.inbox.trusted else {
-        return Err(error_page(None, StatusCode::INTERNAL_SERVER_ERROR, "no single sign-on"));
+        return Err(Box::new(error_page(None, StatusCode::INTERNAL_SERVER_ERROR, "no single sign-on")));
     };
     let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.to_string()).unwrap_or_default();
     match trusted.vouched(&parts.headers) {
@@ -338,17 +344,17 @@ fn vouched(app: &App, parts: &Parts) -> Result<String, Response> {
                 permits_runtime::display::visible(&person),
                 trusted.user
             );
-            Err(error_page(
+            Err(Box::new(error_page(
                 None,
                 StatusCode::FORBIDDEN,
                 "the single sign-on names a person this service's table does not know: ask the operator",
-            ))
+            )))
         }
-        Ok(None) => Err(error_page(
+        Ok(None) => Err(Box::new(error_page(
             None,
             StatusCode::UNAUTHORIZED,
             "this inbox signs persons in through its single sign-on proxy only: open it through the proxy",
-        )),
+        ))),
         Err(()) => {
             eprintln!(
                 "permitd: inbox: refused a request naming a person in `{}` without the proxy's secret in `{PROXY_SECRET_HEADER}` ({} {} from {peer}): nobody is signed in",
@@ -356,11 +362,11 @@ fn vouched(app: &App, parts: &Parts) -> Result<String, Response> {
                 parts.method,
                 parts.uri.path()
             );
-            Err(error_page(
+            Err(Box::new(error_page(
                 None,
                 StatusCode::UNAUTHORIZED,
                 "this request names a person but does not come from the single sign-on proxy: refused",
-            ))
+            )))
         }
     }
 }
@@ -429,7 +435,7 @@ async fn sign_in_page(State(app): State<Arc<App>>, request: axum::extract::Reque
     // Single sign-on: the proxy vouched for the person; a session is made only for its CSRF secret.
     let person = match vouched(&app, &parts) {
         Ok(person) => person,
-        Err(refused) => return refused,
+        Err(refused) => return *refused,
     };
     let old = cookie(&parts.headers, SESSION_COOKIE).filter(|s| is_secret(s)).map(str::to_string);
     signed_in(&app, person, old, &next).await

@@ -12,7 +12,7 @@ use super::{R, Server, Temp, permitd};
 
 /// A self-signed certificate for `localhost` and 127.0.0.1 (P-256, a day) and its key, by `openssl`:
 /// (certificate, key).
-fn certificate(dir: &Temp, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+pub(super) fn certificate(dir: &Temp, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
     let (cert, key) = (dir.path(&format!("{name}.crt")), dir.path(&format!("{name}.key")));
     let out = Command::new("openssl")
         .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
@@ -29,8 +29,22 @@ fn certificate(dir: &Temp, name: &str) -> (std::path::PathBuf, std::path::PathBu
     (cert, key)
 }
 
+/// The base-64 SHA-256 of the certificate's public key (SPKI), as Chromium's
+/// `--ignore-certificate-errors-spki-list` takes it.
+pub(super) fn spki_sha256(cert: &Path) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("openssl x509 -pubkey -noout -in \"$1\" | openssl pkey -pubin -outform der | openssl dgst -sha256 -binary | openssl base64 -A")
+        .arg("sh")
+        .arg(cert)
+        .output()
+        .expect("openssl");
+    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
 /// A client trusting only the certificate `cert` (rustls with ring, as the service).
-fn trusting(cert: &Path) -> ureq::Agent {
+pub(super) fn trusting(cert: &Path) -> ureq::Agent {
     use ureq::tls::{Certificate, RootCerts, TlsConfig, TlsProvider};
     let pem = std::fs::read(cert).expect("the certificate");
     let root = Certificate::from_pem(&pem).expect("a PEM certificate").to_owned();
