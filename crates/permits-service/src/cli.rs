@@ -23,7 +23,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Serve the API on the table and the store until SIGTERM or Ctrl-C (SIGHUP reloads the table).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Make, list and revoke API keys.
     Keys {
         /// What to do with keys.
@@ -97,14 +97,32 @@ pub struct ServeArgs {
     /// rule); 0 asks for a password at every approval.
     #[arg(long, default_value_t = crate::inbox::DEFAULT_FRESH_SIGN_IN)]
     pub fresh_sign_in: u64,
-    /// The inbox: approving needs a second factor (TOTP, added by each person on `/inbox/totp`); without
-    /// it a person still signs in and reads, but cannot approve.
+    /// The inbox: a second factor is mandatory: a person without TOTP who signs in with a password can only
+    /// add one (on `/inbox/totp`) — no inbox, no decision — until they do; then sign-in asks for its code.
     #[arg(long)]
     pub require_totp: bool,
     /// The inbox: mark its cookies `Secure`, so a browser sends them over HTTPS only. Set it when persons
-    /// reach the service through a TLS proxy (`permitd` itself serves plain HTTP).
+    /// reach the service through a TLS proxy; with `--tls-cert` they are `Secure` anyway.
     #[arg(long)]
     pub secure_cookies: bool,
+    /// Serve HTTPS (TLS 1.2 and 1.3, rustls with ring) with this certificate chain (PEM, the server's
+    /// certificate first); needs `--tls-key`. The inbox's cookies are then `Secure`. Without it `permitd`
+    /// serves plain HTTP.
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of `--tls-cert` (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The inbox's single sign-on through a reverse proxy (off by default): the proxy names the signed-in
+    /// person in this header (`X-Forwarded-User`). Needs `--trusted-header-secret-file`: a request naming a
+    /// person without the proxy's secret in `X-Permits-Proxy-Secret` is refused (401). With it the inbox
+    /// has no password sign-in.
+    #[arg(long)]
+    pub trusted_header_user: Option<String>,
+    /// The secret the proxy sends in `X-Permits-Proxy-Secret` with every request (the file's first line, at
+    /// least 32 characters of visible ASCII).
+    #[arg(long)]
+    pub trusted_header_secret_file: Option<PathBuf>,
     /// Announce each new proposal to a webhook: `person:NAME=URL` (proposals that person decides),
     /// `role:NAME=URL` or `queue:NAME=URL` (proposals routed there); plain `http://`; repeatable. The
     /// body is Slack-compatible JSON with the label, who asks and a link to the inbox, never an argument.

@@ -18,6 +18,7 @@
 //! |---|---|
 //! | [`cli`] | the command line: `permitd serve`, `permitd keys add / list / revoke`, `permitd people set-password` |
 //! | [`server`] | startup: the table, the store, the listener, reload on `SIGHUP`, the end on `SIGTERM` |
+//! | [`tls`] | optional HTTPS (`--tls-cert`, `--tls-key`): rustls with ring, handshakes off the accept loop |
 //! | `body` | bounded JSON bodies and queries: size, depth, unknown fields, errors as JSON |
 //! | [`keys`] | host, person and admin keys: random tokens, stored as SHA-256 digests, revocable |
 //! | `api` | the routes under `/v1/`, one file per family (offer, calls, proposals, executions, rules, …) |
@@ -36,6 +37,7 @@ pub mod keys;
 pub mod people;
 pub mod server;
 pub mod store;
+pub mod tls;
 pub mod webhooks;
 
 mod api;

@@ -36,7 +36,8 @@ impl Authority for HostConfirms {
 /// `permitd serve`: runs until `SIGTERM` or Ctrl-C.
 ///
 /// Errors: `--trust` (signed tables are not verified by this runtime yet), a table that does not load,
-/// a store or an audit log that cannot be opened, an address that cannot be bound.
+/// a store or an audit log that cannot be opened, a TLS certificate or key that does not load, a
+/// trusted-header option without its secret, an address that cannot be bound.
 pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let trusted = trusted_keys(&args.trust)?;
     let table = Table::load_path(&args.table).map_err(|e| e.to_string())?;
@@ -75,7 +76,15 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     let keys = KeyStore::open(&args.store)?;
     let hooks = args.webhook.iter().map(|w| crate::webhooks::parse(w)).collect::<Result<Vec<_>, _>>()?;
     let webhooks = crate::webhooks::Webhooks::new(hooks, args.public_url.clone());
-    let inbox = crate::inbox::Inbox::new(args.fresh_sign_in, args.require_totp, args.secure_cookies);
+    // Optional TLS: a bad certificate or key ends the start here, before anything is bound or served.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(crate::tls::config(cert, key)?),
+        (None, None) => None,
+        _ => return Err("give both `--tls-cert` and `--tls-key`, or neither".into()),
+    };
+    let single_sign_on = crate::inbox::Trusted::from_args(args)?;
+    let secure = args.secure_cookies || tls.is_some();
+    let inbox = crate::inbox::Inbox::new(args.fresh_sign_in, args.require_totp, secure).with_trusted(single_sign_on);
     let audit = Arc::new(AuditLog::open(&audit_path)?);
     let mut rt = rt
         .with_versions(crate::stated::Stated)
@@ -99,11 +108,12 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             .await
             .map_err(|e| format!("cannot listen on `{}`: {e}", args.listen))?;
         let addr = listener.local_addr().map_err(|e| format!("cannot read the bound address: {e}"))?;
+        let scheme = if tls.is_some() { "https" } else { "http" };
         // A supervisor (and the tests) read this one line to find the port: it is flushed before serving.
         let mut stdout = std::io::stdout().lock();
-        writeln!(stdout, "listening on http://{addr}").and_then(|()| stdout.flush()).map_err(|e| e.to_string())?;
+        writeln!(stdout, "listening on {scheme}://{addr}").and_then(|()| stdout.flush()).map_err(|e| e.to_string())?;
         drop(stdout);
-        app.webhooks.bound(format!("http://{addr}"));
+        app.webhooks.bound(format!("{scheme}://{addr}"));
         eprintln!(
             "permitd: store `{}` (journal_mode={}, synchronous={})",
             args.store.display(),
@@ -111,10 +121,18 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
             app.storage.synchronous
         );
         tokio::spawn(reload_on_hangup(app.clone()));
-        axum::serve(listener, api::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>())
-            .with_graceful_shutdown(ended())
-            .await
-            .map_err(|e| e.to_string())
+        let service = api::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
+        match tls {
+            Some(config) => {
+                use axum::serve::ListenerExt;
+                let listener = crate::tls::TlsListener::new(listener, config)
+                    .map_err(|e| format!("cannot read the bound address: {e}"))?
+                    // `tap_io` only so that axum hands each connection's peer address to the routes.
+                    .tap_io(|_| {});
+                axum::serve(listener, service).with_graceful_shutdown(ended()).await.map_err(|e| e.to_string())
+            }
+            None => axum::serve(listener, service).with_graceful_shutdown(ended()).await.map_err(|e| e.to_string()),
+        }
     })
 }
 

@@ -9,9 +9,14 @@
 //! a proposal that person decides (they are among its route's deciders); a role's or a queue's for a
 //! proposal routed to it. Each URL is called at most once per proposal, whatever the number of targets it
 //! serves, and a proposal is announced once ever: the ids announced are kept in the store
-//! (`service_notified`), so a retried call (the same proposal) or a restart announces nothing again. A
-//! webhook has 5 seconds to answer; a failed call is written to stderr (naming its target, not its URL,
-//! which may hold a token) and not retried.
+//! (`service_notified`), so a retried call (the same proposal) or a restart announces nothing again.
+//!
+//! **Delivery**: in the background (a request never waits for a webhook, and no store is held while one
+//! is called), each URL in its own task. An attempt has [`TIMEOUT`] (5 s) to answer; one that cannot
+//! connect, is cut off, does not answer in time or answers 5xx is tried again, at most [`ATTEMPTS`] times
+//! in all, waiting [`BACKOFF`] (1 s, 2 s, 4 s) between attempts; a 4xx (or any other answer but 2xx) is
+//! the receiver's refusal and is not tried again. Each failure is written to stderr, naming its target, not
+//! its URL (which may hold a token).
 
 use std::sync::{Arc, OnceLock, PoisonError};
 use std::time::Duration;
@@ -26,8 +31,12 @@ use crate::api::App;
 use crate::keys::{Db, KeyStore};
 use crate::version_urls::Target;
 
-/// How long a webhook has to answer.
+/// How long a webhook has to answer one attempt.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
+/// Attempts of one delivery at most (the first and its retries).
+pub const ATTEMPTS: usize = 4;
+/// The waits before the second, third and fourth attempts.
+pub const BACKOFF: [Duration; ATTEMPTS - 1] = [Duration::from_secs(1), Duration::from_secs(2), Duration::from_secs(4)];
 
 /// Whom a webhook is for.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -202,17 +211,37 @@ pub(crate) fn notify(app: &Arc<App>, p: Proposal) {
             Ok(Err(e)) => return eprintln!("permitd: webhooks: {e}"),
             Err(_) => return eprintln!("permitd: webhooks: the notice failed inside the service"),
         }
-        let body = app.webhooks.body(&p).to_string();
+        let body: Arc<str> = app.webhooks.body(&p).to_string().into();
         for (url, targets) in app.webhooks.for_proposal(&p) {
             let names = targets.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ");
-            match tokio::time::timeout(TIMEOUT, post(url, &body)).await {
-                Ok(Ok(status)) if (200..300).contains(&status) => {}
-                Ok(Ok(status)) => eprintln!("permitd: the webhook of {names} answered {status} for {}", p.id),
-                Ok(Err(e)) => eprintln!("permitd: the webhook of {names} failed for {}: {e}", p.id),
-                Err(_) => eprintln!("permitd: the webhook of {names} did not answer in 5 s for {}", p.id),
-            }
+            tokio::spawn(deliver(url.to_string(), body.clone(), names, p.id.clone()));
         }
     });
+}
+
+/// One delivery of `body` to `url`: retried on a failure (see the module's documentation), never on a
+/// refusal. `names` are the webhook's targets, for the log lines.
+async fn deliver(url: String, body: Arc<str>, names: String, id: String) {
+    for attempt in 1..=ATTEMPTS {
+        let again = match tokio::time::timeout(TIMEOUT, post(&url, &body)).await {
+            Ok(Ok(status)) if (200..300).contains(&status) => return,
+            Ok(Ok(status)) if (500..600).contains(&status) => {
+                format!("the webhook of {names} answered {status} for {id}")
+            }
+            Ok(Ok(status)) => {
+                return eprintln!("permitd: the webhook of {names} answered {status} for {id}: not tried again");
+            }
+            Ok(Err(e)) => format!("the webhook of {names} failed for {id}: {e}"),
+            Err(_) => format!("the webhook of {names} did not answer in {} s for {id}", TIMEOUT.as_secs()),
+        };
+        match BACKOFF.get(attempt - 1) {
+            Some(wait) => {
+                eprintln!("permitd: {again} (attempt {attempt} of {ATTEMPTS}; again in {} s)", wait.as_secs());
+                tokio::time::sleep(*wait).await;
+            }
+            None => eprintln!("permitd: {again} (attempt {attempt} of {ATTEMPTS}): given up"),
+        }
+    }
 }
 
 /// POSTs `body` (JSON) to `url`: the answer's status.

@@ -6,9 +6,9 @@
 //! a URL or a form. The guarantees, each with its test in `tests/service/inbox.rs`:
 //!
 //! - **Sign-in**: a password (Argon2id, [`crate::people`]); sessions are a random 32-byte id in a cookie
-//!   `permits_session` (`HttpOnly; SameSite=Strict; Path=/`, and `Secure` with `--secure-cookies` — `permitd`
-//!   has no TLS of its own yet: put it behind a TLS proxy), kept in the store as a digest only, ending after
-//!   [`crate::people::SESSION_LIFETIME`].
+//!   `permits_session` (`HttpOnly; SameSite=Strict; Path=/`, and `Secure` when `permitd` serves TLS
+//!   (`--tls-cert`) or with `--secure-cookies` behind a TLS proxy), kept in the store as a digest only,
+//!   ending after [`crate::people::SESSION_LIFETIME`].
 //! - **CSRF**: every form carries a token derived from the session id (SHA-256 of a purpose and the id; the
 //!   sign-in form's from a pre-session cookie), checked on every POST before anything else.
 //! - **Throttling**: [`PERSON_FAILURES`] failed sign-ins for one person, or [`ADDRESS_FAILURES`] from one
@@ -16,7 +16,13 @@
 //!   (429) until the oldest failure is older than the window; a password is not even checked then. The
 //!   counts are this instance's, in memory.
 //! - **Second factor**: a person may add TOTP (RFC 6238) on `/inbox/totp`; sign-in then asks for its code
-//!   (each code once). With `--require-totp`, approving needs one.
+//!   (each code once). With `--require-totp` a person without one reaches only `/inbox/totp` (every other
+//!   page redirects there, every other POST is 403) until they confirm one.
+//! - **Single sign-on** (opt-in, [`Trusted`]): a reverse proxy names the person in a header and proves
+//!   itself with a shared secret ([`PROXY_SECRET_HEADER`], compared in constant time); a request naming a
+//!   person without it is 401 and logged. There is no password sign-in then; a session only carries the
+//!   CSRF secret and must be the named person's. Fresh sign-in is the proxy's: it vouched for this very
+//!   request, so the session's age is 0.
 //! - **Fresh sign-in**: approving (once, for the task, or always) needs a sign-in younger than
 //!   `--fresh-sign-in SECONDS` ([`DEFAULT_FRESH_SIGN_IN`]); an older session is shown the sign-in form.
 //! - **Refusals**: a page asked for without a session redirects to the sign-in (GET) or is refused with 403
@@ -32,7 +38,7 @@ use axum::Form;
 use axum::Router;
 use axum::extract::{ConnectInfo, FromRequestParts, Path, Query, State};
 use axum::http::request::Parts;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
 use permits_runtime::ApproveMode;
@@ -61,17 +67,95 @@ const SIGN_IN_COOKIE: &str = "permits_signin";
 pub(crate) struct Inbox {
     /// `--fresh-sign-in`, in seconds.
     pub(crate) fresh_sign_in: u64,
-    /// `--secure-cookies`: cookies are marked `Secure` (the service is reached over TLS, through a proxy:
-    /// `permitd` serves plain HTTP).
+    /// `--tls-cert` or `--secure-cookies`: cookies are marked `Secure` (the service is reached over TLS,
+    /// its own or a proxy's).
     pub(crate) secure: bool,
-    /// `--require-totp`: approving needs a confirmed second factor.
+    /// `--require-totp`: nothing but enrolling a second factor until a person has confirmed one.
     pub(crate) require_totp: bool,
+    /// `--trusted-header-user`: single sign-on through a reverse proxy.
+    pub(crate) trusted: Option<Trusted>,
     throttle: Mutex<HashMap<String, VecDeque<u64>>>,
+}
+
+/// The header in which the reverse proxy sends its shared secret, in trusted-header mode.
+pub const PROXY_SECRET_HEADER: &str = "x-permits-proxy-secret";
+/// The shortest shared secret `--trusted-header-secret-file` may hold, in characters.
+pub const MIN_PROXY_SECRET: usize = 32;
+
+/// Trusted-header single sign-on (`--trusted-header-user`, `--trusted-header-secret-file`): the proxy names
+/// the person in a header and proves itself with a shared secret in [`PROXY_SECRET_HEADER`].
+pub struct Trusted {
+    /// The header naming the person (lowercase).
+    user: HeaderName,
+    /// The shared secret.
+    secret: String,
+}
+
+// No `Debug` of the secret.
+impl std::fmt::Debug for Trusted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trusted").field("user", &self.user).finish_non_exhaustive()
+    }
+}
+
+impl Trusted {
+    /// The trusted-header mode `permitd serve` was asked for, if any.
+    ///
+    /// Errors: `--trusted-header-user` without `--trusted-header-secret-file` (or the reverse), a header
+    /// name that is not one, the proxy's own secret header named as the user's, a secret file that cannot be
+    /// read or holds fewer than [`MIN_PROXY_SECRET`] characters or anything but visible ASCII, and
+    /// `--require-totp` (the proxy is then the only sign-in: a second factor is the proxy's to require).
+    pub fn from_args(args: &crate::cli::ServeArgs) -> Result<Option<Trusted>, String> {
+        let (user, file) = match (&args.trusted_header_user, &args.trusted_header_secret_file) {
+            (None, None) => return Ok(None),
+            (Some(user), Some(file)) => (user, file),
+            (Some(_), None) => {
+                return Err("`--trusted-header-user` needs `--trusted-header-secret-file`: without the proxy's shared secret anyone who reaches the service could name any person".into());
+            }
+            (None, Some(_)) => return Err("`--trusted-header-secret-file` is for `--trusted-header-user`".into()),
+        };
+        let name = HeaderName::from_bytes(user.trim().as_bytes())
+            .map_err(|_| format!("`--trusted-header-user {user}` is not a header name"))?;
+        if name.as_str() == PROXY_SECRET_HEADER || name == header::COOKIE || name == header::AUTHORIZATION {
+            return Err(format!("`--trusted-header-user {user}`: name the header in which the proxy sends the person"));
+        }
+        if args.require_totp {
+            return Err("`--require-totp` and `--trusted-header-user` do not go together: with single sign-on the proxy signs persons in, so require a second factor there".into());
+        }
+        let text = std::fs::read_to_string(file)
+            .map_err(|e| format!("cannot read `--trusted-header-secret-file {}`: {e}", file.display()))?;
+        let secret = text.lines().next().unwrap_or_default().trim().to_string();
+        if secret.len() < MIN_PROXY_SECRET || !secret.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!(
+                "`--trusted-header-secret-file {}`: its first line is the proxy's secret, at least {MIN_PROXY_SECRET} characters of visible ASCII (`openssl rand -hex 32`)",
+                file.display()
+            ));
+        }
+        Ok(Some(Trusted { user: name, secret }))
+    }
+
+    /// The person the proxy vouches for in `headers`: `Ok(None)` when no person is named, `Err` when one is
+    /// named without the proxy's secret (compared in constant time).
+    fn vouched(&self, headers: &HeaderMap) -> Result<Option<String>, ()> {
+        let Some(user) = headers.get(&self.user) else { return Ok(None) };
+        let secret = headers.get(PROXY_SECRET_HEADER).and_then(|v| v.to_str().ok()).unwrap_or("");
+        // Two headers naming persons, or two secrets: refused, never "the first one".
+        let once =
+            headers.get_all(&self.user).iter().count() == 1 && headers.get_all(PROXY_SECRET_HEADER).iter().count() <= 1;
+        if !(same(secret, &self.secret) && once) {
+            return Err(());
+        }
+        Ok(Some(user.to_str().map_err(|_| ())?.trim().to_string()))
+    }
 }
 
 impl Inbox {
     pub(crate) fn new(fresh_sign_in: u64, require_totp: bool, secure: bool) -> Inbox {
-        Inbox { fresh_sign_in, secure, require_totp, throttle: Mutex::new(HashMap::new()) }
+        Inbox { fresh_sign_in, secure, require_totp, trusted: None, throttle: Mutex::new(HashMap::new()) }
+    }
+
+    pub(crate) fn with_trusted(self, trusted: Option<Trusted>) -> Inbox {
+        Inbox { trusted, ..self }
     }
 
     /// Seconds until a sign-in for these throttle keys is accepted again, if one is refused now.
@@ -193,6 +277,11 @@ impl FromRequestParts<Arc<App>> for Signed {
     type Rejection = Response;
 
     async fn from_request_parts(parts: &mut Parts, app: &Arc<App>) -> Result<Signed, Response> {
+        // Single sign-on: the proxy vouches for the person of this very request, or nobody is signed in.
+        let vouched = match &app.inbox.trusted {
+            Some(_) => Some(vouched(app, parts).map_err(|refused| *refused)?),
+            None => None,
+        };
         let id = cookie(&parts.headers, SESSION_COOKIE).filter(|id| is_secret(id)).map(str::to_string);
         let found = match &id {
             Some(id) => match app.keys.session(id, crate::server::now()) {
@@ -201,16 +290,83 @@ impl FromRequestParts<Arc<App>> for Signed {
             },
             None => None,
         };
+        // With single sign-on the session only carries the CSRF secret: it must be the vouched person's.
+        let found = found.filter(|s| vouched.as_ref().is_none_or(|v| *v == s.person));
         match (id, found) {
             (Some(session), Some(s)) => {
                 let csrf = derive("session", &session);
-                Ok(Signed { person: s.person, session, csrf, signed_in_at: s.signed_in_at })
+                // With single sign-on the proxy authenticated this request now: its fresh sign-in is the
+                // proxy's (see `approve`).
+                let signed_in_at = if vouched.is_some() { crate::server::now() } else { s.signed_in_at };
+                let signed = Signed { person: s.person, session, csrf, signed_in_at };
+                // `--require-totp`: until a person has a second factor, only its page (and signing out) is theirs.
+                if app.inbox.require_totp && !matches!(parts.uri.path(), "/inbox/totp" | "/inbox/sign-out") {
+                    match app.keys.second_factor(&signed.person) {
+                        Ok(Some(f)) if f.confirmed => {}
+                        Ok(_) if parts.method == Method::GET || parts.method == Method::HEAD => {
+                            return Err(Redirect::to("/inbox/totp").into_response());
+                        }
+                        Ok(_) => {
+                            return Err(error_page(Some(&signed), StatusCode::FORBIDDEN, SECOND_FACTOR_FIRST));
+                        }
+                        Err(e) => return Err(error_page(None, StatusCode::SERVICE_UNAVAILABLE, &e)),
+                    }
+                }
+                Ok(signed)
             }
             _ if parts.method == Method::GET || parts.method == Method::HEAD => {
                 let next = parts.uri.path_and_query().map_or("/inbox/waiting", |p| p.as_str());
                 Err(Redirect::to(&format!("/inbox/sign-in?next={}", encode(next))).into_response())
             }
             _ => Err(error_page(None, StatusCode::FORBIDDEN, "this needs a signed-in person: sign in first")),
+        }
+    }
+}
+
+/// `--require-totp`'s refusal of everything but adding a second factor.
+const SECOND_FACTOR_FIRST: &str =
+    "this service requires a second factor: add one on the Second factor page (/inbox/totp) before anything else";
+
+/// In trusted-header mode, the person the proxy vouches for: a request naming one without the proxy's
+/// secret is refused (401) and logged (its address and the header's name, never a secret); one naming
+/// nobody is refused too (401: this inbox signs in through its proxy only), and so is one naming a person
+/// the table does not know (403).
+fn vouched(app: &App, parts: &Parts) -> Result<String, Box<Response>> {
+    let Some(trusted) = &app.inbox.trusted else {
+        return Err(Box::new(error_page(None, StatusCode::INTERNAL_SERVER_ERROR, "no single sign-on")));
+    };
+    let peer = parts.extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.to_string()).unwrap_or_default();
+    match trusted.vouched(&parts.headers) {
+        Ok(Some(person)) if app.rt.table().persons.contains_key(&person) => Ok(person),
+        Ok(Some(person)) => {
+            eprintln!(
+                "permitd: inbox: the proxy named {:?} in `{}`, who is not a person of the table (from {peer})",
+                permits_runtime::display::visible(&person),
+                trusted.user
+            );
+            Err(Box::new(error_page(
+                None,
+                StatusCode::FORBIDDEN,
+                "the single sign-on names a person this service's table does not know: ask the operator",
+            )))
+        }
+        Ok(None) => Err(Box::new(error_page(
+            None,
+            StatusCode::UNAUTHORIZED,
+            "this inbox signs persons in through its single sign-on proxy only: open it through the proxy",
+        ))),
+        Err(()) => {
+            eprintln!(
+                "permitd: inbox: refused a request naming a person in `{}` without the proxy's secret in `{PROXY_SECRET_HEADER}` ({} {} from {peer}): nobody is signed in",
+                trusted.user,
+                parts.method,
+                parts.uri.path()
+            );
+            Err(Box::new(error_page(
+                None,
+                StatusCode::UNAUTHORIZED,
+                "this request names a person but does not come from the single sign-on proxy: refused",
+            )))
         }
     }
 }
@@ -270,8 +426,45 @@ pub(crate) struct NextQuery {
     next: Option<String>,
 }
 
-async fn sign_in_page(State(app): State<Arc<App>>, headers: HeaderMap, Query(q): Query<NextQuery>) -> Response {
-    sign_in_form(&app, &headers, StatusCode::OK, &next_or_default(q.next.as_deref()), None, "")
+async fn sign_in_page(State(app): State<Arc<App>>, request: axum::extract::Request) -> Response {
+    let (parts, _) = request.into_parts();
+    let next = next_or_default(Query::<NextQuery>::try_from_uri(&parts.uri).ok().and_then(|q| q.0.next).as_deref());
+    if app.inbox.trusted.is_none() {
+        return sign_in_form(&app, &parts.headers, StatusCode::OK, &next, None, "");
+    }
+    // Single sign-on: the proxy vouched for the person; a session is made only for its CSRF secret.
+    let person = match vouched(&app, &parts) {
+        Ok(person) => person,
+        Err(refused) => return *refused,
+    };
+    let old = cookie(&parts.headers, SESSION_COOKIE).filter(|s| is_secret(s)).map(str::to_string);
+    signed_in(&app, person, old, &next).await
+}
+
+/// Starts a session for `person` (ending `old`, the browser's previous one) and sends them to `next`.
+async fn signed_in(app: &Arc<App>, person: String, old: Option<String>, next: &str) -> Response {
+    let start = app.clone();
+    let now = crate::server::now();
+    let started = tokio::task::spawn_blocking(move || {
+        if let Some(old) = old {
+            start.keys.end_session(&old)?;
+        }
+        start.keys.start_session(&person, now)
+    })
+    .await;
+    let session = match started {
+        Ok(Ok(session)) => session,
+        Ok(Err(e)) => return error_page(None, StatusCode::SERVICE_UNAVAILABLE, &e),
+        Err(_) => return error_page(None, StatusCode::INTERNAL_SERVER_ERROR, "the sign-in failed inside the service"),
+    };
+    let mut response = Redirect::to(next).into_response();
+    let h = response.headers_mut();
+    h.append(
+        header::SET_COOKIE,
+        set_cookie(SESSION_COOKIE, &session, "/", crate::people::SESSION_LIFETIME, app.inbox.secure),
+    );
+    h.append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, "", "/inbox", 0, app.inbox.secure));
+    response
 }
 
 /// The sign-in form, with a pre-session secret in a cookie (made now if the browser has none).
@@ -328,6 +521,13 @@ async fn sign_in(
     Form(form): Form<SignInForm>,
 ) -> Response {
     let next = next_or_default(form.next.as_deref());
+    if app.inbox.trusted.is_some() {
+        return error_page(
+            None,
+            StatusCode::FORBIDDEN,
+            "this inbox signs persons in through its single sign-on proxy only: there is no password sign-in",
+        );
+    }
     let pre = cookie(&headers, SIGN_IN_COOKIE).filter(|s| is_secret(s));
     if !pre.is_some_and(|pre| same(&form.csrf, &derive("sign-in", pre))) {
         return error_page(
@@ -378,27 +578,7 @@ async fn sign_in(
     }
     app.inbox.succeeded(&person);
     let old = cookie(&headers, SESSION_COOKIE).filter(|s| is_secret(s)).map(str::to_string);
-    let start = app.clone();
-    let started = tokio::task::spawn_blocking(move || {
-        if let Some(old) = old {
-            start.keys.end_session(&old)?;
-        }
-        start.keys.start_session(&person, now)
-    })
-    .await;
-    let session = match started {
-        Ok(Ok(session)) => session,
-        Ok(Err(e)) => return error_page(None, StatusCode::SERVICE_UNAVAILABLE, &e),
-        Err(_) => return error_page(None, StatusCode::INTERNAL_SERVER_ERROR, "the sign-in failed inside the service"),
-    };
-    let mut response = Redirect::to(&next).into_response();
-    let h = response.headers_mut();
-    h.append(
-        header::SET_COOKIE,
-        set_cookie(SESSION_COOKIE, &session, "/", crate::people::SESSION_LIFETIME, app.inbox.secure),
-    );
-    h.append(header::SET_COOKIE, set_cookie(SIGN_IN_COOKIE, "", "/inbox", 0, app.inbox.secure));
-    response
+    signed_in(&app, person, old, &next).await
 }
 
 #[derive(Debug, Deserialize)]
@@ -702,7 +882,10 @@ async fn totp_page(State(app): State<Arc<App>>, who: Signed) -> Response {
     let read = app.clone();
     let person = who.person.clone();
     match tokio::task::spawn_blocking(move || read.keys.begin_second_factor(&person)).await {
-        Ok(Ok(secret)) => html(StatusCode::OK, pages::totp(&who.person, &who.csrf, secret.as_deref(), None)),
+        Ok(Ok(secret)) => {
+            let note = (app.inbox.require_totp && secret.is_some()).then_some(SECOND_FACTOR_FIRST);
+            html(StatusCode::OK, pages::totp(&who.person, &who.csrf, secret.as_deref(), note))
+        }
         Ok(Err(e)) => error_page(Some(&who), StatusCode::SERVICE_UNAVAILABLE, &e),
         Err(_) => error_page(Some(&who), StatusCode::INTERNAL_SERVER_ERROR, "the enrolment failed inside the service"),
     }

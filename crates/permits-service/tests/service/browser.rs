@@ -59,6 +59,11 @@ enum Screen {
 }
 
 async fn browser(driver: &Driver, screen: Screen) -> Result<Browser, Box<dyn std::error::Error>> {
+    browser_with(driver, screen, &[]).await
+}
+
+/// [`browser`] with more command-line arguments of Chromium.
+async fn browser_with(driver: &Driver, screen: Screen, more: &[String]) -> Result<Browser, Box<dyn std::error::Error>> {
     let profile = driver._profile.0.display().to_string();
     let mut options = json!({
         "binary": "/usr/bin/chromium",
@@ -67,6 +72,9 @@ async fn browser(driver: &Driver, screen: Screen) -> Result<Browser, Box<dyn std
             "--disable-extensions", "--disable-sync", "--no-first-run", "--no-default-browser-check",
             "--metrics-recording-only", "--window-size=1100,1400", format!("--user-data-dir={profile}")],
     });
+    if let Some(args) = options["args"].as_array_mut() {
+        args.extend(more.iter().map(|a| Value::String(a.clone())));
+    }
     if screen == Screen::Phone {
         options["mobileEmulation"] = json!({"deviceMetrics": {"width": 390, "height": 844, "pixelRatio": 2.0}});
     }
@@ -337,6 +345,44 @@ fn noor_adds_a_second_factor_and_signs_in_with_its_code() -> R {
         b.find(Locator::Css("#code")).await?.send_keys(&super::inbox::totp_code(&secret, 1)).await?;
         b.find(Locator::Css("#sign-in")).await?.click().await?;
         wait_for_text(&b, "Waiting for you").await?;
+        b.close().await?;
+        Ok(())
+    })
+}
+
+#[test]
+fn over_https_with_a_second_factor_required_noor_must_add_one_before_her_inbox() -> R {
+    let certs = super::Temp::new("browser-tls");
+    let (cert, key) = super::sign_in::certificate(&certs, "server");
+    let (cert_arg, key_arg) = (cert.display().to_string(), key.display().to_string());
+    let (server, _dir) = workshop(&["--tls-cert", &cert_arg, "--tls-key", &key_arg, "--require-totp"], None);
+    assert!(server.url.starts_with("https://"), "{}", server.url);
+    // The host over HTTPS, trusting the same certificate.
+    let token = server.key(&["--agents", "Estimator"]);
+    let host = Client { base: server.url.clone(), token, agent: super::sign_in::trusting(&cert) };
+    propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
+    // Chromium trusts exactly this certificate (by its public key's SHA-256), no other.
+    let spki = format!("--ignore-certificate-errors-spki-list={}", super::sign_in::spki_sha256(&cert));
+    let driver = Driver::start();
+    run(async {
+        let b = browser_with(&driver, Screen::Phone, &[spki]).await?;
+        b.goto(&format!("{}/inbox/proposals/P-1", server.url)).await?;
+        wait_for_text(&b, "One-time code").await?;
+        sign_in(&b, "Noor", NOOR_PASSWORD).await?;
+        // Her `Secure` session cookie came back over HTTPS: she is signed in, but only to add a second factor.
+        let page = wait_for_text(&b, "requires a second factor").await?;
+        assert!(page.contains("Add a one-time code"), "{page}");
+        b.goto(&format!("{}/inbox/waiting", server.url)).await?;
+        wait_for_text(&b, "Add a one-time code").await?;
+        let secret = b.find(Locator::Css("#totp-secret")).await?.text().await?;
+        b.find(Locator::Css("#totp-code")).await?.send_keys(&super::inbox::totp_code(&secret, 0)).await?;
+        b.find(Locator::Css("#totp-confirm")).await?.click().await?;
+        wait_for_text(&b, "Your second factor is on").await?;
+        b.goto(&format!("{}/inbox/proposals/P-1", server.url)).await?;
+        wait_for_text(&b, "Ticket T-7").await?;
+        b.find(Locator::Css("#approve-once")).await?.click().await?;
+        wait_for_text(&b, "approved by Noor").await?;
+        assert_eq!(host.get("/v1/proposals/P-1").ok()["status"], "granted");
         b.close().await?;
         Ok(())
     })

@@ -69,6 +69,8 @@ pub(super) struct Web {
     base: String,
     agent: ureq::Agent,
     pub(super) cookies: BTreeMap<String, String>,
+    /// Headers sent with every request (a single sign-on proxy's, in `sign_in.rs`).
+    pub(super) headers: Vec<(String, String)>,
 }
 
 /// An answer: status, `Location`, body.
@@ -116,7 +118,12 @@ impl Web {
             .max_idle_connections(0)
             .build()
             .into();
-        Web { base: base.to_string(), agent, cookies: BTreeMap::new() }
+        Web::with_agent(base, agent)
+    }
+
+    /// A browser on this agent (one that trusts a test's TLS certificate, in `sign_in.rs`).
+    pub(super) fn with_agent(base: &str, agent: ureq::Agent) -> Web {
+        Web { base: base.to_string(), agent, cookies: BTreeMap::new(), headers: Vec::new() }
     }
 
     fn cookie_header(&self) -> String {
@@ -149,6 +156,9 @@ impl Web {
         if !self.cookies.is_empty() {
             request = request.header("cookie", self.cookie_header());
         }
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
+        }
         let response = request.call();
         self.page(response)
     }
@@ -159,6 +169,9 @@ impl Web {
             self.agent.post(format!("{}{path}", self.base)).header("content-type", "application/x-www-form-urlencoded");
         if !self.cookies.is_empty() {
             request = request.header("cookie", self.cookie_header());
+        }
+        for (name, value) in &self.headers {
+            request = request.header(name, value);
         }
         let response = request.send(body.as_bytes());
         self.page(response)
@@ -216,7 +229,8 @@ fn a_session_cookie_is_http_only_strict_and_its_id_is_stored_only_as_a_digest() 
     let signed = web.sign_in("Noor", NOOR_PASSWORD);
     assert_eq!((signed.status, signed.location.as_deref()), (303, Some("/inbox/waiting")), "{}", signed.body);
     let cookie = signed.set_cookies.iter().find(|c| c.starts_with("permits_session=")).ok_or("no session cookie")?;
-    assert!(cookie.contains("; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200"), "{cookie}");
+    // Plain HTTP without `--secure-cookies`: not `Secure` (a browser would not send it back).
+    assert!(cookie.ends_with("; HttpOnly; SameSite=Strict; Path=/; Max-Age=43200"), "{cookie}");
     let id = web.cookies.get("permits_session").cloned().ok_or("no session")?;
     assert_eq!(id.len(), 64);
     let db = rusqlite::Connection::open(&server.store)?;
@@ -474,39 +488,74 @@ fn a_second_factor_is_added_then_asked_for_and_each_code_is_taken_once() -> R {
 }
 
 #[test]
-fn with_require_totp_a_person_without_a_second_factor_cannot_approve() -> R {
+fn with_require_totp_a_person_without_a_second_factor_can_only_add_one() -> R {
     let (server, _dir) = workshop(&["--require-totp"], None);
     let host = server.host("Estimator");
     let p = propose_for_mia(&host, "k1", 45, "pads and a cable", "Ticket T-7");
-    let mut noor = Web::new(&server.url);
-    assert_eq!(noor.sign_in("Noor", NOOR_PASSWORD).status, 303);
-    let page = noor.get("/inbox/proposals/P-1");
     let fingerprint = p["fingerprint"].as_str().ok_or("fingerprint")?;
-    let refused = noor
-        .post("/inbox/proposals/P-1/approve", &[("csrf", &page.csrf()), ("fingerprint", fingerprint), ("how", "once")]);
-    assert_eq!(refused.status, 403, "{}", refused.body);
-    assert!(refused.body.contains("requires a second factor to approve"), "{}", refused.body);
-    assert_eq!(host.get("/v1/proposals/P-1").ok()["status"], "waiting");
-    // With one, she approves.
+    let mut noor = Web::new(&server.url);
+    // Her password signs her in, to her second factor's page and nowhere else.
+    let signed = noor.sign_in("Noor", NOOR_PASSWORD);
+    assert_eq!((signed.status, signed.location.as_deref()), (303, Some("/inbox/waiting")), "{}", signed.body);
+    for path in ["/inbox/waiting", "/inbox/proposals/P-1", "/inbox/rules", "/inbox/history", "/inbox/tables"] {
+        let page = noor.get(path);
+        assert_eq!((page.status, page.location.as_deref()), (303, Some("/inbox/totp")), "{path}: {}", page.body);
+    }
     let enrol = noor.get("/inbox/totp");
+    assert_eq!(enrol.status, 200, "{}", enrol.body);
+    assert!(enrol.body.contains("requires a second factor"), "{}", enrol.body);
+    let csrf = enrol.csrf();
+    assert_eq!(csrf.len(), 64, "{}", enrol.body);
+    // No decision either, even with her session's own CSRF token.
+    for (path, fields) in [
+        ("/inbox/proposals/P-1/approve", vec![("csrf", csrf.as_str()), ("fingerprint", fingerprint), ("how", "once")]),
+        ("/inbox/proposals/P-1/reject", vec![("csrf", csrf.as_str()), ("reason", "no")]),
+        ("/inbox/rules/R-1/revoke", vec![("csrf", csrf.as_str()), ("reason", "no")]),
+    ] {
+        let refused = noor.post(path, &fields);
+        assert_eq!(refused.status, 403, "{path}: {}", refused.body);
+        assert!(refused.body.contains("requires a second factor"), "{path}: {}", refused.body);
+    }
+    assert_eq!(host.get("/v1/proposals/P-1").ok()["status"], "waiting");
+    // She adds it; then the inbox is hers, and she approves.
     let secret = text_of(&enrol.body, "totp-secret").ok_or("no secret")?;
-    let on = noor.post("/inbox/totp", &[("csrf", &enrol.csrf()), ("code", &totp_code(&secret, 0))]);
+    let on = noor.post("/inbox/totp", &[("csrf", &csrf), ("code", &totp_code(&secret, 0))]);
     assert_eq!(on.status, 200, "{}", on.body);
-    let done = noor
-        .post("/inbox/proposals/P-1/approve", &[("csrf", &page.csrf()), ("fingerprint", fingerprint), ("how", "once")]);
+    assert_eq!(noor.get("/inbox/proposals/P-1").status, 200);
+    let done =
+        noor.post("/inbox/proposals/P-1/approve", &[("csrf", &csrf), ("fingerprint", fingerprint), ("how", "once")]);
     assert_eq!(done.status, 303, "{}", done.body);
     assert_eq!(host.get("/v1/proposals/P-1").ok()["status"], "granted");
+    // From now on sign-in asks for the code: her password alone is refused.
+    let mut again = Web::new(&server.url);
+    let refused = again.sign_in("Noor", NOOR_PASSWORD);
+    assert_eq!(refused.status, 401, "{}", refused.body);
+    assert!(refused.body.contains("one-time code is missing"), "{}", refused.body);
+    assert!(!again.cookies.contains_key("permits_session"));
+    let form = again.get("/inbox/sign-in");
+    let code = totp_code(&secret, 1);
+    let signed = again.post(
+        "/inbox/sign-in",
+        &[("csrf", &form.csrf()), ("person", "Noor"), ("password", NOOR_PASSWORD), ("code", &code)],
+    );
+    assert_eq!((signed.status, signed.location.as_deref()), (303, Some("/inbox/waiting")), "{}", signed.body);
+    assert_eq!(again.get("/inbox/waiting").status, 200);
     Ok(())
 }
 
 /// A webhook receiver on loopback: records each request's path and body, answers 200.
-struct Receiver {
-    url: String,
+pub(super) struct Receiver {
+    pub(super) url: String,
     got: std::sync::Arc<std::sync::Mutex<Vec<(String, Value)>>>,
 }
 
 impl Receiver {
-    fn start() -> Receiver {
+    pub(super) fn start() -> Receiver {
+        Receiver::failing(0, 200)
+    }
+
+    /// A receiver that answers `status` to its first `n` requests (and records them), 200 after.
+    pub(super) fn failing(n: usize, status: u16) -> Receiver {
         use std::io::{BufRead, BufReader, Read};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let url = format!("http://{}", listener.local_addr().expect("its address"));
@@ -532,15 +581,20 @@ impl Receiver {
                 let mut body = vec![0; length];
                 let _ = reader.read_exact(&mut body);
                 let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                record.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((path, value));
-                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok");
+                let mut got = record.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                got.push((path, value));
+                let answer = if got.len() <= n { status } else { 200 };
+                drop(got);
+                let _ = stream.write_all(
+                    format!("HTTP/1.1 {answer} X\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok").as_bytes(),
+                );
             }
         });
         Receiver { url, got }
     }
 
     /// What arrived, once `n` requests have (or after 10 s), and after a further half second for extras.
-    fn after(&self, n: usize) -> Vec<(String, Value)> {
+    pub(super) fn after(&self, n: usize) -> Vec<(String, Value)> {
         let started = std::time::Instant::now();
         while self.got.lock().map(|g| g.len()).unwrap_or(0) < n && started.elapsed() < Duration::from_secs(10) {
             std::thread::sleep(Duration::from_millis(20));

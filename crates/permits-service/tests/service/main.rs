@@ -13,12 +13,14 @@ mod postgres;
 mod protocol;
 mod reload;
 mod shop;
+mod sign_in;
 mod support_triage;
 mod version_urls;
 // The supplier test peer's client (the shop's supplier: a separate process with its own database).
 #[path = "../../../../examples/supplier/client.rs"]
 mod supplier_client;
 mod waiting;
+mod webhooks;
 mod workshop;
 
 use std::io::{BufRead, BufReader};
