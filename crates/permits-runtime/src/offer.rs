@@ -44,7 +44,9 @@ impl Runtime {
                 };
                 let level = match table.chain_links(agent, skill, t, via) {
                     None => Level::Never,
-                    Some(links) => links.iter().fold(level, |level, link| level.max(link_level_without_arguments(link))),
+                    Some(links) => {
+                        links.iter().fold(level, |level, link| level.max(link_level_without_arguments(link)))
+                    }
                 };
                 (t.clone(), level)
             })
