@@ -380,6 +380,9 @@ fn two_processes_spending_in_one_task_never_exceed_its_cap() -> R {
     check_race_ledger(&table, &db, ran)
 }
 
+/// A proposal's status after proposing, and its reason.
+type Outcome = (Status, Option<String>);
+
 /// How many delegated buys of 300 each child tries in [`two_delegated_children_of_one_task_never_exceed_its_cap`].
 const CHILD_TRIES: usize = 5;
 
@@ -393,7 +396,7 @@ fn delegated_child(
     db: &Path,
     child: usize,
     start: &Barrier,
-) -> Result<Vec<(Status, Option<String>)>, Box<dyn std::error::Error>> {
+) -> Result<Vec<Outcome>, Box<dyn std::error::Error>> {
     let rt = Runtime::new(table.clone(), AdmitAll).with_store(SqliteStore::open(db)?);
     start.wait();
     let mut out = Vec::new();
@@ -424,7 +427,7 @@ fn two_delegated_children_of_one_task_never_exceed_its_cap() -> R {
     let table = desk()?;
     drop(SqliteStore::open(&db)?);
     let start = Barrier::new(2);
-    let outcomes: Vec<Result<Vec<(Status, Option<String>)>, String>> = std::thread::scope(|scope| {
+    let outcomes: Vec<Result<Vec<Outcome>, String>> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..2)
             .map(|child| {
                 let (table, db, start) = (&table, &db, &start);
@@ -433,7 +436,7 @@ fn two_delegated_children_of_one_task_never_exceed_its_cap() -> R {
             .collect();
         handles.into_iter().map(|h| h.join().map_err(|_| "a child panicked".to_string()).and_then(|r| r)).collect()
     });
-    let outcomes: Vec<(Status, Option<String>)> =
+    let outcomes: Vec<Outcome> =
         outcomes.into_iter().collect::<Result<Vec<_>, String>>()?.into_iter().flatten().collect();
     let granted = outcomes.iter().filter(|(s, _)| *s == Status::Granted).count();
     assert_eq!(granted, 6, "{outcomes:?}");
