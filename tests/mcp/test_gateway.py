@@ -12,7 +12,7 @@ import subprocess
 import threading
 import time
 import urllib.parse
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +170,63 @@ def test_in_a_mode_only_what_the_mode_allows_is_offered_and_forwarded(world: Wor
     assert wrote.is_error and "`write_note` is not offered to agent `Scribe` in skill `Notes`" in text(wrote)
     assert (world.calls("read_note"), world.calls("write_note")) == (1, 0)
     assert not (world.notes / "todo.txt").exists()
+
+
+def test_via_a_tighter_link_a_tool_alone_directly_is_proposed(world: World) -> None:
+    """`--via Editor.Review` (spec §3b): the Scribe's calls are delegated by the Editor, whose `changes:
+    propose` and `sends: never` are more layers. `write_note`, alone directly, is proposed and does not run;
+    `send_mail` is not offered; `read_note` runs. A host key for the Scribe alone may not work along the
+    chain: the service refuses the chain's offer (`not_your_agent`) and nothing is forwarded."""
+    (world.notes / "groceries.txt").write_text("milk, eggs")
+
+    async def body(s: ClientSession) -> Any:
+        listed = sorted(t.name for t in (await s.list_tools()).tools)
+        read = await s.call_tool("read_note", {"title": "groceries"})
+        wrote = await s.call_tool("write_note", {"title": "todo", "body": "call Ben"})
+        return listed, read, wrote
+
+    child_only = world.host_key
+    world.host_key = world.service.key("--agents", "Scribe,Editor")
+    listed, read, wrote = run_agent(world, body, "--via", "Editor.Review", "--wait", "0", "--task", "review-1")
+    assert listed == ["read_note", "write_note"]
+    assert (read.is_error, text(read)) == (False, "milk, eggs")
+    assert "proposed `write_note`: waiting on a decision from Ana (proposal P-1). It has not run." in text(wrote)
+    assert (world.calls("read_note"), world.calls("write_note")) == (1, 0)
+    assert not (world.notes / "todo.txt").exists()
+    status, p = raw(world.service.url, world.ana, "GET", "/v1/proposals/P-1")
+    assert (status, p["tool"], p["via"], p["level"]) == (200, "write_note", [{"agent": "Editor", "skill": "Review"}], "propose")
+    status, task = raw(world.service.url, world.ana, "GET", "/v1/tasks/review-1")
+    assert (status, task["task"]["root_agent"]) == (200, "Editor")
+
+    # Directly, the same write is alone and runs.
+    async def direct(s: ClientSession) -> Any:
+        return await s.call_tool("write_note", {"title": "todo", "body": "call Ben"})
+
+    wrote = run_agent(world, direct)
+    assert (wrote.is_error, text(wrote)) == (False, "wrote `todo`")
+    assert world.calls("write_note") == 1
+
+    # The Scribe's key alone does not hold the Editor: nothing along the chain is offered or called.
+    world.host_key = child_only
+
+    async def refused(s: ClientSession) -> Any:
+        return await s.call_tool("write_note", {"title": "other", "body": "x"})
+
+    def leaves(e: BaseException) -> Iterator[BaseException]:
+        if isinstance(e, BaseExceptionGroup):
+            for inner in e.exceptions:
+                yield from leaves(inner)
+        else:
+            yield e
+
+    try:
+        run_agent(world, refused, "--via", "Editor.Review", "--wait", "0")
+        raise AssertionError("a call along the chain was answered for a key that does not hold the Editor")
+    except BaseExceptionGroup as group:
+        messages = [str(e) for e in leaves(group)]
+        assert any("(not_your_agent)" in m and "not for `Editor`" in m for m in messages), messages
+    assert world.calls("write_note") == 1
+    assert not (world.notes / "other.txt").exists()
 
 
 def test_never_and_unknown_tools_are_refused_with_the_reason(world: World) -> None:

@@ -454,6 +454,42 @@ impl<'py> FromPyObject<'_, 'py> for EvidenceList {
     }
 }
 
+/// A delegation chain (spec §3b): a list (or tuple) of `"Agent.Skill"` strs, nearest first, root last, as
+/// `permitc decide --via` takes them. Anything else — a str alone, a link that is not two names joined by
+/// one `.` — is an `InputError`; an undeclared link is the runtime's (`never`).
+#[derive(Clone, Debug, Default)]
+pub struct Chain(pub Vec<permits_runtime::table::ChainLink>);
+
+impl<'py> FromPyObject<'_, 'py> for Chain {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<Chain> {
+        let py = obj.py();
+        let items: Vec<Bound<'py, PyAny>> = if let Ok(l) = obj.cast::<PyList>() {
+            l.iter().collect()
+        } else if let Ok(t) = obj.cast::<PyTuple>() {
+            t.iter().collect()
+        } else {
+            return Err(input_error(
+                py,
+                format!("via is a list of \"Agent.Skill\" strs, nearest first, {}", not_this(&obj)),
+            ));
+        };
+        let mut out = Vec::with_capacity(items.len());
+        for item in &items {
+            let Text(text) = item.extract()?;
+            let Some(link) = permits_runtime::table::ChainLink::parse(&text) else {
+                return Err(input_error(
+                    py,
+                    format!("each link of via is \"Agent.Skill\" (two names joined by one `.`), not `{text}`"),
+                ));
+            };
+            out.push(link);
+        }
+        Ok(Chain(out))
+    }
+}
+
 /// A file path: a `str` or an `os.PathLike` whose `__fspath__` is a `str` (bytes paths are refused).
 #[derive(Clone, Debug)]
 pub struct PathArg(pub PathBuf);

@@ -518,6 +518,11 @@ impl Decision {
     fn mode(&self) -> Option<&str> {
         self.0.mode.as_deref()
     }
+    /// The call's delegation chain, `["Agent.Skill", …]` nearest first, root last; `[]` for a direct call.
+    #[getter]
+    fn via(&self) -> Vec<String> {
+        self.0.via.iter().map(ToString::to_string).collect()
+    }
     #[getter]
     fn entry_digest(&self) -> Option<&str> {
         self.0.entry_digest.as_deref()
@@ -593,6 +598,11 @@ impl Proposal {
     #[getter]
     fn mode(&self) -> Option<&str> {
         self.0.mode.as_deref()
+    }
+    /// The call's delegation chain, `["Agent.Skill", …]` nearest first, root last; `[]` for a direct call.
+    #[getter]
+    fn via(&self) -> Vec<String> {
+        self.0.via.iter().map(ToString::to_string).collect()
     }
     #[getter]
     fn operation_key(&self) -> &str {
@@ -828,6 +838,12 @@ impl StandingRule {
     #[getter]
     fn mode(&self) -> Option<&str> {
         self.0.mode.as_deref()
+    }
+    /// The chain it was made for, `["Agent.Skill", …]` nearest first: it applies only to calls with exactly
+    /// this chain; `[]`: only to direct calls.
+    #[getter]
+    fn via(&self) -> Vec<String> {
+        self.0.via.iter().map(ToString::to_string).collect()
     }
     /// A task rule's task (operation key); `None` for a standing rule.
     #[getter]

@@ -18,7 +18,7 @@ use pyo3::types::PyString;
 use serde_json::Value;
 
 use crate::convert::{
-    Arguments, Callable, EvidenceList, Exc, Json, Mode, PathArg, Seconds, Text, WorkForArg, error, input_error,
+    Arguments, Callable, Chain, EvidenceList, Exc, Json, Mode, PathArg, Seconds, Text, WorkForArg, error, input_error,
     internal_error, refused, runtime_error, seconds, type_name,
 };
 use crate::host::{self, OpScope, PyAudit, PyAuthority, PyNaming, PyVersions, ScopeClock, VetoStore};
@@ -82,6 +82,7 @@ fn call_of(
     arguments: Option<Arguments>,
     requester: Option<Text>,
     mode: Option<Text>,
+    via: Option<Chain>,
 ) -> Call {
     Call {
         agent: agent.0,
@@ -91,7 +92,7 @@ fn call_of(
         requester: requester.map(|r| r.0),
         operation_key: None,
         mode: mode.map(|m| m.0),
-        via: Vec::new(),
+        via: via.unwrap_or_default().0,
     }
 }
 
@@ -358,24 +359,29 @@ impl PyRuntime {
     }
 
     /// The table's level of each tool of `skill` for `agent`, in the skill's order; with `mode`, for calls
-    /// in that mode (a tool `never` in the mode is `never`; every tool is in an unknown mode).
-    #[pyo3(signature = (agent, skill, *, mode = None))]
-    fn levels(&self, agent: Text, skill: Text, mode: Option<Text>) -> Vec<(String, &'static str)> {
+    /// in that mode (a tool `never` in the mode is `never`; every tool is in an unknown mode); with `via`
+    /// (`["Agent.Skill", …]`, nearest first), for calls delegated along that chain (every link's layers
+    /// too; every tool is `never` on an undeclared chain).
+    #[pyo3(signature = (agent, skill, *, mode = None, via = None))]
+    fn levels(&self, agent: Text, skill: Text, mode: Option<Text>, via: Option<Chain>) -> Vec<(String, &'static str)> {
         let mode = mode.as_ref().map(|m| m.0.as_str());
-        self.rt.levels_in(&agent.0, &skill.0, mode).into_iter().map(|(t, l)| (t, l.as_str())).collect()
+        let via = via.unwrap_or_default().0;
+        self.rt.levels_via(&agent.0, &skill.0, mode, &via).into_iter().map(|(t, l)| (t, l.as_str())).collect()
     }
 
     /// The tools to offer the model for `agent` in `skill` (never a `never` one), in the skill's order;
-    /// with `mode`, those not `never` in that mode (an unknown mode offers nothing).
-    #[pyo3(signature = (agent, skill, *, mode = None))]
-    fn offered_tools(&self, agent: Text, skill: Text, mode: Option<Text>) -> Vec<OfferedTool> {
+    /// with `mode`, those not `never` in that mode (an unknown mode offers nothing); with `via`, those no
+    /// link of the chain makes `never` (an undeclared chain offers nothing).
+    #[pyo3(signature = (agent, skill, *, mode = None, via = None))]
+    fn offered_tools(&self, agent: Text, skill: Text, mode: Option<Text>, via: Option<Chain>) -> Vec<OfferedTool> {
         let mode = mode.as_ref().map(|m| m.0.as_str());
-        self.rt.offered_tools_in(&agent.0, &skill.0, mode).into_iter().map(OfferedTool).collect()
+        let via = via.unwrap_or_default().0;
+        self.rt.offered_tools_via(&agent.0, &skill.0, mode, &via).into_iter().map(OfferedTool).collect()
     }
 
     /// Decides a call with the standing rules in force (an audit event); an unknown name or bad arguments
     /// give a `never` decision.
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, requester = None, mode = None))]
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, requester = None, mode = None, via = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the call")]
     fn decide(
         &self,
@@ -386,14 +392,15 @@ impl PyRuntime {
         arguments: Option<Arguments>,
         requester: Option<Text>,
         mode: Option<Text>,
+        via: Option<Chain>,
     ) -> PyResult<Decision> {
-        let call = call_of(agent, skill, tool, arguments, requester, mode);
+        let call = call_of(agent, skill, tool, arguments, requester, mode, via);
         self.op(py, |rt| rt.decide(&call)).map(Decision)
     }
 
     /// Handles one tool call of the agent: an `alone` call runs now through `run` (→ `Ran`); a `propose`
     /// or `propose_every_time` call becomes a `Proposal`; a `never` call raises `Refused`.
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, run, requester = None, evidence = None, destination = None, lifetime = None, mode = None))]
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, run, requester = None, evidence = None, destination = None, lifetime = None, mode = None, via = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the request")]
     fn call(
         &self,
@@ -410,8 +417,9 @@ impl PyRuntime {
         destination: Option<Text>,
         lifetime: Option<Seconds>,
         mode: Option<Text>,
+        via: Option<Chain>,
     ) -> PyResult<Py<PyAny>> {
-        let call = call_of(agent, skill, tool, arguments, requester, mode);
+        let call = call_of(agent, skill, tool, arguments, requester, mode, via);
         let request = RequestParts { operation_key, why, evidence, destination, lifetime }.request(call);
         self.with_tool(py, &run.0, |rt, tool| rt.call(&request, tool), handled_to_py)
     }
@@ -419,7 +427,7 @@ impl PyRuntime {
     /// Runs an `alone` call through `run`; any other level raises `Refused` (`must_propose`, `never`).
     /// `operation_key` puts the call in that task (bound on its first call to its root agent, skill and
     /// person: a call that is not the task's is `never`); without one it is in no task.
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, run, requester = None, operation_key = None, mode = None))]
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, run, requester = None, operation_key = None, mode = None, via = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the call")]
     fn run_alone(
         &self,
@@ -432,8 +440,9 @@ impl PyRuntime {
         requester: Option<Text>,
         operation_key: Option<Text>,
         mode: Option<Text>,
+        via: Option<Chain>,
     ) -> PyResult<Py<PyAny>> {
-        let mut call = call_of(agent, skill, tool, arguments, requester, mode);
+        let mut call = call_of(agent, skill, tool, arguments, requester, mode, via);
         call.operation_key = operation_key.map(|k| k.0);
         self.with_tool(
             py,
@@ -444,7 +453,7 @@ impl PyRuntime {
     }
 
     /// Makes a proposal of the exact call (a retry under the same operation key returns the same one).
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, requester = None, evidence = None, destination = None, lifetime = None, mode = None))]
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, requester = None, evidence = None, destination = None, lifetime = None, mode = None, via = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the request")]
     fn propose(
         &self,
@@ -460,8 +469,9 @@ impl PyRuntime {
         destination: Option<Text>,
         lifetime: Option<Seconds>,
         mode: Option<Text>,
+        via: Option<Chain>,
     ) -> PyResult<Proposal> {
-        let call = call_of(agent, skill, tool, arguments, requester, mode);
+        let call = call_of(agent, skill, tool, arguments, requester, mode, via);
         let request = RequestParts { operation_key, why, evidence, destination, lifetime }.request(call);
         self.op(py, |rt| rt.propose(&request)).map(Proposal)
     }
@@ -555,8 +565,9 @@ impl PyRuntime {
     /// offers it at `propose`), in the work of `work_for` (a person, or `permits.EVERYBODY`), made `by` a
     /// person the policy lets. `scope="any"` (the default) covers any arguments; `scope="these"` only
     /// `arguments` exactly. `expires_at` (seconds since the Unix epoch, later than now) ends it; `None`
-    /// keeps it until revoked.
-    #[pyo3(signature = (agent, tool, *, work_for, by, skill = None, scope = None, arguments = None, expires_at = None))]
+    /// keeps it until revoked. `via` (`["Agent.Skill", …]`, nearest first; it needs `skill`) makes it for
+    /// calls delegated along exactly that chain, and for no other.
+    #[pyo3(signature = (agent, tool, *, work_for, by, skill = None, scope = None, arguments = None, expires_at = None, via = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the rule")]
     fn allow_alone(
         &self,
@@ -569,6 +580,7 @@ impl PyRuntime {
         scope: Option<Text>,
         arguments: Option<Arguments>,
         expires_at: Option<Seconds>,
+        via: Option<Chain>,
     ) -> PyResult<StandingRule> {
         let scope = match (scope.as_ref().map(|s| s.0.as_str()), arguments) {
             (None | Some("any"), None) => Scope::AnyArguments,
@@ -592,7 +604,7 @@ impl PyRuntime {
             scope,
             expires_at: expires_at.map(|e| e.0),
             mode: None,
-            via: Vec::new(),
+            via: via.unwrap_or_default().0,
         };
         self.op(py, |rt| rt.allow_alone(&rule)).map(StandingRule)
     }

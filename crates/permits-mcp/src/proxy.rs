@@ -63,6 +63,11 @@ pub struct Options {
     /// The mode the task runs in (spec §3c): the offer is the mode's and every call is made in it; `None`
     /// for no mode.
     pub mode: Option<String>,
+    /// The delegation chain the agent works along (spec §3b): each delegating agent with the skill it was
+    /// working in, nearest first, root last; empty for an agent working directly. The offer is the chain's
+    /// (a tool a link makes `never` is not listed) and every call is made along it; the host key must hold
+    /// every agent of it.
+    pub via: Vec<(String, String)>,
     /// Pass `resources/*` through.
     pub allow_resources: bool,
     /// Pass `prompts/*` through.
@@ -343,8 +348,17 @@ fn refresh(state: &State) -> Result<(), String> {
     let tools = u.list_tools(Duration::from_secs(UPSTREAM_SECONDS)).map_err(|e| e.to_string())?;
     let mut path =
         format!("/v1/agents/{}/skills/{}/tools", segment(&state.options.agent), segment(&state.options.skill));
+    let mut query = Vec::new();
     if let Some(mode) = &state.options.mode {
-        path.push_str(&format!("?mode={}", segment(mode)));
+        query.push(format!("mode={}", segment(mode)));
+    }
+    if !state.options.via.is_empty() {
+        let links: Vec<String> =
+            state.options.via.iter().map(|(agent, skill)| format!("{}.{}", segment(agent), segment(skill))).collect();
+        query.push(format!("via={}", links.join(",")));
+    }
+    if !query.is_empty() {
+        path.push_str(&format!("?{}", query.join("&")));
     }
     let answer = state.service.get(&path).map_err(|e| e.to_string())?;
     if !answer.ok() {
@@ -467,6 +481,7 @@ fn tools_call(state: &Arc<State>, params: Value) -> Result<Value, Value> {
         "requester": state.options.requester,
         "operation_key": state.task,
         "mode": state.options.mode,
+        "via": state.options.via.iter().map(|(agent, skill)| json!({"agent": agent, "skill": skill})).collect::<Vec<_>>(),
         "claim_token": hex(&token),
         "why": why,
         "evidence": evidence,

@@ -40,8 +40,8 @@ pub struct Claimed {
     pub arguments: Value,
     /// The person the work is for, if any.
     pub requester: Option<String>,
-    /// The accounts the host's permissions must admit (spec §5 "Execution admission"): the agent's
-    /// account (the delegation chain's too, once delegation exists) …
+    /// The accounts the host's permissions must admit (spec §5 "Execution admission", §3b): the agent's
+    /// account, then each delegating agent's of its chain, nearest first …
     pub accounts: Vec<String>,
     /// … and the person it runs as: the approver of an operator grant, else the person the work is for,
     /// else the agent's sponsor. Empty before a claim.
@@ -75,7 +75,7 @@ impl Claimed {
             tool: p.tool.clone(),
             arguments: p.arguments.clone(),
             requester: p.requester.clone(),
-            accounts: vec![p.agent.clone()],
+            accounts: accounts(&p.agent, &p.via),
             runs_as: p.host_claim.as_ref().map(|c| c.runs_as.clone()).or_else(|| p.ran_as.clone()).unwrap_or_default(),
             destination: p.destination.clone(),
             operation: operation_id(p),
@@ -98,7 +98,7 @@ impl Claimed {
             tool: r.tool.clone(),
             arguments: r.arguments.clone(),
             requester: r.requester.clone(),
-            accounts: vec![r.agent.clone()],
+            accounts: accounts(&r.agent, &r.via),
             runs_as: r.host_claim.runs_as.clone(),
             destination: None,
             operation: r.id.clone(),
@@ -109,6 +109,11 @@ impl Claimed {
             reason: r.reason.clone(),
         }
     }
+}
+
+/// The agent's account, then each delegating agent's of its chain (nearest first).
+fn accounts(agent: &str, via: &[crate::table::ChainLink]) -> Vec<String> {
+    std::iter::once(agent).chain(via.iter().map(|l| l.agent.as_str())).map(String::from).collect()
 }
 
 /// What the host's permissions refused: the agent's account or the person it runs as.
@@ -207,6 +212,7 @@ impl Runtime {
                 tool: call.tool.clone(),
                 arguments: call.arguments.clone(),
                 requester: call.requester.clone(),
+                via: call.via.clone(),
                 standing_rule: admitted.decision.standing_rule.clone(),
                 amount,
                 status: Status::Granted,

@@ -377,6 +377,7 @@ pub(crate) fn run(n: u64, token: &str) -> Run {
         tool: "PlaceOrder".into(),
         arguments: json!({"supplier": "acme", "amount": 300}),
         requester: Some("Mia".into()),
+        via: Vec::new(),
         standing_rule: None,
         amount: Some(300),
         status: Status::Granted,

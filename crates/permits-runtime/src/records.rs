@@ -311,6 +311,10 @@ pub struct Run {
     pub arguments: Value,
     /// The person the work is for; `None` when it is for nobody.
     pub requester: Option<String>,
+    /// The call's delegation chain, nearest first (spec §3b): its agents' accounts are admitted with the
+    /// agent's. Absent for a direct call (and in runs stored before delegation).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub via: Vec<crate::table::ChainLink>,
     /// The standing rule that made the call `alone`, if one did.
     pub standing_rule: Option<String>,
     /// The amount reserved under the run's id, when the tool spends from a budget.

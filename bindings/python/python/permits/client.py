@@ -113,6 +113,22 @@ def _text(name: str, value: object) -> str:
     return value
 
 
+def _chain(via: Sequence[str] | None) -> list[dict[str, str]]:
+    """`["Agent.Skill", …]` (nearest first) as the service takes a chain: `[{"agent", "skill"}, …]`."""
+    if via is None:
+        return []
+    if isinstance(via, (str, bytes)) or not isinstance(via, Sequence):
+        raise InputError(f'via is a list of "Agent.Skill" strs, nearest first, not `{type(via).__name__}`')
+    links = []
+    for link in via:
+        text = _text("a link of via", link)
+        agent, dot, skill = text.partition(".")
+        if not dot or not agent or not skill or "." in skill:
+            raise InputError(f'each link of via is "Agent.Skill" (two names joined by one `.`), not `{text}`')
+        links.append({"agent": agent, "skill": skill})
+    return links
+
+
 def _maybe_text(name: str, value: object) -> str | None:
     return None if value is None else _text(name, value)
 
@@ -289,22 +305,34 @@ class Client:
         answer: dict[str, Any] = self._request("GET", "/v1/table", safe=True)
         return answer
 
-    def _offer(self, agent: str, skill: str, mode: str | None) -> Any:
+    def _offer(self, agent: str, skill: str, mode: str | None, via: Sequence[str] | None) -> Any:
         path = f"/v1/agents/{_segment('agent', agent)}/skills/{_segment('skill', skill)}/tools"
+        query: dict[str, str] = {}
         if mode is not None:
-            path += "?" + urllib.parse.urlencode({"mode": _text("mode", mode)})
+            query["mode"] = _text("mode", mode)
+        links = _chain(via)
+        if links:
+            query["via"] = ",".join(f"{link['agent']}.{link['skill']}" for link in links)
+        if query:
+            path += "?" + urllib.parse.urlencode(query)
         return self._request("GET", path, safe=True)
 
-    def offered_tools(self, agent: str, skill: str, *, mode: str | None = None) -> list[OfferedTool]:
+    def offered_tools(
+        self, agent: str, skill: str, *, mode: str | None = None, via: Sequence[str] | None = None
+    ) -> list[OfferedTool]:
         """The tools to offer the model in `skill` (never a `never` one), in the skill's order, each with its
         label, parameters and level (`None` when a condition on the arguments decides it); with `mode`, for
-        calls in that mode (a tool `never` in it is not offered; an unknown mode offers nothing)."""
-        return [_read("offered_tool", t) for t in _member(self._offer(agent, skill, mode), "tools")]
+        calls in that mode (a tool `never` in it is not offered; an unknown mode offers nothing); with `via`
+        (`["Agent.Skill", …]`, nearest first), for calls delegated along that chain (a tool a link makes
+        `never` is not offered; an undeclared chain offers nothing)."""
+        return [_read("offered_tool", t) for t in _member(self._offer(agent, skill, mode, via), "tools")]
 
-    def levels(self, agent: str, skill: str, *, mode: str | None = None) -> list[tuple[str, str]]:
+    def levels(
+        self, agent: str, skill: str, *, mode: str | None = None, via: Sequence[str] | None = None
+    ) -> list[tuple[str, str]]:
         """Every tool of `skill` with the table's level for it, `never` ones included, in the skill's order;
-        with `mode`, the levels in that mode."""
-        offer = self._offer(agent, skill, mode)
+        with `mode`, the levels in that mode; with `via`, along that delegation chain."""
+        offer = self._offer(agent, skill, mode, via)
         return [(str(_member(item, "tool")), str(_member(item, "level"))) for item in _member(offer, "levels")]
 
     # -----------------------------------------------------------------------------------------------------
@@ -319,9 +347,12 @@ class Client:
         *,
         requester: str | None = None,
         mode: str | None = None,
+        via: Sequence[str] | None = None,
     ) -> Decision:
         """The decision for one call, standing rules included (recorded in the service's audit); `mode` is the
-        mode the call is made in (none: no mode)."""
+        mode the call is made in (none: no mode); `via` its delegation chain, `["Agent.Skill", …]` nearest
+        first, root last (an undeclared link makes it `never`; the key must be a host key for every agent of
+        the chain, else `Refused(kind="not_your_agent")`)."""
         body = {
             "agent": _text("agent", agent),
             "skill": _text("skill", skill),
@@ -329,6 +360,7 @@ class Client:
             "arguments": _arguments(arguments),
             "requester": _maybe_text("requester", requester),
             "mode": _maybe_text("mode", mode),
+            "via": _chain(via),
         }
         decision: Decision = _read("decision", self._request("POST", "/v1/decide", body, safe=True))
         return decision
@@ -351,6 +383,7 @@ class Client:
         instruction_version: str | None = None,
         lifetime: int | None = None,
         mode: str | None = None,
+        via: Sequence[str] | None = None,
     ) -> Claimed | Proposal:
         """One tool call of the agent, in the task `operation_key`.
 
@@ -363,7 +396,9 @@ class Client:
         `covered_version` of the subject now (for a tool with `version P.F`), how arguments read to a person
         (`shown`, by parameter name: `{"repair": "Ticket T-7"}`), and the `instruction_version`. `lifetime`
         (seconds) shortens the proposal's. `mode` is the mode the call is made in: the task's first call binds
-        it, and a later call of the task in another mode (or none) is `Refused(kind="never")`.
+        it, and a later call of the task in another mode (or none) is `Refused(kind="never")`. `via` is the
+        call's delegation chain, `["Agent.Skill", …]` nearest first, root last: the key must be a host key
+        for every agent of it, and the chain's root is the task's.
         """
         body: dict[str, Any] = {
             "agent": _text("agent", agent),
@@ -372,6 +407,7 @@ class Client:
             "arguments": _arguments(arguments),
             "requester": _maybe_text("requester", requester),
             "mode": _maybe_text("mode", mode),
+            "via": _chain(via),
             "operation_key": _text("operation_key", operation_key),
             "claim_token": _text("claim_token", claim_token),
             "why": _text("why", why),

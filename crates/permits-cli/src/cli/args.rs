@@ -215,6 +215,10 @@ pub(super) enum McpCommand {
         /// call is made in it (the task's first call binds it).
         #[arg(long)]
         mode: Option<String>,
+        /// A delegating link `AGENT.SKILL` of the agent's chain (spec §3b), nearest first; repeatable: the
+        /// offer is the chain's and every call is made along it (the host key must hold every agent of it).
+        #[arg(long = "via", value_name = "AGENT.SKILL")]
+        via: Vec<String>,
         /// Pass `resources/*` through (off: reading a resource is a read the policy has not seen).
         #[arg(long)]
         allow_resources: bool,

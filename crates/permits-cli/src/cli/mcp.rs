@@ -106,6 +106,7 @@ pub(crate) struct ProxyArgs {
     pub(crate) wait: u64,
     pub(crate) task: Option<String>,
     pub(crate) mode: Option<String>,
+    pub(crate) via: Vec<String>,
     pub(crate) allow_resources: bool,
     pub(crate) allow_prompts: bool,
     pub(crate) command: Vec<String>,
@@ -126,6 +127,14 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
         errln!("error: --service is the approval service's URL, like http://127.0.0.1:7878");
         return 2;
     }
+    let mut via = Vec::with_capacity(a.via.len());
+    for text in &a.via {
+        let Some(link) = crate::table::ChainLink::parse(text) else {
+            errln!("error: --via is `AGENT.SKILL` (two names joined by one `.`), not `{text}`");
+            return 2;
+        };
+        via.push((link.agent, link.skill));
+    }
     let options = Options {
         service: a.service,
         key: key.trim().to_string(),
@@ -135,6 +144,7 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
         wait: a.wait,
         task: a.task,
         mode: a.mode,
+        via,
         allow_resources: a.allow_resources,
         allow_prompts: a.allow_prompts,
         command: cmd.clone(),

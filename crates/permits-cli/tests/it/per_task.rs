@@ -380,6 +380,84 @@ fn two_processes_spending_in_one_task_never_exceed_its_cap() -> R {
     check_race_ledger(&table, &db, ran)
 }
 
+/// A proposal's status after proposing, and its reason.
+type Outcome = (Status, Option<String>);
+
+/// How many delegated buys of 300 each child tries in [`two_delegated_children_of_one_task_never_exceed_its_cap`].
+const CHILD_TRIES: usize = 5;
+
+/// One delegated child of the task `T-children` (the Researcher working for Coder in FixBug, spec §3b): a
+/// runtime on the SQLite ledger at `db` proposing [`CHILD_TRIES`] buys of 300, each granted automatically
+/// while the task's cap has room (Coder's layer proposes; within `alone_up_to` nobody is asked) and then
+/// executed and settled. Returns the statuses of its proposals after proposing, and the reasons of those not
+/// granted.
+fn delegated_child(
+    table: &Table,
+    db: &Path,
+    child: usize,
+    start: &Barrier,
+) -> Result<Vec<Outcome>, Box<dyn std::error::Error>> {
+    let rt = Runtime::new(table.clone(), AdmitAll).with_store(SqliteStore::open(db)?);
+    start.wait();
+    let mut out = Vec::new();
+    for n in 0..CHILD_TRIES {
+        // Each a new buy: another destination, so not a retry of the first.
+        let to = format!("https://credits.example.com/child-{child}/{n}");
+        let request = ProposalRequest::new(buy(300).delegated_by("Coder", "FixBug"), "T-children", "credits")
+            .with_destination(to.clone());
+        let p = rt.propose(&request)?;
+        if p.status == Status::Granted {
+            let ran = rt.execute(&p.id, Some(&to), |ctx| accepted(ctx, 300))?;
+            assert_eq!(ran.proposal.status, Status::Done);
+        }
+        out.push((p.status, p.reason));
+    }
+    Ok(out)
+}
+
+/// Two delegated children of one task (each the Researcher via Coder.FixBug, each with its own store on one
+/// SQLite file, as two hosts have) race to spend from the task's per-task amount (spec §6 "Per task", §3b):
+/// exactly six buys of 300 are granted (1800 of 2000; a seventh would be 2100), the other four wait with the
+/// cap as their reason, and the task and the budget hold 1800 spent, nothing reserved — never over. The
+/// task's root is Coder.FixBug.
+#[test]
+fn two_delegated_children_of_one_task_never_exceed_its_cap() -> R {
+    let tmp = Temp::new("per-task-children");
+    let db = tmp.path("ledger.db");
+    let table = desk()?;
+    drop(SqliteStore::open(&db)?);
+    let start = Barrier::new(2);
+    let outcomes: Vec<Result<Vec<Outcome>, String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..2)
+            .map(|child| {
+                let (table, db, start) = (&table, &db, &start);
+                scope.spawn(move || delegated_child(table, db, child, start).map_err(|e| e.to_string()))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().map_err(|_| "a child panicked".to_string()).and_then(|r| r)).collect()
+    });
+    let outcomes: Vec<Outcome> =
+        outcomes.into_iter().collect::<Result<Vec<_>, String>>()?.into_iter().flatten().collect();
+    let granted = outcomes.iter().filter(|(s, _)| *s == Status::Granted).count();
+    assert_eq!(granted, 6, "{outcomes:?}");
+    for (status, reason) in outcomes.iter().filter(|(s, _)| *s != Status::Granted) {
+        assert_eq!(*status, Status::Waiting);
+        let reason = reason.as_deref().unwrap_or_default();
+        assert!(
+            reason.starts_with(
+                "not granted automatically: budget `Research`, task `T-children`: per task: 1800 of 2000 cents held"
+            ) && reason.ends_with("300 cents more would exceed it (200 left)"),
+            "{reason}"
+        );
+    }
+    let rt = Runtime::new(table.clone(), AdmitAll).with_store(SqliteStore::open(&db)?);
+    assert_eq!(figures(&rt, "T-children")?, (1800, 0));
+    let total = rt.budget("Research")?;
+    assert_eq!((total.spent, total.reserved), (1800, 0));
+    assert_eq!(rt.task("T-children")?.map(|t| (t.root_agent, t.root_skill)), Some(("Coder".into(), "FixBug".into())));
+    Ok(())
+}
+
 /// `permitc decide --task KEY` (no ledger): the decision, the task, and for a spend the budget's per-task
 /// figures with nothing spent; an amount above `per_task` says it would be refused at grant. Without
 /// `--task` the output is the decision alone, as before.

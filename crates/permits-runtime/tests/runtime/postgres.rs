@@ -238,3 +238,73 @@ fn postgres_hosts_spending_in_one_task_never_exceed_its_cap() -> R {
     assert_eq!((total.spent, total.reserved), (1800, 1800));
     Ok(())
 }
+
+/// Spec §6 "Per task", §3b on one PostgreSQL database: delegated children of one task (the Researcher via
+/// Coder.FixBug, one per host, each on its own connection) racing to spend from the task's per-task amount.
+/// Their buys of 300 are proposed (Coder's layer) and granted automatically while the cap has room, each
+/// reserving at its grant: exactly six are granted (1800 of 2000), the rest wait with the cap as their
+/// reason, and once the granted ones have run the task holds 1800 spent, nothing reserved — never over.
+#[test]
+fn postgres_delegated_children_of_one_task_never_exceed_its_cap() -> R {
+    let db = Database::new("children")?;
+    let hosts: Vec<Runtime> = (0..HOSTS)
+        .map(|_| Ok(Runtime::new(desk(), AdmitAll).with_store(PostgresStore::with_config(db.config.clone())?)))
+        .collect::<Result<_, Box<dyn std::error::Error>>>()?;
+    let start = Barrier::new(HOSTS);
+    let outcomes: Vec<Result<(permits_runtime::Status, Option<String>), String>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = hosts
+            .iter()
+            .enumerate()
+            .map(|(child, rt)| {
+                let start = &start;
+                scope.spawn(move || {
+                    start.wait();
+                    (0..3)
+                        .map(|n| {
+                            let to = format!("https://credits.example.com/child-{child}/{n}");
+                            let request = ProposalRequest::new(
+                                credits(300).delegated_by("Coder", "FixBug"),
+                                "T-children",
+                                "credits",
+                            )
+                            .with_destination(to.clone());
+                            let p = rt.propose(&request).map_err(|e| e.to_string())?;
+                            if p.status == permits_runtime::Status::Granted {
+                                rt.execute(&p.id, Some(&to), |ctx| {
+                                    RunOutcome::Done(
+                                        json!({"operation": ctx.operation, "amount": 300, "outcome": "accepted"}),
+                                    )
+                                })
+                                .map_err(|e| e.to_string())?;
+                            }
+                            Ok((p.status, p.reason))
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![Err("a child panicked".into())])).collect()
+    });
+    let outcomes = outcomes.into_iter().collect::<Result<Vec<_>, String>>()?;
+    let granted = outcomes.iter().filter(|(s, _)| *s == permits_runtime::Status::Granted).count();
+    assert_eq!((granted, outcomes.len()), (6, 3 * HOSTS), "{outcomes:?}");
+    for (status, reason) in outcomes.iter().filter(|(s, _)| *s != permits_runtime::Status::Granted) {
+        assert_eq!(*status, permits_runtime::Status::Waiting);
+        let reason = reason.as_deref().unwrap_or_default();
+        assert!(
+            reason.starts_with(
+                "not granted automatically: budget `Research`, task `T-children`: per task: 1800 of 2000 cents held"
+            ),
+            "{reason}"
+        );
+    }
+    let task = hosts[0].task_spending("Research", "T-children")?;
+    assert_eq!((task.spent, task.reserved), (1800, 0));
+    let total = hosts[2].budget("Research")?;
+    assert_eq!((total.spent, total.reserved), (1800, 0));
+    assert_eq!(
+        hosts[1].task("T-children")?.map(|t| (t.root_agent, t.root_skill)),
+        Some(("Coder".into(), "FixBug".into()))
+    );
+    Ok(())
+}

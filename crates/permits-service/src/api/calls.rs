@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use permits_runtime::table::Level;
+use permits_runtime::table::{ChainLink, Level};
 use permits_runtime::{Call, Evidence, ProposalRequest};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -29,6 +29,10 @@ pub(crate) struct DecideBody {
     /// The mode the call is made in (spec §3c); none for no mode.
     #[serde(default)]
     mode: Option<String>,
+    /// The delegation chain (spec §3b), nearest first, root last, as proposals show it; empty for a direct
+    /// call.
+    #[serde(default)]
+    via: Vec<ChainLink>,
 }
 
 /// The call of `POST /v1/calls`.
@@ -46,6 +50,10 @@ pub(crate) struct CallBody {
     /// task in another mode (or none) is `never`.
     #[serde(default)]
     mode: Option<String>,
+    /// The delegation chain (spec §3b), nearest first, root last; empty for a direct call. A link that is
+    /// not a declared delegation makes the call `never`.
+    #[serde(default)]
+    via: Vec<ChainLink>,
     operation_key: String,
     claim_token: String,
     #[serde(default)]
@@ -86,12 +94,14 @@ struct CallParts {
     arguments: Value,
     requester: Option<String>,
     mode: Option<String>,
+    via: Vec<ChainLink>,
 }
 
 fn call_of(parts: CallParts) -> Call {
     let mut call = Call::new(parts.agent, parts.skill, parts.tool).with_arguments(parts.arguments);
     call.requester = parts.requester;
     call.mode = parts.mode;
+    call.via = parts.via;
     call
 }
 
@@ -101,7 +111,7 @@ pub(crate) async fn decide(
     caller: Caller,
     Json(body): Json<DecideBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    caller.host_of(&body.agent)?;
+    caller.host_of_chain(&body.agent, &body.via)?;
     let call = call_of(CallParts {
         agent: body.agent,
         skill: body.skill,
@@ -109,6 +119,7 @@ pub(crate) async fn decide(
         arguments: body.arguments,
         requester: body.requester,
         mode: body.mode,
+        via: body.via,
     });
     let decision = app.run(move |app| Ok(app.rt.decide(&call)?)).await?;
     app.metrics.decision(decision.level);
@@ -125,7 +136,7 @@ pub(crate) async fn call(
     caller: Caller,
     Json(body): Json<CallBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    caller.host_of(&body.agent)?;
+    caller.host_of_chain(&body.agent, &body.via)?;
     let call = call_of(CallParts {
         agent: body.agent,
         skill: body.skill,
@@ -133,6 +144,7 @@ pub(crate) async fn call(
         arguments: body.arguments,
         requester: body.requester,
         mode: body.mode,
+        via: body.via,
     });
     let request = ProposalRequest {
         call,

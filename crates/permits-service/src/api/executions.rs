@@ -45,7 +45,8 @@ async fn as_host(
 ) -> Result<axum::Json<Value>, ApiError> {
     app.change(move |app| {
         let current = app.rt.execution(&id)?;
-        caller.host_of(&current.agent)?;
+        // The agent's and every delegating agent's account (spec §3b).
+        caller.host_of_all(current.accounts.iter().map(String::as_str))?;
         Ok(axum::Json(execution_json(&f(app, &id)?)))
     })
     .await
@@ -215,7 +216,7 @@ pub(crate) async fn settle(
 ) -> Result<axum::Json<Value>, ApiError> {
     app.change(move |app| {
         let current = app.rt.execution(&body.holder)?;
-        caller.host_of(&current.agent)?;
+        caller.host_of_all(current.accounts.iter().map(String::as_str))?;
         let budget = app.rt.settle(&body.holder, &body.receipt)?;
         Ok(axum::Json(json!({"budget": budget})))
     })

@@ -254,6 +254,18 @@ impl Caller {
         }
     }
 
+    /// A host key that acts for `agent` and for every delegating agent of its chain `via` (spec §3b): a
+    /// delegated call spends its root's task, person and per-task amounts, so a host for the child alone
+    /// may not make it.
+    pub(crate) fn host_of_chain(&self, agent: &str, via: &[permits_runtime::table::ChainLink]) -> Result<(), ApiError> {
+        self.host_of_all(std::iter::once(agent).chain(via.iter().map(|l| l.agent.as_str())))
+    }
+
+    /// A host key that acts for every one of `agents`.
+    pub(crate) fn host_of_all<'a>(&self, agents: impl IntoIterator<Item = &'a str>) -> Result<(), ApiError> {
+        agents.into_iter().try_for_each(|a| self.host_of(a))
+    }
+
     /// Whether the caller may read what concerns `agent`: its host, any person, an admin.
     pub(crate) fn may_read(&self, agent: &str) -> Result<(), ApiError> {
         match self.0.kind {

@@ -200,7 +200,7 @@ pub(crate) async fn withdraw(
             (KeyKind::Person, Some(person)) => app.rt.withdraw(&id, Principal::Person(person))?,
             (KeyKind::Host, _) => {
                 let p = app.rt.proposal(&id)?;
-                Caller(key.clone()).host_of(&p.agent)?;
+                Caller(key.clone()).host_of_chain(&p.agent, &p.via)?;
                 app.rt.withdraw(&id, Principal::Agent(&p.agent))?
             }
             _ => return Err(ApiError::forbidden("host_only", "only the agent's host or the requester withdraws")),

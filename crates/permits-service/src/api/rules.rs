@@ -52,6 +52,11 @@ pub(crate) struct RuleBody {
     /// for calls in no mode.
     #[serde(default)]
     mode: Option<String>,
+    /// The delegation chain the rule is made for (spec §3b), nearest first, root last: it applies only to
+    /// calls with exactly this chain; empty for direct calls. It needs `skill`, and every link must be a
+    /// declared delegation (else the runtime refuses it: 403 `rule`).
+    #[serde(default)]
+    via: Vec<permits_runtime::table::ChainLink>,
 }
 
 /// `POST /v1/rules` (a person key: the rule is made by that person, who must be allowed to make it).
@@ -77,8 +82,7 @@ pub(crate) async fn allow_alone(
         },
         expires_at: body.expires_at,
         mode: body.mode,
-        // The service passes no delegation chain (issue #21): a rule made here applies to direct calls only.
-        via: Vec::new(),
+        via: body.via,
     };
     app.change(move |app| Ok(axum::Json(json!({"rule": app.rt.allow_alone(&rule)?})))).await
 }

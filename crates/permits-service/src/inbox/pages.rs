@@ -335,6 +335,14 @@ pub(crate) fn proposal(v: &ProposalView<'_>) -> Markup {
                 h2 { "The call" }
                 dl {
                     dt { "Agent" } dd { (p.agent) " in skill " (p.skill) }
+                    // The delegation chain (spec §3b), root first: whose work handed this call on, down to
+                    // the calling agent.
+                    @if !p.via.is_empty() {
+                        dt { "Delegated" } dd #chain {
+                            @for link in p.via.iter().rev() { (link.agent) " in " (link.skill) " → " }
+                            (p.agent) " in " (p.skill)
+                        }
+                    }
                     dt { "Task" } dd { code { (shown(&p.operation_key, false)) } }
                     dt { "For" } dd #for-person {
                         @if let Some(r) = &p.requester { (r) } @else {

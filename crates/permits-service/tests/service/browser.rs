@@ -387,3 +387,54 @@ fn over_https_with_a_second_factor_required_noor_must_add_one_before_her_inbox()
         Ok(())
     })
 }
+
+/// The proposal page shows a delegated call's chain (spec §3b), root first down to the calling agent, each
+/// with its skill, and a call's mode (spec §3c): Ben sees the Researcher's WebFetch delegated by Coder in
+/// FixBug, and Coder's GitPush made in mode Unattended, which has no chain.
+#[test]
+fn ben_sees_the_delegation_chain_and_the_mode_on_the_proposal_page() -> R {
+    let dir = super::Temp::new("inbox-desk");
+    let table = dir.path("table.json");
+    std::fs::copy(super::fixture("research-desk"), &table)?;
+    let store = dir.path("ledger.db");
+    super::inbox::set_password(&store, "Ben", "ben-secret-password-333");
+    let server = super::Server::logged(&table, &store, &[], None);
+    let host = server.host("Coder,Researcher");
+    let fetch = host
+        .post(
+            "/v1/calls",
+            &json!({"agent": "Researcher", "skill": "Look", "tool": "WebFetch", "arguments": {"url": "https://a.example/x"},
+                    "requester": "Ben", "via": [{"agent": "Coder", "skill": "FixBug"}], "operation_key": "T1",
+                    "claim_token": "tok-1", "why": "look it up"}),
+        )
+        .ok();
+    assert_eq!(fetch["proposal"]["id"], "P-1");
+    let push = host
+        .post(
+            "/v1/calls",
+            &json!({"agent": "Coder", "skill": "FixBug", "tool": "GitPush", "arguments": {"branch": "fix-1"},
+                    "requester": "Ben", "mode": "Unattended", "operation_key": "T2", "claim_token": "tok-2",
+                    "why": "push the fix"}),
+        )
+        .ok();
+    assert_eq!(push["proposal"]["id"], "P-2");
+    let driver = Driver::start();
+    run(async {
+        let b = browser(&driver, Screen::Laptop).await?;
+        b.goto(&format!("{}/inbox/sign-in", server.url)).await?;
+        sign_in(&b, "Ben", "ben-secret-password-333").await?;
+        wait_for_text(&b, "Waiting for you").await?;
+        b.goto(&format!("{}/inbox/proposals/P-1", server.url)).await?;
+        let page = wait_for_text(&b, "Delegated").await?;
+        let chain = b.find(Locator::Css("#chain")).await?.text().await?;
+        assert_eq!(chain, "Coder in FixBug → Researcher in Look");
+        assert!(!page.contains("Mode"), "no mode: {page}");
+        screenshot(&b, "delegated-proposal").await?;
+        b.goto(&format!("{}/inbox/proposals/P-2", server.url)).await?;
+        let page = wait_for_text(&b, "Mode").await?;
+        assert!(page.contains("Mode\nUnattended") || page.contains("Mode Unattended"), "{page}");
+        assert!(b.find_all(Locator::Css("#chain")).await?.is_empty(), "a direct call has no chain");
+        b.close().await?;
+        Ok(())
+    })
+}

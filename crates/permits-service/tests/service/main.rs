@@ -4,6 +4,7 @@
 
 mod bad_input;
 mod browser;
+mod delegation;
 mod durability;
 mod inbox;
 mod keys;
