@@ -118,7 +118,7 @@ fn accounts(agent: &str, via: &[crate::table::ChainLink]) -> Vec<String> {
 
 /// What the host's permissions refused: the agent's account or the person it runs as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Refused {
+pub enum AuthorityRefusal {
     /// The agent's own account may not run the tool.
     Agent,
     /// The person it runs as may not.
@@ -127,10 +127,16 @@ pub enum Refused {
 
 /// The message a refusal by the host's permissions gives (spec §5 "Execution admission"), the same whether
 /// the runtime's [`Authority`] or a host elsewhere refused.
-pub(crate) fn authority_message(agent: &str, runs_as: &str, tool: &str, refused: Refused, why: &str) -> String {
+pub(crate) fn authority_message(
+    agent: &str,
+    runs_as: &str,
+    tool: &str,
+    refused: AuthorityRefusal,
+    why: &str,
+) -> String {
     match refused {
-        Refused::Agent => format!("the agent's account `{agent}` may not run `{tool}`: {why}"),
-        Refused::Person => format!("`{agent}` runs `{tool}` on behalf of `{runs_as}`, who may not: {why}"),
+        AuthorityRefusal::Agent => format!("the agent's account `{agent}` may not run `{tool}`: {why}"),
+        AuthorityRefusal::Person => format!("`{agent}` runs `{tool}` on behalf of `{runs_as}`, who may not: {why}"),
     }
 }
 
@@ -269,7 +275,13 @@ impl Runtime {
     /// Errors: [`Refusal::Claimed`], [`Refusal::NotClaimed`] (no claim by this token, or it was confirmed
     /// already), [`Refusal::Status`],
     /// [`RuntimeError::UnknownExecution`], [`RuntimeError::Store`].
-    pub fn refuse_claim(&self, id: &str, token: &str, refused: Refused, why: &str) -> Result<Claimed, RuntimeError> {
+    pub fn refuse_claim(
+        &self,
+        id: &str,
+        token: &str,
+        refused: AuthorityRefusal,
+        why: &str,
+    ) -> Result<Claimed, RuntimeError> {
         self.transact(|tx, events| match tx.proposal(id)? {
             Some(mut p) => {
                 if let Some(refused) = self.host_claim_holds(events, &p, token)? {

@@ -93,7 +93,7 @@ pub use audit::{
     AuditEvent, AuditHead, AuditSink, Authorization, ChainError, ChainedEvent, EventKind, GENESIS, JsonLinesSink,
     MemorySink, NullSink, read_export, verify_chain,
 };
-pub use claim::{Claimed, Refused};
+pub use claim::{AuthorityRefusal, Claimed};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, FINGERPRINT_FORMAT, PartLevel, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
@@ -436,15 +436,15 @@ impl Runtime {
         tool: &str,
         arguments: &Value,
     ) -> Result<(), String> {
-        use claim::{Refused, authority_message};
+        use claim::{AuthorityRefusal, authority_message};
         for account in std::iter::once(agent).chain(via.iter().map(|l| l.agent.as_str())) {
             self.authority
                 .admits(Principal::Agent(account), tool, arguments)
-                .map_err(|why| authority_message(account, runs_as, tool, Refused::Agent, &why))?;
+                .map_err(|why| authority_message(account, runs_as, tool, AuthorityRefusal::Agent, &why))?;
         }
         self.authority
             .admits(Principal::Person(runs_as), tool, arguments)
-            .map_err(|why| authority_message(agent, runs_as, tool, Refused::Person, &why))
+            .map_err(|why| authority_message(agent, runs_as, tool, AuthorityRefusal::Person, &why))
     }
 
     pub(crate) fn covered_version(&self, table: &Table, call: &Call) -> Result<Option<String>, String> {

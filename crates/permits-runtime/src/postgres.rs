@@ -37,7 +37,7 @@
 //!     operation_key TEXT NOT NULL, fingerprint TEXT NOT NULL, tool TEXT NOT NULL, subject TEXT,
 //!     record TEXT NOT NULL,
 //!     status TEXT, decider TEXT, requester TEXT, decided_by TEXT, agent TEXT, expires_at BIGINT);  -- version 6
-//! -- version 6, as SQLite's: proposals_by_decider (status, decider, slot), proposals_by_task
+//! -- version 6, as SQLite's: proposals_by_decider (status, decider, slot, requester, expires_at), proposals_by_task
 //! -- (operation_key, slot), proposals_by_agent (agent, slot), proposals_by_requester (requester, slot),
 //! -- proposals_by_decided_by (decided_by, slot)
 //! CREATE INDEX proposals_by_fingerprint ON proposals (operation_key, fingerprint);
@@ -136,7 +136,7 @@ UPDATE permits_schema SET version = 5;
 const SCHEMA_V6_ADDS: &str = "
 ALTER TABLE proposals ADD COLUMN status TEXT, ADD COLUMN decider TEXT, ADD COLUMN requester TEXT,
     ADD COLUMN decided_by TEXT, ADD COLUMN agent TEXT, ADD COLUMN expires_at BIGINT;
-CREATE INDEX proposals_by_decider ON proposals (status, decider, slot);
+CREATE INDEX proposals_by_decider ON proposals (status, decider, slot, requester, expires_at);
 CREATE INDEX proposals_by_task ON proposals (operation_key, slot);
 CREATE INDEX proposals_by_agent ON proposals (agent, slot);
 CREATE INDEX proposals_by_requester ON proposals (requester, slot);
@@ -658,7 +658,7 @@ impl Transaction for PostgresTransaction<'_> {
         let n = params.len();
         let count_sql = format!("SELECT count(*) FROM proposals WHERE {filter}");
         let page_sql = format!(
-            "SELECT id, record FROM proposals WHERE {filter} ORDER BY slot DESC LIMIT ${} OFFSET ${}",
+            "SELECT id, record FROM proposals WHERE slot IN (SELECT slot FROM proposals WHERE {filter} ORDER BY slot DESC LIMIT ${} OFFSET ${}) ORDER BY slot DESC",
             n + 1,
             n + 2
         );

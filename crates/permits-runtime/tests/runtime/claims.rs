@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 
 use permits_runtime::table::Table;
 use permits_runtime::{
-    AdmitAll, ApproveMode, Call, ManualClock, NewRule, ProposalRequest, Refusal, Refused, RunOutcome, Runtime,
+    AdmitAll, ApproveMode, AuthorityRefusal, Call, ManualClock, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime,
     RuntimeError, Scope, Status, VersionQuery, Versions, WorkFor,
 };
 use serde_json::{Value, json};
@@ -94,14 +94,14 @@ fn a_refused_claim_fails_final_and_releases_the_reservation() -> R {
     let id = granted(&rt, "order-1")?;
     rt.claim(&id, "tok-a", None)?;
     assert_eq!(supplies(&rt)?, (900, 0));
-    let failed = rt.refuse_claim(&id, "tok-a", Refused::Person, "only a manager may order")?;
+    let failed = rt.refuse_claim(&id, "tok-a", AuthorityRefusal::Person, "only a manager may order")?;
     assert_eq!(failed.status, Status::Failed);
     assert_eq!(
         failed.reason.as_deref(),
         Some("`Clerkbot` runs `PlaceOrder` on behalf of `Max`, who may not: only a manager may order")
     );
     assert_eq!(supplies(&rt)?, (0, 0));
-    assert_eq!(rt.refuse_claim(&id, "tok-a", Refused::Person, "again")?, failed, "the same answer");
+    assert_eq!(rt.refuse_claim(&id, "tok-a", AuthorityRefusal::Person, "again")?, failed, "the same answer");
     assert_eq!(refusal(rt.confirm(&id, "tok-a"))?.0, Refusal::Status);
     assert_eq!(refusal(rt.claim(&id, "tok-b", None))?.0, Refusal::Claimed);
     assert_eq!(refusal(rt.approve(&id, "Max", &rt.proposal(&id)?.fingerprint, ApproveMode::Once))?.0, Refusal::Status);
@@ -109,7 +109,7 @@ fn a_refused_claim_fails_final_and_releases_the_reservation() -> R {
     let id = granted(&rt, "order-2")?;
     rt.claim(&id, "tok-c", None)?;
     rt.confirm(&id, "tok-c")?;
-    assert_eq!(refusal(rt.refuse_claim(&id, "tok-c", Refused::Agent, "no"))?.0, Refusal::NotClaimed);
+    assert_eq!(refusal(rt.refuse_claim(&id, "tok-c", AuthorityRefusal::Agent, "no"))?.0, Refusal::NotClaimed);
     assert_eq!(rt.proposal(&id)?.status, Status::Sending);
     Ok(())
 }
@@ -218,7 +218,7 @@ fn an_alone_run_refused_by_the_host_releases_its_reservation() -> R {
     let rt = runtime();
     small_orders_alone(&rt)?;
     let claimed = rt.claim_alone(&ProposalRequest::new(order("mint", 300), "order-1", "mint"), "tok-a")?;
-    let failed = rt.refuse_claim(&claimed.id, "tok-a", Refused::Agent, "the shop account is locked")?;
+    let failed = rt.refuse_claim(&claimed.id, "tok-a", AuthorityRefusal::Agent, "the shop account is locked")?;
     assert_eq!(failed.status, Status::Failed);
     assert_eq!(
         failed.reason.as_deref(),

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use permits_runtime::{Claimed, Refused, RunOutcome};
+use permits_runtime::{AuthorityRefusal, Claimed, RunOutcome};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -147,8 +147,8 @@ pub(crate) async fn refuse(
     Json(body): Json<RefuseBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
     let refused = match body.principal {
-        Principal::Agent => Refused::Agent,
-        Principal::Person => Refused::Person,
+        Principal::Agent => AuthorityRefusal::Agent,
+        Principal::Person => AuthorityRefusal::Person,
     };
     as_host(app, caller, id, move |app, id| Ok(app.rt.refuse_claim(id, &body.token, refused, &body.reason)?)).await
 }
