@@ -402,6 +402,23 @@ impl Table {
         self.possible_levels_in(agent, skill, tool, None)
     }
 
+    /// Who a proposal of `tool` by `agent` in `skill` along `via` (nearest first; empty for a direct call) is
+    /// routed to, as [`Table::level_of`] finds it: the entry's route, or the route of the link nearest the
+    /// root that has one (spec §3b). `None` when the triple is not offered or a link is not a declared
+    /// delegation.
+    pub fn route_via(&self, agent: &str, skill: &str, tool: &str, via: &[ChainLink]) -> Option<&Route> {
+        let mut route = &self.entry(agent, skill, tool)?.route;
+        let mut child = (agent, skill);
+        for link in via {
+            let rows = link_entry(self, child, link, tool)?;
+            if let Some(r) = &rows.route {
+                route = r;
+            }
+            child = (link.agent.as_str(), link.skill.as_str());
+        }
+        Some(route)
+    }
+
     /// [`Table::possible_levels_in`] for a delegated call (spec §3b): every link's rows are more layers; a
     /// chain with a link that is not a declared delegation gives only `never`. `via` is nearest first; an
     /// empty chain is a direct call.

@@ -6,18 +6,22 @@ use crate::table::{Level, Table};
 
 /// Runs the package's `test` blocks against its table, on the one evaluator (spec §7): an expectation
 /// written with arguments states exactly what the runtime decides for that call ([`Table::level_of`], no
-/// person); written without, the level for every well-typed argument set ([`Table::possible_levels`], the
-/// allowance floor included), an error when that depends on the arguments.
+/// person, then step 7 of §3c: in an `unattended` mode a proposal routed to the requester is `never`);
+/// written without, the level for every well-typed argument set ([`Table::possible_levels`], the
+/// allowance floor and step 7 included), an error when that depends on the arguments.
 pub(super) fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, Vec<Diagnostic>) {
     let mut outcomes = Vec::new();
     let mut diags = Vec::new();
     for t in &a.model.tests {
         let mut failures = Vec::new();
         for e in &t.expects {
-            let triple = match e.mode {
-                Some(m) => format!("({}, {}, {}) in {m}", e.agent, e.skill, e.tool),
-                None => format!("({}, {}, {})", e.agent, e.skill, e.tool),
-            };
+            let mut triple = format!("({}, {}, {})", e.agent, e.skill, e.tool);
+            for link in &e.via {
+                triple.push_str(&format!(" via `{link}`"));
+            }
+            if let Some(m) = e.mode {
+                triple.push_str(&format!(" in {m}"));
+            }
             let (actual, why) = match expectation_level(table, e) {
                 Ok(found) => found,
                 Err(levels) => {
@@ -66,7 +70,27 @@ pub(super) fn run_tests(a: &Analysis<'_>, table: &Table) -> (Vec<TestOutcome>, V
 /// arguments and the level depends on them.
 fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result<(Level, String), Vec<Level>> {
     if e.args.is_empty() {
-        return match table.possible_levels_via(e.agent, e.skill, e.tool, e.mode, &e.via) {
+        let found = table.possible_levels_via(e.agent, e.skill, e.tool, e.mode, &e.via);
+        // Spec §3c step 7, on every possible level (the allowance is unknown without arguments).
+        let unattended = unattended_asks_nobody(table, e.mode, table.route_via(e.agent, e.skill, e.tool, &e.via));
+        let spends = table.tools.get(e.tool).is_some_and(|t| t.spends.is_some());
+        let levels = found.clone().map(|levels| {
+            levels
+                .into_iter()
+                .flat_map(|l| match l {
+                    _ if !unattended => vec![l],
+                    Level::Propose if spends => vec![Level::Propose, Level::Never],
+                    Level::Propose | Level::ProposeEveryTime => vec![Level::Never],
+                    _ => vec![l],
+                })
+                .collect::<std::collections::BTreeSet<Level>>()
+        });
+        if levels.as_ref().is_ok_and(|l| l.len() == 1 && l.contains(&Level::Never))
+            && !found.as_ref().is_ok_and(|l| l.len() == 1 && l.contains(&Level::Never))
+        {
+            return Ok((Level::Never, UNATTENDED.to_string()));
+        }
+        return match levels {
             Err(why) => Ok((Level::Never, why.to_string())),
             Ok(levels) if levels.len() == 1 => {
                 let level = levels.first().copied().unwrap_or(Level::Never);
@@ -92,6 +116,14 @@ fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result
     };
     Ok(match table.level_of(call) {
         Err(why) => (Level::Never, why.to_string()),
+        // Spec §3c step 7, after the automatic grant (a `propose` spend within its allowance asks nobody).
+        Ok(of)
+            if matches!(of.level, Level::Propose | Level::ProposeEveryTime)
+                && unattended_asks_nobody(table, e.mode, Some(of.route))
+                && !(of.level == Level::Propose && !of.over_allowance && of.tool.spends.is_some()) =>
+        {
+            (Level::Never, UNATTENDED.to_string())
+        }
         Ok(of) if of.floored => {
             let spend = table.spend_of(of.tool, &e.args).ok().flatten();
             (of.level, spend.map(|s| s.allowance_words()).unwrap_or_default())
@@ -104,6 +136,17 @@ fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result
             (of.level, deciding_rules(&because, of.level))
         }
     })
+}
+
+/// Why step 7 made a call `never`, as the runtime says it.
+const UNATTENDED: &str = "unattended: nobody to ask";
+
+/// Whether a proposal in `mode` routed `route` would wait for the requester while nobody is there (spec
+/// §3c step 7): the mode is `unattended` and the route is `requester` (an expectation names no person, so a
+/// person route is never the requester's).
+fn unattended_asks_nobody(table: &Table, mode: Option<&str>, route: Option<&crate::table::Route>) -> bool {
+    let unattended = mode.and_then(|m| table.modes.get(m)).is_some_and(|m| m.unattended);
+    unattended && matches!(route, Some(crate::table::Route::Requester))
 }
 
 /// The rules behind a level, in words: "decided by `never [X]` (a.permits:3)".
