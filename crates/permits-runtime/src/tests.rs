@@ -1042,10 +1042,9 @@ fn the_runtime_is_shared_between_threads() {
     shareable::<Runtime>();
 }
 
-#[test]
-fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
-    let mut table = workshop();
-    table.authority.decides_proposals.clear();
+/// The workshop with Ola (a Mechanic) and a Finance queue decided by the Mechanics, and the fleet job's
+/// `SetPrice` routed to it (the table still to be sealed).
+fn route_fleet_prices_to_the_finance_queue(table: &mut Table) {
     table.persons.insert("Ola".into(), PersonInfo { roles: vec!["Mechanic".into()], doc: None });
     table.queues.insert(
         "Finance".into(),
@@ -1062,6 +1061,13 @@ fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
     if let Some(s) = table.skills.get_mut("PriceFleetRepair") {
         s.routes.insert("SetPrice".into(), Route::Queue("Finance".into()));
     }
+}
+
+#[test]
+fn a_queue_member_decides_but_not_the_requester_in_it() -> R {
+    let mut table = workshop();
+    table.authority.decides_proposals.clear();
+    route_fleet_prices_to_the_finance_queue(&mut table);
     table.seal();
     let w = world();
     w.rt.replace_table(table)?;
@@ -1113,23 +1119,8 @@ fn records_round_trip_through_json_for_a_durable_store() -> R {
 #[test]
 fn the_waiting_page_of_each_person_is_what_they_may_decide_newest_first() -> R {
     let mut table = workshop();
-    table.persons.insert("Ola".into(), PersonInfo { roles: vec!["Mechanic".into()], doc: None });
+    route_fleet_prices_to_the_finance_queue(&mut table);
     table.persons.insert("Sam".into(), PersonInfo { roles: vec![], doc: None });
-    table.queues.insert(
-        "Finance".into(),
-        crate::table::QueueInfo { decided_by: vec![Holder::Role("Mechanic".into())], doc: None },
-    );
-    if let Some(e) = table
-        .entries
-        .get_mut("Estimator")
-        .and_then(|s| s.get_mut("PriceFleetRepair"))
-        .and_then(|t| t.get_mut("SetPrice"))
-    {
-        e.route = Route::Queue("Finance".into());
-    }
-    if let Some(s) = table.skills.get_mut("PriceFleetRepair") {
-        s.routes.insert("SetPrice".into(), Route::Queue("Finance".into()));
-    }
     table.seal();
     let w = world();
     w.rt.replace_table(table)?;
