@@ -181,7 +181,7 @@ pub(crate) fn sign_in(csrf: &str, next: &str, note: Option<&str>, person: &str) 
                     button #sign-in type="submit" { "Sign in" }
                 }
             }
-            p.muted { "A password is set by the operator: " code { "permitd people set-password NAME" } "." }
+            p.muted { "A password is set by the operator: " code { "permitd people set-password --store STORE NAME" } "." }
         },
     )
 }
