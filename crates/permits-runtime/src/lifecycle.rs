@@ -485,10 +485,6 @@ impl Runtime {
     }
 }
 
-/// Who may decide a proposal now (spec §5 "Who decides"): a person admitted by `decides_proposals`, or a
-/// decider of the route — the requester for the default route; the named person for a person route (the
-/// requester too, when the policy names them); for a role or a queue, its holders or members other than
-/// the person the work is for. A refusal names who decides and why.
 /// The query of what waits for `person` ([`Runtime::waiting_page_for`]): [`may_decide`] on the store's
 /// list columns. `None` for someone who is not a person of the table.
 pub(crate) fn waiting_query(table: &Table, person: &str, own_requests: bool, now: u64) -> Option<ProposalQuery> {
@@ -508,6 +504,10 @@ pub(crate) fn waiting_query(table: &Table, person: &str, own_requests: bool, now
     Some(ProposalQuery { status: Some(Status::Waiting), deciders, open_at: Some(now), ..ProposalQuery::default() })
 }
 
+/// Who may decide a proposal now (spec §5 "Who decides"): a person admitted by `decides_proposals`, or a
+/// decider of the route — the requester for the default route; the named person for a person route (the
+/// requester too, when the policy names them); for a role or a queue, its holders or members other than
+/// the person the work is for. A refusal names who decides and why.
 pub(crate) fn may_decide(table: &Table, p: &Proposal, person: &str) -> Result<(), String> {
     if !table.persons.contains_key(person) {
         return Err(format!("`{person}` is not a person of the table: only a person decides a proposal"));
