@@ -382,6 +382,12 @@ impl Transaction for VetoTransaction<'_> {
     fn put_task(&mut self, task: &Task) -> Result<(), StoreError> {
         self.0.put_task(task)
     }
+    fn lease(&mut self, key: &str) -> Result<Option<permits_runtime::Lease>, StoreError> {
+        self.0.lease(key)
+    }
+    fn put_lease(&mut self, lease: &permits_runtime::Lease) -> Result<(), StoreError> {
+        self.0.put_lease(lease)
+    }
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
         if failed() {
             // Dropping the inner transaction rolls it back.

@@ -85,10 +85,24 @@ impl Runtime {
     /// (nothing held, or a receipt that does not name the operation: nothing changes),
     /// [`RuntimeError::Store`].
     pub fn settle(&self, holder: &str, receipt: &Value) -> Result<BudgetStatus, RuntimeError> {
+        self.settle_as(None, holder, receipt)
+    }
+
+    /// [`Runtime::settle`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn settle_as(
+        &self,
+        acting: Option<&Lease>,
+        holder: &str,
+        receipt: &Value,
+    ) -> Result<BudgetStatus, RuntimeError> {
         let table = self.table();
         self.transact(|tx, events| {
             let mut proposal = tx.proposal(holder)?;
             let mut run = if proposal.is_none() { tx.run(holder)? } else { None };
+            let task = proposal.as_ref().map(|p| (p.operation_key.clone(), p.agent.clone()));
+            if let Some((key, agent)) = task.or_else(|| run.as_ref().map(|r| (r.operation_key.clone(), r.agent.clone()))) {
+                self.check_holder(tx, events, acting, &key, &agent)?;
+            }
             let who = proposal.as_ref().map(|p| p.agent.clone()).or_else(|| run.as_ref().map(|r| r.agent.clone()));
             let who = who.unwrap_or_default();
             if let Err(message) = limits::check_value("the receipt", receipt, limits::MAX_RECEIPT_BYTES) {

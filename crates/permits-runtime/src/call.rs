@@ -32,12 +32,24 @@ impl Runtime {
         request: &ProposalRequest,
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Handled, RuntimeError> {
+        self.call_as(None, request, run)
+    }
+
+    /// [`Runtime::call`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn call_as(
+        &self,
+        acting: Option<&Lease>,
+        request: &ProposalRequest,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Handled, RuntimeError> {
         let call = request.call.clone().in_task(request.operation_key.clone());
         let decision = self.decide(&call)?;
         match decision.level {
-            Level::Alone => self.run_alone(&call, run).map(|r| Handled::Ran(Box::new(r))),
+            Level::Alone => self.run_alone_as(acting, &call, run).map(|r| Handled::Ran(Box::new(r))),
             Level::Never => Err(RuntimeError::refused(Refusal::Never, refusal_message(&decision))),
-            Level::Propose | Level::ProposeEveryTime => self.propose(request).map(|p| Handled::Proposed(Box::new(p))),
+            Level::Propose | Level::ProposeEveryTime => {
+                self.propose_as(acting, request).map(|p| Handled::Proposed(Box::new(p)))
+            }
         }
     }
 
@@ -48,9 +60,23 @@ impl Runtime {
     /// Errors: [`Refusal::Never`] (with the rules or the reason), [`Refusal::MustPropose`] when the level is
     /// not `alone`, [`Refusal::Authority`], [`RuntimeError::Store`].
     pub fn run_alone(&self, call: &Call, run: impl FnOnce(&RunContext<'_>) -> RunOutcome) -> Result<Ran, RuntimeError> {
+        self.run_alone_as(None, call, run)
+    }
+
+    /// [`Runtime::run_alone`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn run_alone_as(
+        &self,
+        acting: Option<&Lease>,
+        call: &Call,
+        run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
+    ) -> Result<Ran, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
         let admitted = self.transact(|tx, events| {
+            // Spec §5a "Leases": while the task is leased, only its holder runs calls under the key.
+            if let Some(key) = &call.operation_key {
+                self.check_holder(tx, events, acting, key, &call.agent)?;
+            }
             let admitted = self.admit_alone_in(tx, events, &table, call, now, Runner::Closure)?;
             let mut e = self.call_event(EventKind::Execution, Some(&admitted.runs_as), call, &admitted.decision);
             e.outcome = "admitted".into();

@@ -163,10 +163,21 @@ impl Runtime {
     /// Errors: those of [`Runtime::execute`] but [`Refusal::Authority`], and [`Refusal::Claimed`] (another
     /// token holds it).
     pub fn claim(&self, id: &str, token: &str, destination: Option<&str>) -> Result<Claimed, RuntimeError> {
+        self.claim_as(None, id, token, destination)
+    }
+
+    /// [`Runtime::claim`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn claim_as(
+        &self,
+        acting: Option<&Lease>,
+        id: &str,
+        token: &str,
+        destination: Option<&str>,
+    ) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| {
-            match self.claim_proposal_in(tx, events, &table, id, Some(token), destination, now, Runner::Host)? {
+            match self.claim_proposal_in(tx, events, &table, id, Some(token), destination, now, Runner::Host, acting)? {
                 ClaimStep::Claimed(p, _) | ClaimStep::Again(p) | ClaimStep::Done(p) => Ok(Claimed::of_proposal(&p)),
             }
         })
@@ -181,6 +192,16 @@ impl Runtime {
     /// Errors: [`Refusal::Never`], [`Refusal::MustPropose`], [`Refusal::Budget`], [`Refusal::Claimed`],
     /// [`RuntimeError::Store`].
     pub fn claim_alone(&self, request: &ProposalRequest, token: &str) -> Result<Claimed, RuntimeError> {
+        self.claim_alone_as(None, request, token)
+    }
+
+    /// [`Runtime::claim_alone`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn claim_alone_as(
+        &self,
+        acting: Option<&Lease>,
+        request: &ProposalRequest,
+        token: &str,
+    ) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
         let call = &request.call;
@@ -188,6 +209,7 @@ impl Runtime {
             if let Err(message) = limits::check_text("the claim token", token, limits::MAX_KEY_BYTES) {
                 return Err(self.refuse(events, &call.agent, About::Operation(token), Refusal::TooLarge, message));
             }
+            self.check_holder(tx, events, acting, &request.operation_key, &call.agent)?;
             if let Some(run) = tx.run_by_token(token)? {
                 let same = run.agent == call.agent
                     && run.skill == call.skill
@@ -228,6 +250,7 @@ impl Runtime {
                     claimed_at: now,
                     confirmed_at: None,
                     table_digest: table.header.table_digest.clone(),
+                    fence: acting.filter(|l| l.key == request.operation_key).map(|l| l.fence),
                 },
                 receipt: None,
                 reason: None,
@@ -252,15 +275,22 @@ impl Runtime {
     /// token, or the table changed), [`Refusal::Status`] (the
     /// proposal was revoked meanwhile), [`RuntimeError::UnknownExecution`], [`RuntimeError::Store`].
     pub fn confirm(&self, id: &str, token: &str) -> Result<Claimed, RuntimeError> {
+        self.confirm_as(None, id, token)
+    }
+
+    /// [`Runtime::confirm`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn confirm_as(&self, acting: Option<&Lease>, id: &str, token: &str) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
         self.transact(|tx, events| match tx.proposal(id)? {
             Some(mut p) => {
+                self.check_holder(tx, events, acting, &p.operation_key, &p.agent)?;
                 self.confirm_proposal_in(tx, events, &table, &mut p, token, now)?;
                 Ok(Claimed::of_proposal(&p))
             }
             None => {
                 let mut run = self.load_run(tx, id)?;
+                self.check_holder(tx, events, acting, &run.operation_key, &run.agent)?;
                 self.confirm_run_in(tx, events, &table, &mut run, token, now)?;
                 Ok(Claimed::of_run(&run))
             }
@@ -282,8 +312,21 @@ impl Runtime {
         refused: AuthorityRefusal,
         why: &str,
     ) -> Result<Claimed, RuntimeError> {
+        self.refuse_claim_as(None, id, token, refused, why)
+    }
+
+    /// [`Runtime::refuse_claim`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn refuse_claim_as(
+        &self,
+        acting: Option<&Lease>,
+        id: &str,
+        token: &str,
+        refused: AuthorityRefusal,
+        why: &str,
+    ) -> Result<Claimed, RuntimeError> {
         self.transact(|tx, events| match tx.proposal(id)? {
             Some(mut p) => {
+                self.check_holder(tx, events, acting, &p.operation_key, &p.agent)?;
                 if let Some(refused) = self.host_claim_holds(events, &p, token)? {
                     return Err(refused);
                 }
@@ -297,6 +340,7 @@ impl Runtime {
             }
             None => {
                 let mut run = self.load_run(tx, id)?;
+                self.check_holder(tx, events, acting, &run.operation_key, &run.agent)?;
                 if let Some(refused) = self.claim_token_holds(events, &run.agent, id, Some(&run.token), token)? {
                     return Err(refused);
                 }
@@ -409,7 +453,7 @@ impl Runtime {
 
     /// The claim step of [`Runtime::execute`] and [`Runtime::claim`]: every check of spec §5 "Execute"; with
     /// [`Runner::Closure`] the runtime's [`Authority`] is asked too (a refusal → `failed`, final).
-    #[expect(clippy::too_many_arguments, reason = "one transaction's context and the claim's own three")]
+    #[expect(clippy::too_many_arguments, reason = "one transaction's context and the claim's own four")]
     pub(crate) fn claim_proposal_in(
         &self,
         tx: &mut dyn Transaction,
@@ -420,9 +464,16 @@ impl Runtime {
         destination: Option<&str>,
         now: u64,
         runner: Runner,
+        acting: Option<&Lease>,
     ) -> Result<ClaimStep, RuntimeError> {
         let mut p = self.load_for(tx, events, "", id)?;
         let agent = p.agent.clone();
+        // Spec §5a "Leases": a host that no longer holds the task executes nothing, not even a retry.
+        self.check_holder(tx, events, acting, &p.operation_key, &agent)?;
+        let lease = acting.filter(|l| l.key == p.operation_key);
+        if let Some(lease) = lease {
+            self.drop_fenced_claim(tx, events, &mut p, lease)?;
+        }
         if let Some(Err(message)) = token.map(|c| limits::check_text("the claim token", c, limits::MAX_KEY_BYTES)) {
             return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::TooLarge, message));
         }
@@ -552,6 +603,7 @@ impl Runtime {
             claimed_at: now,
             confirmed_at: None,
             table_digest: table.header.table_digest.clone(),
+            fence: lease.map(|l| l.fence),
         });
         tx.put_proposal(&p)?;
         let mut e = self.proposal_event(EventKind::Execution, Some(&runs_as), &p);
@@ -559,6 +611,33 @@ impl Runtime {
         e.authorized_by = grant_authorization(&p);
         events.push(e);
         Ok(ClaimStep::Claimed(p, runs_as))
+    }
+
+    /// Spec §5a "Leases": a claim that was never confirmed, made under an older fence than `lease` (the
+    /// task's current one, checked), belongs to a host that lost the task: it is dropped (audited), so the
+    /// current holder can claim the grant. A confirmed claim stays: it may have run.
+    fn drop_fenced_claim(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        p: &mut Proposal,
+        lease: &Lease,
+    ) -> Result<(), RuntimeError> {
+        let Some(claim) = &p.host_claim else { return Ok(()) };
+        if claim.confirmed_at.is_some() || claim.fence.is_some_and(|f| f >= lease.fence) {
+            return Ok(());
+        }
+        let old = p.claim.take().unwrap_or_default();
+        p.host_claim = None;
+        tx.put_proposal(p)?;
+        let mut e = self.proposal_event(EventKind::Execution, Some(&lease.holder), p);
+        e.outcome = "claim dropped".into();
+        e.reason = Some(format!(
+            "the unconfirmed claim `{old}` was made before `{}` took task `{}` (fence {}): it is dropped",
+            lease.holder, lease.key, lease.fence
+        ));
+        events.push(e);
+        Ok(())
     }
 
     /// The admission: the grant is consumed (`sending`), running as `runs_as`.

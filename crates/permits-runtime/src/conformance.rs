@@ -17,8 +17,8 @@ use serde_json::json;
 use crate::audit::{AuditEvent, ChainedEvent, EventKind};
 use crate::error::StoreError;
 use crate::records::{
-    Basis, BudgetRecord, Decider, Grant, HostClaim, Proposal, Reservation, RuleRevocation, Run, StandingRule, Status,
-    TableInstall, Task, WorkFor,
+    Basis, BudgetRecord, Decider, Grant, HostClaim, Lease, Proposal, Reservation, RuleRevocation, Run, StandingRule,
+    Status, TableInstall, Task, WorkFor,
 };
 use crate::store::{MemoryStore, Store, Transaction};
 use crate::table::{Level, Route};
@@ -383,6 +383,7 @@ pub(crate) fn run(n: u64, token: &str) -> Run {
         status: Status::Granted,
         token: token.into(),
         host_claim: HostClaim {
+            fence: None,
             runs_as: "Mia".into(),
             claimed_at: 1_700_000_000,
             confirmed_at: None,
@@ -795,6 +796,64 @@ pub(crate) fn a_per_task_cap_holds_on_every_store<B: Backend>() {
     assert_eq!(total, (600, 600));
 }
 
+/// Leases are kept, replaced and rolled back like every record (schema version 7).
+pub(crate) fn leases_are_kept_and_replaced<B: Backend>() {
+    let place = B::fresh("leases");
+    let store = place.open();
+    let lease = |holder: &str, fence: u64| Lease {
+        key: "job-1".into(),
+        holder: holder.into(),
+        fence,
+        taken_at: 1_000,
+        expires_at: 1_030,
+    };
+    let mut tx = store.begin().expect("begin");
+    assert_eq!(tx.lease("job-1").expect("read"), None);
+    tx.put_lease(&lease("host-a", 1)).expect("put");
+    tx.commit().expect("commit");
+    let other = place.open();
+    let mut tx = other.begin().expect("begin");
+    assert_eq!(tx.lease("job-1").expect("read"), Some(lease("host-a", 1)));
+    tx.put_lease(&lease("host-b", 2)).expect("replace");
+    drop(tx);
+    let mut tx = store.begin().expect("begin");
+    assert_eq!(tx.lease("job-1").expect("read"), Some(lease("host-a", 1)), "the replacement was rolled back");
+    tx.put_lease(&lease("host-b", 2)).expect("replace");
+    tx.commit().expect("commit");
+    let mut tx = other.begin().expect("begin");
+    assert_eq!(tx.lease("job-1").expect("read"), Some(lease("host-b", 2)));
+    assert_eq!(tx.lease("job-2").expect("read"), None);
+}
+
+/// Two hosts on one place, one task, leases taken in turn (spec §5a "Leases"): the fenced host can neither
+/// execute nor settle nor renew, the tool runs once, and a released task takes calls without a lease.
+pub(crate) fn a_taken_over_lease_fences_the_old_holder<B: Backend>() {
+    let place = B::fresh("fencing");
+    let (steps, runs) = crate::tests::leases_on_stores(place.open(), place.open()).expect("the steps");
+    assert_eq!(
+        steps,
+        [
+            "`host-a` holds `job-1` with fence 1 until 1000030".to_string(),
+            "refused (NotHolder): task `job-1` is held by `host-a` until 1000030: take it after that, or when `host-a` releases it".into(),
+            "P-1 waiting".into(),
+            "P-1 granted".into(),
+            "refused (NotHolder): task `job-1` is held by `host-a` until 1000030: only its holder acts under it (take the task, or wait)".into(),
+            "`host-b` holds `job-1` with fence 2 until 1000061".into(),
+            "refused (NotHolder): this host no longer holds the task `job-1`: `host-b` holds it now (fence 2); `host-a` may not act under it".into(),
+            "refused (NotHolder): this host no longer holds the task `job-1`: `host-b` holds it now (fence 2); `host-a` may not act under it".into(),
+            "P-1 unknown".into(),
+            "refused (NotHolder): this host no longer holds the task `job-1`: `host-b` holds it now (fence 2); `host-a` may not act under it".into(),
+            "refused (NotHolder): task `job-1` is held by `host-b` until 1000061: only its holder acts under it (take the task, or wait)".into(),
+            "spent 600".into(),
+            "`host-b` holds `job-1` with fence 2 until 1000091".into(),
+            "`host-b` holds `job-1` with fence 2 until 1000031".into(),
+            "P-2 granted".into(),
+            "refused (NotHolder): this host no longer holds the task `job-1`: `host-b` holds it now (fence 2); `host-a` may not act under it".into(),
+        ]
+    );
+    assert_eq!(runs, 1, "the tool ran once, for the host that held the task");
+}
+
 /// Instantiates every test of the suite for a backend, in the module it is called in.
 macro_rules! conformance {
     ($backend:ty) => {
@@ -846,6 +905,14 @@ macro_rules! conformance {
         #[test]
         fn a_per_task_cap_holds_on_every_store() {
             $crate::conformance::a_per_task_cap_holds_on_every_store::<$backend>();
+        }
+        #[test]
+        fn leases_are_kept_and_replaced() {
+            $crate::conformance::leases_are_kept_and_replaced::<$backend>();
+        }
+        #[test]
+        fn a_taken_over_lease_fences_the_old_holder() {
+            $crate::conformance::a_taken_over_lease_fences_the_old_holder::<$backend>();
         }
         #[test]
         fn a_store_is_a_runtime_store() {

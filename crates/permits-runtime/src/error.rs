@@ -65,6 +65,9 @@ pub enum Refusal {
     /// claimed with this token, not confirmed yet (or confirmed already), or the table changed since the
     /// claim (claim it again). Nothing runs.
     NotClaimed,
+    /// Spec §5a "Leases": the task is held by another host's lease, or the lease presented is no longer
+    /// the key's current one ("this host no longer holds the task") or has expired. Nothing changes.
+    NotHolder,
 }
 
 /// An error of a [`crate::Runtime`] operation.

@@ -26,7 +26,7 @@ impl Runtime {
         destination: Option<&str>,
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Execution, RuntimeError> {
-        self.execute_with(id, destination, None, run)
+        self.execute_with(None, id, destination, None, run)
     }
 
     /// [`Runtime::execute`] with the host's claim token (spec §5a "Idempotent execution"): the admission
@@ -43,11 +43,14 @@ impl Runtime {
         claim: &str,
         run: impl FnOnce(&RunContext<'_>) -> RunOutcome,
     ) -> Result<Execution, RuntimeError> {
-        self.execute_with(id, destination, Some(claim), run)
+        self.execute_with(None, id, destination, Some(claim), run)
     }
 
-    fn execute_with(
+    /// [`Runtime::execute`] and [`Runtime::execute_claimed`], presenting `acting` (a lease on the task,
+    /// spec §5a "Leases", [`Holding`]).
+    pub(crate) fn execute_with(
         &self,
+        acting: Option<&Lease>,
         id: &str,
         destination: Option<&str>,
         claim: Option<&str>,
@@ -58,7 +61,7 @@ impl Runtime {
         // The execution protocol of a host that runs tools elsewhere (claim, confirm, outcome; `claim.rs`),
         // with the runtime's own authority in the host's place: claim and admission are one transaction.
         let admitted = self.transact(|tx, events| {
-            match self.claim_proposal_in(tx, events, &table, id, claim, destination, now, Runner::Closure)? {
+            match self.claim_proposal_in(tx, events, &table, id, claim, destination, now, Runner::Closure, acting)? {
                 ClaimStep::Done(_) | ClaimStep::Again(_) => Ok(None),
                 ClaimStep::Claimed(mut p, runs_as) => {
                     self.send_in(tx, events, &mut p, &runs_as)?;

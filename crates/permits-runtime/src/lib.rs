@@ -72,6 +72,7 @@ mod claim; // the execution protocol: claim, confirm or refuse, the outcome
 mod events; // audit events and the one refusal helper
 mod execute; // the single authorization point
 mod install; // one current table per store: installs, rollbacks, signatures
+mod leases; // task leases: take, renew, release, fencing
 mod lifecycle; // approve, reject, withdraw, revoke, the recheck, expiry
 mod offer; // levels and the tools to offer the model
 mod propose; // proposals, automatic grants, supersession
@@ -98,11 +99,12 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, FINGERPRINT_FORMAT, PartLevel, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
 pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, VersionQuery, Versions};
+pub use leases::{Holding, MAX_LEASE_SECONDS};
 pub use ledger::{BudgetStatus, TaskSpending, conclusive};
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use records::{
-    Basis, BudgetRecord, Decider, Evidence, Grant, HostClaim, Proposal, Reservation, RuleRevocation, Run, Scope,
+    Basis, BudgetRecord, Decider, Evidence, Grant, HostClaim, Lease, Proposal, Reservation, RuleRevocation, Run, Scope,
     ShownArgument, StandingRule, Status, TableInstall, Task, WorkFor,
 };
 #[cfg(feature = "sqlite")]

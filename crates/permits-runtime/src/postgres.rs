@@ -22,13 +22,13 @@
 //! again. A connection lost during `COMMIT` itself cannot say whether the commit happened: the message
 //! says so, and either all of the transaction is there or none of it.
 //!
-//! # The schema (version 6, [`PostgresStore::SCHEMA_VERSION`])
+//! # The schema (version 7, [`PostgresStore::SCHEMA_VERSION`])
 //!
-//! The tables of SQLite's version 6, with the same key columns and the records as the same JSON text (not
+//! The tables of SQLite's version 7, with the same key columns and the records as the same JSON text (not
 //! `jsonb`, which would reorder keys), in the connection's current schema (the first of its
 //! `search_path`; `options=-csearch_path%3Dname` in the URL chooses another). The version is the one row
-//! of `permits_schema`. Version numbers are shared with the SQLite store: version 6 here holds exactly the
-//! records of an SQLite file at version 6. Versions 1 to 3 were never written to PostgreSQL.
+//! of `permits_schema`. Version numbers are shared with the SQLite store: version 7 here holds exactly the
+//! records of an SQLite file at version 7. Versions 1 to 3 were never written to PostgreSQL.
 //!
 //! ```sql
 //! CREATE TABLE permits_schema (version INTEGER NOT NULL);
@@ -56,17 +56,19 @@
 //! CREATE TABLE installed_tables (seq BIGINT PRIMARY KEY, record TEXT NOT NULL);
 //! CREATE TABLE runs (slot BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id TEXT NOT NULL UNIQUE,
 //!     token TEXT NOT NULL UNIQUE, record TEXT NOT NULL);
+//! CREATE TABLE leases (key TEXT PRIMARY KEY, record TEXT NOT NULL);                  -- version 7
 //! ```
 //!
 //! # Versions and migrations
 //!
 //! Opening a store runs the migrations in one transaction under the same advisory lock (PostgreSQL's DDL is
-//! transactional): a database without `permits_schema` (version 0) gets the schema above at version 6
-//! (version 4's tables, then version 5's and 6's steps). Migration 4 → 5 (spec §6 "Per task") adds the `task` column
+//! transactional): a database without `permits_schema` (version 0) gets the schema above at version 7
+//! (version 4's tables, then version 5's, 6's and 7's steps). Migration 4 → 5 (spec §6 "Per task") adds the `task` column
 //! of `reservations`, its index and `task_spent`, and tags each reservation with the operation key of the
 //! proposal or claimed alone run that holds it, exactly as SQLite's; what was spent before counts in the
 //! budget's total, not in any task's. Migration 5 → 6 adds the proposals' list columns and their indexes
-//! and fills the columns from each record, as SQLite's.
+//! and fills the columns from each record, as SQLite's. Migration 6 → 7 adds the `leases` table (spec §5a
+//! "Leases").
 //! A failed migration is rolled back whole and the database keeps its version; a database at a newer
 //! version than this runtime knows, or at a version this store never wrote, is refused and left
 //! untouched. A later version adds its step to [`migrate`], after the ones before.
@@ -82,7 +84,7 @@ use serde::de::DeserializeOwned;
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::record_text::{HasId, decode, encode};
-use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
+use super::records::{BudgetRecord, Lease, Proposal, Reservation, Run, StandingRule, TableInstall, Task};
 use super::store::{ProposalCount, ProposalPage, ProposalQuery, Store, Transaction};
 
 /// The schema of version 4, created in a database at version 0.
@@ -144,6 +146,12 @@ CREATE INDEX proposals_by_decided_by ON proposals (decided_by, slot);
 UPDATE permits_schema SET version = 6;
 ";
 
+/// What version 7 adds to version 6: task leases (spec §5a "Leases"), as SQLite's version 7.
+const SCHEMA_V7_ADDS: &str = "
+CREATE TABLE leases (key TEXT PRIMARY KEY, record TEXT NOT NULL);
+UPDATE permits_schema SET version = 7;
+";
+
 /// How long a `begin` waits for another transaction's lock before failing.
 const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -178,7 +186,7 @@ struct Conn {
 impl PostgresStore {
     /// The schema version this runtime writes and understands (the row of `permits_schema`); the same
     /// number means the same records as in an SQLite file ([`crate::SqliteStore::SCHEMA_VERSION`]).
-    pub const SCHEMA_VERSION: u32 = 6;
+    pub const SCHEMA_VERSION: u32 = 7;
 
     /// The key of the transaction-scoped advisory lock every transaction takes first (`"permits"` in
     /// ASCII). Advisory locks are per database: stores on different databases never wait for each other.
@@ -369,6 +377,11 @@ fn migrate(client: &mut Client) -> Result<(), StoreError> {
             .map_err(|e| StoreError(format!("cannot add the proposals' list columns (schema version 6): {e}")))?;
         fill_list_columns(&mut tx)?;
         version = 6;
+    }
+    if version == 6 {
+        tx.batch_execute(SCHEMA_V7_ADDS)
+            .map_err(|e| StoreError(format!("cannot add the task leases (schema version 7): {e}")))?;
+        version = 7;
     }
     match version {
         PostgresStore::SCHEMA_VERSION => {}
@@ -976,6 +989,20 @@ impl Transaction for PostgresTransaction<'_> {
         Ok(())
     }
 
+    fn lease(&mut self, key: &str) -> Result<Option<Lease>, StoreError> {
+        self.record("lease", "SELECT key, record FROM leases WHERE key = $1", &[&key])
+    }
+
+    fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError> {
+        let record = encode("lease", &lease.key, lease)?;
+        self.execute(
+            "INSERT INTO leases (key, record) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET record = EXCLUDED.record",
+            &[&lease.key, &record],
+            &format!("store the lease on task `{}`", lease.key),
+        )?;
+        Ok(())
+    }
+
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         if self.failed {
             return Err(StoreError(
@@ -1032,14 +1059,14 @@ mod tests {
     }
 
     #[test]
-    fn a_new_database_gets_the_schema_at_version_6() {
+    fn a_new_database_gets_the_current_schema() {
         let db = TestDatabase::new("schema");
         let store = PostgresStore::with_config(db.config.clone()).expect("connect");
-        assert_eq!(store.schema_version().expect("version"), 6);
+        assert_eq!(store.schema_version().expect("version"), PostgresStore::SCHEMA_VERSION);
         // Connecting again does not migrate again: the one row stays.
         drop(PostgresStore::with_config(db.config.clone()).expect("connect again"));
         let rows = admin(&db).query("SELECT version FROM permits_schema", &[]).expect("read");
-        assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [6]);
+        assert_eq!(rows.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [7]);
         assert!(store.unreadable_records().expect("scan").is_empty());
     }
 
@@ -1052,7 +1079,11 @@ mod tests {
             handles.into_iter().map(|h| h.join().expect("joined")).collect()
         });
         for store in &stores {
-            assert_eq!(store.as_ref().map(|s| s.schema_version().ok()).ok().flatten(), Some(6), "{store:?}");
+            assert_eq!(
+                store.as_ref().map(|s| s.schema_version().ok()).ok().flatten(),
+                Some(PostgresStore::SCHEMA_VERSION),
+                "{store:?}"
+            );
         }
     }
 
@@ -1061,11 +1092,11 @@ mod tests {
         let db = TestDatabase::new("too-new");
         admin(&db)
             .batch_execute(
-                "CREATE TABLE permits_schema (version INTEGER NOT NULL); INSERT INTO permits_schema VALUES (7)",
+                "CREATE TABLE permits_schema (version INTEGER NOT NULL); INSERT INTO permits_schema VALUES (8)",
             )
-            .expect("version 7");
+            .expect("version 8");
         let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
-        assert_eq!(err.0, "the database is at schema version 7; this runtime knows up to 6");
+        assert_eq!(err.0, "the database is at schema version 8; this runtime knows up to 7");
         admin(&db).batch_execute("UPDATE permits_schema SET version = 2").expect("version 2");
         let err = PostgresStore::with_config(db.config.clone()).expect_err("refused");
         assert_eq!(
@@ -1111,7 +1142,7 @@ mod tests {
                 .expect("reservations of version 4");
         }
         let store = PostgresStore::with_config(db.config.clone()).expect("connect and migrate");
-        assert_eq!(store.schema_version().expect("version"), 6);
+        assert_eq!(store.schema_version().expect("version"), PostgresStore::SCHEMA_VERSION);
         let mut tx = store.begin().expect("begin");
         // Migration 5 → 6 filled the list columns from the record: the proposal is on its requester's list.
         let query = ProposalQuery {

@@ -12,6 +12,15 @@ impl Runtime {
     /// Errors: [`Refusal::Never`], [`Refusal::UnknownVersion`], [`Refusal::Unresolved`] (an earlier
     /// proposal for the same subject is `sending`, `unknown` or `done`), [`RuntimeError::Store`].
     pub fn propose(&self, request: &ProposalRequest) -> Result<Proposal, RuntimeError> {
+        self.propose_as(None, request)
+    }
+
+    /// [`Runtime::propose`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn propose_as(
+        &self,
+        acting: Option<&Lease>,
+        request: &ProposalRequest,
+    ) -> Result<Proposal, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
         let call = &request.call;
@@ -29,6 +38,8 @@ impl Runtime {
             else {
                 return Err(self.refuse(events, &call.agent, About::Call(call, &decision), Refusal::Never, refusal_message(&decision)));
             };
+            // Spec §5a "Leases": while the task is leased, only its holder proposes under the key.
+            self.check_holder(tx, events, acting, &request.operation_key, &call.agent)?;
             // Spec §5a "Tasks": the key binds its root, person and mode on first use; another's is `never`.
             if let Some(why) = self.check_task(tx, events, &request.operation_key, call, Binding::Bind)? {
                 let message = format!("`{}` may not call `{}` in `{}`: {why}", call.agent, call.tool, call.skill);

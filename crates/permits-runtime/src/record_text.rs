@@ -5,7 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::error::StoreError;
-use super::records::{Proposal, Run, StandingRule, Task};
+use super::records::{Lease, Proposal, Run, StandingRule, Task};
 
 /// A record with an id, checked against its row's key on decoding.
 pub(crate) trait HasId {
@@ -32,6 +32,12 @@ impl HasId for StandingRule {
 }
 
 impl HasId for Task {
+    fn id(&self) -> &str {
+        &self.key
+    }
+}
+
+impl HasId for Lease {
     fn id(&self) -> &str {
         &self.key
     }

@@ -290,6 +290,10 @@ pub struct HostClaim {
     pub confirmed_at: Option<u64>,
     /// The `table_digest` of the table the claim was checked on: a confirmation on another table is refused.
     pub table_digest: String,
+    /// The fence of the task's lease the claim was made under (spec §5a "Leases"); `None` without one. An
+    /// unconfirmed claim under an older fence is dropped when the task's current holder claims.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fence: Option<u64>,
 }
 
 /// An `alone` call admitted for a host that runs it itself (spec §5 "Execution admission"; the approval
@@ -510,4 +514,30 @@ pub struct TableInstall {
     pub installed_at: u64,
     /// The supervisor who forced it over a refusal (a rollback), if one did.
     pub forced_by: Option<String>,
+}
+
+/// A task's lease (spec §5a "Leases"): while it is held (until `expires_at`), only its holder may propose,
+/// execute or settle under the key, and only while it presents this lease's `fence`. A host that takes the
+/// task after the lease expired (or was released) gets the next fence, and every call that presents an
+/// older one is refused: "this host no longer holds the task".
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Lease {
+    /// The task's operation key.
+    pub key: String,
+    /// Who holds it: a name the host chooses (one per worker, e.g. `host-a:4711`).
+    pub holder: String,
+    /// The fencing number: 1 for the key's first lease, one more at every take; a renewal keeps it.
+    pub fence: u64,
+    /// When this holder took it (this fence), in seconds since the Unix epoch.
+    pub taken_at: u64,
+    /// Until when it is held, in seconds since the Unix epoch; at or after it, another host may take it.
+    /// A release sets it to the moment of the release.
+    pub expires_at: u64,
+}
+
+impl Lease {
+    /// Whether the lease is held at `now` (seconds since the Unix epoch).
+    pub fn held_at(&self, now: u64) -> bool {
+        now < self.expires_at
+    }
 }

@@ -25,7 +25,7 @@
 //! Linux may have dropped the unwritten pages and report success the next time — so it fails that commit
 //! and every later one on this store: reopen the store (restart `permitd`) to go on.
 //!
-//! # The schema (version 6, [`SqliteStore::SCHEMA_VERSION`])
+//! # The schema (version 7, [`SqliteStore::SCHEMA_VERSION`])
 //!
 //! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
 //! lookups need. The version is SQLite's `PRAGMA user_version`.
@@ -81,11 +81,13 @@
 //! ALTER TABLE proposals ADD COLUMN agent TEXT;
 //! ALTER TABLE proposals ADD COLUMN expires_at INTEGER;
 //! CREATE INDEX proposals_by_decider ON proposals (status, decider, slot, requester, expires_at);  -- covering
-//! //! CREATE INDEX proposals_by_task ON proposals (operation_key, slot);
+//! CREATE INDEX proposals_by_task ON proposals (operation_key, slot);
 //! CREATE INDEX proposals_by_agent ON proposals (agent, slot);
 //! CREATE INDEX proposals_by_requester ON proposals (requester, slot);
 //! CREATE INDEX proposals_by_decided_by ON proposals (decided_by, slot);
 //! DROP INDEX IF EXISTS proposals_by_status;  -- the expression index version 5 files may have
+//! -- version 7 (spec §5a "Leases"):
+//! CREATE TABLE leases (key TEXT PRIMARY KEY, record TEXT NOT NULL);  -- the Lease on an operation key
 //! ```
 //!
 //! Amounts, times and sequence numbers are unsigned in the records and signed 64-bit integers in SQLite: a
@@ -94,7 +96,7 @@
 //!
 //! # Versions and migrations
 //!
-//! - **0**: an empty (new) file. Opening it creates the schema above at version 6.
+//! - **0**: an empty (new) file. Opening it creates the schema above at version 7.
 //! - **1**: the schema from before approval bases existed ([`SqliteStore::SCHEMA_V1`]): the same tables and
 //!   indexes, but a proposal's `grant` in the `record` JSON has no `basis` member.
 //! - **2**: every grant has a `basis` (`operator`, `automatic` or `unknown`).
@@ -113,11 +115,13 @@
 //!   call that ran in-process has no record to trace and stays untagged (it counts in the budget's total,
 //!   and toward its task's cap once that task's execution rechecks it). What was spent before version 5
 //!   counts in the budget's total spent, not in any task's.
-//! - **6**: the current schema: version 5 and the proposals' list columns (`status`, `decider`,
+//! - **6**: version 5 and the proposals' list columns (`status`, `decider`,
 //!   `requester`, `decided_by`, `agent`, `expires_at`) with their indexes, so the inbox's and the API's
 //!   lists read one page through an index ([`Transaction::proposal_page`]). Migration 5 → 6 adds them,
 //!   fills them from each record (a record that does not decode keeps them empty and is listed nowhere, as
 //!   before) and drops version 5's expression index on the status.
+//! - **7**: the current schema: version 6 and the `leases` table (spec §5a "Leases"). Migration 6 → 7 only
+//!   adds the table.
 //!
 //! Migrations run in one transaction when the file is opened, each after the one before. Migration 1 → 2: every proposal record whose `grant` is
 //! an object without `basis` gets `"basis": "unknown"` (spec §6: a record from before bases existed never
@@ -144,7 +148,7 @@ use serde_json::Value;
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::record_text::{HasId, decode, encode};
-use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
+use super::records::{BudgetRecord, Lease, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
 use super::store::{ProposalCount, ProposalPage, ProposalQuery, Store, Transaction};
 
 /// What version 3 adds to the tables of versions 1 and 2 (a new file gets [`SqliteStore::SCHEMA_V1`] and
@@ -172,6 +176,12 @@ CREATE INDEX proposals_by_agent ON proposals (agent, slot);
 CREATE INDEX proposals_by_requester ON proposals (requester, slot);
 CREATE INDEX proposals_by_decided_by ON proposals (decided_by, slot);
 DROP INDEX IF EXISTS proposals_by_status;
+";
+
+/// What version 7 adds: task leases (spec §5a "Leases"; a new file gets it too, migration 6 → 7 runs it
+/// alone).
+const SCHEMA_V7_ADDS: &str = "
+CREATE TABLE leases (key TEXT PRIMARY KEY, record TEXT NOT NULL);
 ";
 
 const SCHEMA_V4_ADDS: &str = "
@@ -371,7 +381,7 @@ impl GroupSync {
 
 impl SqliteStore {
     /// The schema version this runtime writes and understands (kept in `PRAGMA user_version`).
-    pub const SCHEMA_VERSION: u32 = 6;
+    pub const SCHEMA_VERSION: u32 = 7;
 
     /// The version-1 schema, kept so migrations can be tested and old files understood.
     ///
@@ -594,6 +604,7 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
             .and_then(|()| conn.execute_batch(SCHEMA_V4_ADDS))
             .and_then(|()| conn.execute_batch(SCHEMA_V5_ADDS))
             .and_then(|()| conn.execute_batch(SCHEMA_V6_ADDS))
+            .and_then(|()| conn.execute_batch(SCHEMA_V7_ADDS))
             .map_err(sql("create the schema (is this a database of another program?)"))?;
         version = SqliteStore::SCHEMA_VERSION;
     }
@@ -617,6 +628,10 @@ fn migrate_in_transaction(conn: &Connection) -> Result<(), StoreError> {
         conn.execute_batch(SCHEMA_V6_ADDS).map_err(sql("add the proposals' list columns (schema version 6)"))?;
         fill_list_columns(conn)?;
         version = 6;
+    }
+    if version == 6 {
+        conn.execute_batch(SCHEMA_V7_ADDS).map_err(sql("add the task leases (schema version 7)"))?;
+        version = 7;
     }
     conn.pragma_update(None, "user_version", version).map_err(sql("record the schema version"))
 }
@@ -1250,6 +1265,21 @@ impl Transaction for SqliteTransaction<'_> {
         Ok(())
     }
 
+    fn lease(&mut self, key: &str) -> Result<Option<Lease>, StoreError> {
+        self.record("lease", "SELECT key, record FROM leases WHERE key = ?1", [key])
+    }
+
+    fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError> {
+        let record = encode("lease", &lease.key, lease)?;
+        self.conn
+            .prepare_cached(
+                "INSERT INTO leases (key, record) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET record = excluded.record",
+            )
+            .and_then(|mut stmt| stmt.execute(params![lease.key, record]))
+            .map_err(|e| StoreError(format!("cannot store the lease on task `{}`: {e}", lease.key)))?;
+        Ok(())
+    }
+
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         // On failure the transaction is still open, and dropping `self` rolls it back.
         self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
@@ -1473,7 +1503,7 @@ mod tests {
         drop(conn);
 
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 6);
+        assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
         let mut tx = store.begin().expect("begin");
         let p1 = tx.proposal("P-1").expect("read").expect("P-1 is kept");
         assert_eq!(p1.grant.as_ref().map(|g| g.basis), Some(Basis::Unknown));
@@ -1484,11 +1514,13 @@ mod tests {
         drop(store);
         // Opening again does not migrate again.
         let store = SqliteStore::open(&dir.db()).expect("reopen");
-        assert_eq!(store.schema_version().expect("version"), 6);
+        assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
         let mut tx = store.begin().expect("begin");
         assert_eq!(tx.proposal("P-1").expect("read").and_then(|p| p.grant).map(|g| g.basis), Some(Basis::Unknown));
         // Migration 2 → 3 added the tasks.
         assert_eq!(tx.task("order-1").expect("the tasks table exists"), None);
+        // Migration 6 → 7 added the leases.
+        assert_eq!(tx.lease("order-1").expect("the leases table exists"), None);
     }
 
     #[test]
@@ -1517,13 +1549,13 @@ mod tests {
         let dir = TempDir::new("too-new");
         let conn = Connection::open(dir.db()).expect("open");
         conn.execute_batch(SqliteStore::SCHEMA_V1).expect("schema");
-        conn.pragma_update(None, "user_version", 7).expect("version 7");
+        conn.pragma_update(None, "user_version", 8).expect("version 8");
         drop(conn);
         let err = SqliteStore::open(&dir.db()).expect_err("refused");
-        assert_eq!(err, StoreError("the database is at schema version 7; this runtime knows up to 6".into()));
+        assert_eq!(err, StoreError("the database is at schema version 8; this runtime knows up to 7".into()));
         let conn = Connection::open(dir.db()).expect("open");
         let version: u32 = conn.pragma_query_value(None, "user_version", |row| row.get(0)).expect("version");
-        assert_eq!(version, 7, "the file is left untouched");
+        assert_eq!(version, 8, "the file is left untouched");
     }
 
     #[test]
@@ -1599,7 +1631,7 @@ mod tests {
                 drop(conn);
                 SqliteStore::open(&dir.db()).expect("open and migrate")
             };
-            assert_eq!(store.schema_version().expect("version"), 6);
+            assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
             let mut tx = store.begin().expect("begin");
             assert_eq!(tx.proposal("P-1").expect("read"), Some(proposal(1, None, Some(grant(Basis::Operator)))));
             tx.put_run(&run(1, "tok-1")).expect("the new table");
@@ -1645,7 +1677,7 @@ mod tests {
             .expect("reservations of version 4");
         }
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 6);
+        assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
         let mut tx = store.begin().expect("begin");
         // Migration 5 → 6 filled the list columns from the record: the proposal is on its requester's list.
         let query = ProposalQuery {
@@ -1696,7 +1728,7 @@ mod tests {
             }
         }
         let store = SqliteStore::open(&dir.db()).expect("open and migrate");
-        assert_eq!(store.schema_version().expect("version"), 6);
+        assert_eq!(store.schema_version().expect("version"), SqliteStore::SCHEMA_VERSION);
         let mut tx = store.begin().expect("begin");
         let query = ProposalQuery {
             status: Some(Status::Waiting),

@@ -11,7 +11,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
-use super::records::{BudgetRecord, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
+use super::records::{BudgetRecord, Lease, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
 
 /// Which proposals a [`Transaction::proposal_page`] reads: every filter given must hold (an empty query
 /// matches every proposal). Built by the runtime ([`crate::Runtime::waiting_page_for`],
@@ -212,6 +212,11 @@ pub trait Transaction {
     fn task(&mut self, key: &str) -> Result<Option<Task>, StoreError>;
     /// Inserts or replaces a task (by key).
     fn put_task(&mut self, task: &Task) -> Result<(), StoreError>;
+    /// The lease on an operation key, if one was ever taken (spec §5a "Leases"); an expired or released
+    /// one stays, so the next take knows the fence to pass.
+    fn lease(&mut self, key: &str) -> Result<Option<Lease>, StoreError>;
+    /// Inserts or replaces a lease (by key).
+    fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError>;
     /// Makes every write of the transaction visible and durable, at once.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
 }
@@ -245,6 +250,7 @@ struct MemoryState {
     reservations: BTreeMap<String, Reservation>,
     runs: BTreeMap<String, Run>,
     tasks: BTreeMap<String, Task>,
+    leases: BTreeMap<String, Lease>,
     audit: Vec<ChainedEvent>,
     tables: Vec<TableInstall>,
 }
@@ -474,6 +480,15 @@ impl Transaction for MemoryTransaction<'_> {
 
     fn put_task(&mut self, task: &Task) -> Result<(), StoreError> {
         self.write().tasks.insert(task.key.clone(), task.clone());
+        Ok(())
+    }
+
+    fn lease(&mut self, key: &str) -> Result<Option<Lease>, StoreError> {
+        Ok(self.guard.leases.get(key).cloned())
+    }
+
+    fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError> {
+        self.write().leases.insert(lease.key.clone(), lease.clone());
         Ok(())
     }
 

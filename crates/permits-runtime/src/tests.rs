@@ -350,6 +350,73 @@ pub(crate) fn per_task_on_store(store: impl Store + Send + Sync + 'static) -> Re
     Ok((steps, figures("job-1")?, figures("job-2")?, (total.spent, total.reserved)))
 }
 
+/// Two hosts on one place take turns holding task `job-1` by a lease (spec §5a "Leases"; the store
+/// conformance suite's lease case): each step's outcome, and how many times the tool ran. `a` and `b` are
+/// two stores on the same data (two hosts); both runtimes read one clock, which the steps move.
+pub(crate) fn leases_on_stores(
+    a: impl Store + Send + Sync + 'static,
+    b: impl Store + Send + Sync + 'static,
+) -> Result<(Vec<String>, u32), RuntimeError> {
+    let clock = ManualClock::at(1_000_000);
+    let host = || {
+        let shop = Shop::new();
+        Runtime::new(workshop_buying_parts(), shop.clone())
+            .with_clock(clock.clone())
+            .with_versions(shop)
+            .with_naming(Tickets)
+    };
+    let host_a = host().with_store(a);
+    let host_b = host().with_store(b);
+    let buy = |amount: i64| {
+        let call = Call::new("Estimator", "EstimateRepair", "BuyParts").with_arguments(json!({"amount": amount}));
+        ProposalRequest::new(call.for_person("Mia"), "job-1", "Brake pads.")
+    };
+    let word = |r: Result<String, RuntimeError>| match r {
+        Ok(w) => w,
+        Err(RuntimeError::Refused { refusal, message }) => format!("refused ({refusal:?}): {message}"),
+        Err(e) => e.to_string(),
+    };
+    let lease_words =
+        |l: &Lease| format!("`{}` holds `{}` with fence {} until {}", l.holder, l.key, l.fence, l.expires_at);
+    let runs = std::cell::Cell::new(0u32);
+    let run = |ctx: &RunContext<'_>| {
+        runs.set(runs.get() + 1);
+        // Not conclusive (no outcome): the reservation waits for a settlement.
+        RunOutcome::Done(json!({"operation": ctx.operation, "amount": 600}))
+    };
+    let mut steps = Vec::new();
+    let first = host_a.take_task("job-1", "host-a", 30)?;
+    steps.push(lease_words(&first));
+    steps.push(word(host_b.take_task("job-1", "host-b", 30).map(|l| lease_words(&l))));
+    let p = host_a.holding(&first).propose(&buy(600))?;
+    steps.push(format!("{} {}", p.id, p.status));
+    steps.push(word(
+        host_b.approve(&p.id, "Mia", &p.fingerprint, ApproveMode::Once).map(|p| format!("{} {}", p.id, p.status)),
+    ));
+    steps.push(word(host_b.execute(&p.id, None, run).map(|e| format!("{} {}", e.proposal.id, e.proposal.status))));
+    // host-a stalls past its lease; host-b takes the task over.
+    clock.advance(31);
+    let second = host_b.take_task("job-1", "host-b", 30)?;
+    steps.push(lease_words(&second));
+    let a = host_a.holding(&first);
+    steps.push(word(a.execute(&p.id, None, run).map(|e| format!("{} {}", e.proposal.id, e.proposal.status))));
+    steps.push(word(host_a.renew_task(&first, 30).map(|l| lease_words(&l))));
+    let executed = host_b.holding(&second).execute(&p.id, None, run)?;
+    steps.push(format!("{} {}", executed.proposal.id, executed.proposal.status));
+    let receipt = json!({"operation": operation_id(&p), "amount": 600, "outcome": "accepted"});
+    steps.push(word(a.settle(&p.id, &receipt).map(|b| format!("spent {}", b.spent))));
+    steps.push(word(host_a.propose(&buy(100)).map(|p| format!("{} {}", p.id, p.status))));
+    steps.push(word(host_b.holding(&second).settle(&p.id, &receipt).map(|b| format!("spent {}", b.spent))));
+    let renewed = host_b.renew_task(&second, 60)?;
+    steps.push(lease_words(&renewed));
+    let released = host_b.release_task(&renewed)?;
+    steps.push(lease_words(&released));
+    // Released: one host alone may go on without a lease; the fenced lease stays fenced.
+    steps.push(word(host_a.propose(&buy(100)).map(|p| format!("{} {}", p.id, p.status))));
+    steps.push(word(a.propose(&buy(200)).map(|p| format!("{} {}", p.id, p.status))));
+    Ok((steps, runs.get()))
+}
+
 fn set_price(price: i64, person: &str, skill: &str) -> Call {
     Call::new("Estimator", skill, "SetPrice")
         .with_arguments(json!({"repair": "T-7", "price": price}))

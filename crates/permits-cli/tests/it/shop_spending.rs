@@ -406,6 +406,12 @@ impl Transaction for FailingTx<'_> {
     fn put_task(&mut self, task: &permits::runtime::Task) -> Result<(), StoreError> {
         self.0.put_task(task)
     }
+    fn lease(&mut self, key: &str) -> Result<Option<permits::runtime::Lease>, StoreError> {
+        self.0.lease(key)
+    }
+    fn put_lease(&mut self, lease: &permits::runtime::Lease) -> Result<(), StoreError> {
+        self.0.put_lease(lease)
+    }
     fn run(&mut self, id: &str) -> Result<Option<permits::runtime::Run>, StoreError> {
         self.0.run(id)
     }

@@ -6,6 +6,7 @@ mod claims;
 mod failures;
 mod fuzz_regressions;
 mod holes;
+mod leases;
 #[cfg(feature = "postgres")]
 mod postgres;
 #[path = "../fixtures/registry.rs"]
