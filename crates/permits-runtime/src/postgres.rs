@@ -235,7 +235,7 @@ impl PostgresStore {
         version
     }
 
-    /// Every stored proposal, standing rule and task whose record cannot be decoded, with why (as
+    /// Every stored proposal, standing rule, task and lease whose record cannot be decoded, with why (as
     /// [`crate::SqliteStore::unreadable_records`]). Empty for a sound database.
     ///
     /// Errors: the server's, when the tables cannot be read at all.
@@ -246,12 +246,14 @@ impl PostgresStore {
             ("proposal", "SELECT id, record FROM proposals ORDER BY slot"),
             ("standing rule", "SELECT id, record FROM rules ORDER BY slot"),
             ("task", "SELECT key, record FROM tasks ORDER BY key"),
+            ("lease", "SELECT key, record FROM leases ORDER BY key"),
         ] {
             for row in tx.query(query, &[], &format!("read the {kind}s"))? {
                 let (id, text): (String, String) = (row.get(0), row.get(1));
                 let decoded = match kind {
                     "proposal" => decode::<Proposal>(kind, &id, &text).map(|_| ()),
                     "standing rule" => decode::<StandingRule>(kind, &id, &text).map(|_| ()),
+                    "lease" => decode::<Lease>(kind, &id, &text).map(|_| ()),
                     _ => decode::<Task>(kind, &id, &text).map(|_| ()),
                 };
                 if let Err(e) = decoded {

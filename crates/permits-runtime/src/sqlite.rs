@@ -514,9 +514,12 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
     pub fn unreadable_records(&self) -> Result<Vec<String>, StoreError> {
         let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
         let mut out = Vec::new();
-        for (kind, table, key) in
-            [("proposal", "proposals", "id"), ("standing rule", "rules", "id"), ("task", "tasks", "key")]
-        {
+        for (kind, table, key) in [
+            ("proposal", "proposals", "id"),
+            ("standing rule", "rules", "id"),
+            ("task", "tasks", "key"),
+            ("lease", "leases", "key"),
+        ] {
             let mut stmt = conn
                 .prepare(&format!("SELECT {key}, record FROM {table} ORDER BY rowid"))
                 .map_err(|e| StoreError(format!("cannot read the {kind}s: {e}")))?;
@@ -534,6 +537,7 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
                 let decoded = match kind {
                     "proposal" => decode::<Proposal>(kind, id, text).map(|_| ()),
                     "standing rule" => decode::<StandingRule>(kind, id, text).map(|_| ()),
+                    "lease" => decode::<Lease>(kind, id, text).map(|_| ()),
                     _ => decode::<Task>(kind, id, text).map(|_| ()),
                 };
                 if let Err(e) = decoded {
@@ -1581,6 +1585,8 @@ mod tests {
             conn.execute("UPDATE rules SET record = 42 WHERE id = 'R-1'", []).expect("corrupt");
             conn.execute("UPDATE budgets SET spent = -1", []).expect("corrupt");
             conn.execute("UPDATE reservations SET amount = 'lots' WHERE holder = 'A-1'", []).expect("corrupt");
+            conn.execute("INSERT INTO leases (key, record) VALUES ('job-9', '{\"key\": \"job-9\"}')", [])
+                .expect("a corrupt lease");
         }
         let mut tx = store.begin().expect("begin");
         let err = tx.proposal("P-2").expect_err("corrupt");
@@ -1596,9 +1602,13 @@ mod tests {
         assert_eq!(err.0, "the spending of the budget `Purchases` is corrupt: it is -1");
         let err = tx.reservation("A-1").expect_err("corrupt");
         assert!(err.0.starts_with("cannot read the reservation of `A-1`"), "{err}");
+        let err = tx.lease("job-9").expect_err("corrupt");
+        assert!(err.0.starts_with("the stored lease `job-9` is corrupt: "), "{err}");
+        assert_eq!(tx.lease("job-1").expect("another key reads"), None);
         drop(tx);
         let unreadable = store.unreadable_records().expect("scan");
-        assert_eq!(unreadable.len(), 3, "{unreadable:?}");
+        assert_eq!(unreadable.len(), 4, "{unreadable:?}");
+        assert!(unreadable[3].starts_with("the stored lease `job-9` is corrupt"), "{unreadable:?}");
         assert!(unreadable[0].starts_with("the stored proposal `P-2` is corrupt"), "{unreadable:?}");
         assert_eq!(unreadable[1], "the stored proposal `P-3` is corrupt: its record has the id `P-9`");
         assert!(unreadable[2].starts_with("the stored standing rule `R-1` is corrupt"), "{unreadable:?}");
