@@ -5,12 +5,13 @@ use crate::*;
 
 impl Runtime {
     /// Decides a call on the current table with the standing rules in force (spec §5 "Decide"). Recorded
-    /// as an audit event.
+    /// as an audit event, committed with [`Transaction::commit_lazily`]: a question changes nothing else, so
+    /// its answer does not wait for the store's sync (what it read is durable before it answers).
     ///
     /// Errors: [`RuntimeError::Store`] only; an unknown name or bad arguments give a `never` decision.
     pub fn decide(&self, call: &Call) -> Result<Decision, RuntimeError> {
         let table = self.table();
-        self.transact(|tx, events| {
+        self.transact_question(|tx, events| {
             let mut decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
             if let Some(key) = &call.operation_key {
                 if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {

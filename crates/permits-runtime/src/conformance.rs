@@ -854,6 +854,19 @@ pub(crate) fn a_taken_over_lease_fences_the_old_holder<B: Backend>() {
     assert_eq!(runs, 1, "the tool ran once, for the host that held the task");
 }
 
+/// A decide's event is committed ([`Transaction::commit_lazily`]) and read back by another store.
+pub(crate) fn a_decide_is_committed<B: Backend>() {
+    let place = B::fresh("decide");
+    let decision = crate::tests::decide_on_store(place.open()).expect("decided");
+    assert_eq!(decision.level, Level::Propose);
+    let reopened = place.open();
+    let mut tx = reopened.begin().expect("begin");
+    let events = tx.audit_events().expect("the chain");
+    assert_eq!(events.last().map(|e| (e.event.kind, e.event.outcome.as_str())), Some((EventKind::Decision, "propose")));
+    let head = tx.audit_head().expect("the head");
+    assert_eq!(crate::audit::verify_chain(&events, head.as_ref()), Ok(head.clone()), "the chain verifies");
+}
+
 /// Instantiates every test of the suite for a backend, in the module it is called in.
 macro_rules! conformance {
     ($backend:ty) => {
@@ -913,6 +926,10 @@ macro_rules! conformance {
         #[test]
         fn a_taken_over_lease_fences_the_old_holder() {
             $crate::conformance::a_taken_over_lease_fences_the_old_holder::<$backend>();
+        }
+        #[test]
+        fn a_decide_is_committed() {
+            $crate::conformance::a_decide_is_committed::<$backend>();
         }
         #[test]
         fn a_store_is_a_runtime_store() {

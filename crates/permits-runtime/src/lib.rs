@@ -403,6 +403,24 @@ impl Runtime {
         &self,
         f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<R, RuntimeError>,
     ) -> Result<R, RuntimeError> {
+        self.transact_as(Commit::Durable, f)
+    }
+
+    /// [`Runtime::transact`] for a question (a decide): when the only events are decisions (nothing else
+    /// changed: no table installed, no task bound), the store may answer before the commit is durable
+    /// ([`Transaction::commit_lazily`]).
+    pub(crate) fn transact_question<R>(
+        &self,
+        f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<R, RuntimeError>,
+    ) -> Result<R, RuntimeError> {
+        self.transact_as(Commit::Question, f)
+    }
+
+    fn transact_as<R>(
+        &self,
+        commit: Commit,
+        f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<R, RuntimeError>,
+    ) -> Result<R, RuntimeError> {
         let mut tx = self.store.begin()?;
         let mut events = Vec::new();
         // Spec §5a: a runtime whose table is not the store's current one changes nothing (the refusal
@@ -421,7 +439,11 @@ impl Runtime {
             tx.append_audit(&chained)?;
             head = Some(chained.head());
         }
-        tx.commit()?;
+        let only_decisions = events.iter().all(|e| e.kind == EventKind::Decision);
+        match commit {
+            Commit::Question if only_decisions => tx.commit_lazily()?,
+            _ => tx.commit()?,
+        }
         for event in &events {
             self.audit.record(event);
         }
@@ -474,6 +496,15 @@ impl Runtime {
             .map(Some)
             .ok_or_else(missing)
     }
+}
+
+/// How [`Runtime::transact_as`] commits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Commit {
+    /// Durably, before the answer: every state change.
+    Durable,
+    /// A question's audit event only: [`Transaction::commit_lazily`].
+    Question,
 }
 
 /// The operation id a proposal's execution sends to the other side (spec §6): `OPERATION_KEY:P-n`, unique

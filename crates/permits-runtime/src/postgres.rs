@@ -1006,13 +1006,26 @@ impl Transaction for PostgresTransaction<'_> {
     }
 
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.finish(false)
+    }
+
+    fn commit_lazily(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.finish(true)
+    }
+}
+
+impl PostgresTransaction<'_> {
+    /// `COMMIT`; with `lazy`, after `SET LOCAL synchronous_commit = off` ([`Transaction::commit_lazily`]):
+    /// the server answers before its WAL record is flushed.
+    fn finish(&mut self, lazy: bool) -> Result<(), StoreError> {
         if self.failed {
             return Err(StoreError(
                 "cannot commit: a statement of the transaction failed, and it is rolled back".into(),
             ));
         }
         let conn = self.conn()?;
-        match conn.client.batch_execute("COMMIT") {
+        let commit = if lazy { "SET LOCAL synchronous_commit = off; COMMIT" } else { "COMMIT" };
+        match conn.client.batch_execute(commit) {
             Ok(()) => {
                 self.committed = true;
                 Ok(())

@@ -138,7 +138,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -230,7 +230,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub struct SqliteStore {
     conn: Mutex<Connection>,
-    group: GroupSync,
+    group: Arc<GroupSync>,
 }
 
 /// When SQLite syncs a commit to the disk (its `PRAGMA synchronous`), the ledger being in WAL mode.
@@ -279,6 +279,11 @@ struct GroupSync {
     on: AtomicBool,
     state: Mutex<GroupState>,
     done: Condvar,
+    /// Wakes the background syncer ([`GroupSync::want`]): a lazy commit ([`Transaction::commit_lazily`]) wants
+    /// a sync it does not wait for.
+    wanted: Condvar,
+    /// The background syncer was started (once, at the first lazy commit).
+    syncer: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -295,11 +300,36 @@ struct GroupState {
     syncs: u64,
     /// A sync failed: this and every later commit fails (never retried, module documentation).
     failed: Option<String>,
+    /// The highest number a lazy commit wants synced; the background syncer syncs up to it.
+    wanted: u64,
 }
 
 impl GroupSync {
     fn new(wal: Option<(PathBuf, PathBuf)>) -> GroupSync {
-        GroupSync { wal, on: AtomicBool::new(false), state: Mutex::new(GroupState::default()), done: Condvar::new() }
+        GroupSync {
+            wal,
+            on: AtomicBool::new(false),
+            state: Mutex::new(GroupState::default()),
+            done: Condvar::new(),
+            wanted: Condvar::new(),
+            syncer: AtomicBool::new(false),
+        }
+    }
+
+    /// A lazy commit numbered `number` wants a sync it does not wait for: the background syncer (started
+    /// here the first time) runs it at once — so it is durable a sync later, not at the next commit that
+    /// happens to wait.
+    fn want(self: &Arc<GroupSync>, number: u64) {
+        self.lock().wanted = number;
+        if !self.syncer.swap(true, Ordering::SeqCst) {
+            let weak = Arc::downgrade(self);
+            let started = std::thread::Builder::new().name("permits-sqlite-sync".into()).spawn(move || syncer(weak));
+            if started.is_err() {
+                // No thread: the next commit that waits syncs it, as `Normal` would at a checkpoint.
+                self.syncer.store(false, Ordering::SeqCst);
+            }
+        }
+        self.wanted.notify_one();
     }
 
     fn lock(&self) -> MutexGuard<'_, GroupState> {
@@ -560,7 +590,30 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql("set `synchronous`"))?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql("enable foreign keys"))?;
         migrate(&conn)?;
-        Ok(SqliteStore { conn: Mutex::new(conn), group: GroupSync::new(wal) })
+        Ok(SqliteStore { conn: Mutex::new(conn), group: Arc::new(GroupSync::new(wal)) })
+    }
+}
+
+/// The background syncer of a group commit: syncs what lazy commits want, and ends once the store is gone
+/// (it holds the state only while it syncs or waits, a tenth of a second at most).
+fn syncer(weak: Weak<GroupSync>) {
+    loop {
+        let Some(group) = weak.upgrade() else { return };
+        let target = {
+            let mut state = group.lock();
+            if state.wanted <= state.synced || state.failed.is_some() {
+                state = group
+                    .wanted
+                    .wait_timeout(state, Duration::from_millis(100))
+                    .map(|(s, _)| s)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+            (state.wanted > state.synced && state.failed.is_none()).then_some(state.wanted)
+        };
+        if let Some(target) = target {
+            // A failure is kept in the state: the next commit that waits reports it.
+            let _ = group.wait(target);
+        }
     }
 }
 
@@ -740,7 +793,7 @@ struct SqliteTransaction<'a> {
     conn: MutexGuard<'a, Connection>,
     committed: bool,
     /// The store's group commit (none for a read-only reader).
-    group: Option<&'a GroupSync>,
+    group: Option<&'a Arc<GroupSync>>,
     /// SQLite's count of changed rows when the transaction began: unchanged at its end, it wrote nothing.
     changes_at_begin: u64,
 }
@@ -1296,6 +1349,19 @@ impl Transaction for SqliteTransaction<'_> {
         drop(self);
         group.wait(number)
     }
+
+    fn commit_lazily(mut self: Box<Self>) -> Result<(), StoreError> {
+        self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
+        self.committed = true;
+        let Some(group) = self.group.filter(|g| g.on.load(Ordering::SeqCst)) else { return Ok(()) };
+        // What it may have read: every commit numbered before its own (it still holds the connection).
+        let seen = group.last();
+        if self.conn.total_changes() != self.changes_at_begin {
+            group.want(group.committed());
+        }
+        drop(self);
+        group.wait(seen)
+    }
 }
 
 #[cfg(test)]
@@ -1328,6 +1394,40 @@ mod tests {
         group.wait(four).expect("synced");
         let state = group.lock();
         assert_eq!((state.synced, state.syncs), (4, 2));
+    }
+
+    /// A store shared with the test, so it can look at the group commit's state behind a runtime.
+    struct Shared(Arc<SqliteStore>);
+
+    impl Store for Shared {
+        fn begin(&self) -> Result<Box<dyn Transaction + '_>, StoreError> {
+            self.0.begin()
+        }
+    }
+
+    #[test]
+    fn a_decide_does_not_wait_for_the_sync_and_the_background_syncer_runs_it() -> Result<(), StoreError> {
+        let dir = TempDir::new("group-lazy");
+        let store = Arc::new(SqliteStore::open(&dir.db())?);
+        store.set_synchronous(Synchronous::Group)?;
+        let decision = crate::tests::decide_on_store(Shared(store.clone())).expect("decided");
+        assert_eq!(decision.level, crate::table::Level::Propose);
+        // The proposal's commit waited for its sync; the decide's was numbered after it and only wanted one.
+        let wanted = store.group.lock().wanted;
+        assert!(wanted >= 2, "the decide's commit wanted a sync: {wanted}");
+        assert!(store.group.syncer.load(Ordering::SeqCst), "the background syncer started");
+        // Nothing else commits: the background syncer syncs the decide's event (bounded wait, not a timing
+        // assertion: a sync takes well under a millisecond here).
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while store.group.lock().synced < wanted && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(store.group.lock().synced >= wanted, "the syncer synced the lazy commit");
+        // A read of the chain sees the event (and would have waited for its sync).
+        let mut tx = store.begin()?;
+        let events = tx.audit_events()?;
+        assert_eq!(events.last().map(|e| e.event.kind), Some(crate::audit::EventKind::Decision));
+        Ok(())
     }
 
     #[test]

@@ -219,6 +219,17 @@ pub trait Transaction {
     fn put_lease(&mut self, lease: &Lease) -> Result<(), StoreError>;
     /// Makes every write of the transaction visible and durable, at once.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
+    /// Commits like [`Transaction::commit`], but may return before the commit itself is durable. The runtime
+    /// uses it only for a transaction whose one write is the audit event of a question — a decide (spec §5
+    /// "Decide", §5a "Audit") — never for a state change. The commit is visible and in the chain's order at
+    /// once, and durable with the store's next sync (a power loss before it can lose that event, and then
+    /// every event after it, so the chain stays whole); what the transaction read is durable before it
+    /// returns. The default is [`Transaction::commit`]; the SQLite store with [`crate::Synchronous::Group`]
+    /// returns without waiting for its sync (a background thread runs it at once), PostgreSQL commits with
+    /// `synchronous_commit = off`.
+    fn commit_lazily(self: Box<Self>) -> Result<(), StoreError> {
+        self.commit()
+    }
 }
 
 /// The in-memory store: lost when the process ends. Transactions hold a lock for their whole life and

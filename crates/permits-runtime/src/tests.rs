@@ -281,6 +281,19 @@ pub(crate) fn propose_on_store(store: impl Store + Send + Sync + 'static) -> Res
     rt.propose(&ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "job-1", "Pads and a cable."))
 }
 
+/// Decides one call through a runtime on `store`, after a first transaction (a proposal) installed the
+/// table: the decide's own transaction then writes only its decision event.
+pub(crate) fn decide_on_store(store: impl Store + Send + Sync + 'static) -> Result<Decision, RuntimeError> {
+    let shop = Shop::new();
+    let rt = Runtime::new(workshop(), shop.clone())
+        .with_clock(ManualClock::at(1_000_000))
+        .with_versions(shop)
+        .with_naming(Tickets)
+        .with_store(store);
+    rt.propose(&ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "job-1", "Pads and a cable."))?;
+    rt.decide(&set_price(45, "Mia", "EstimateRepair"))
+}
+
 /// The workshop with a spending tool: `BuyParts (amount: money)`, proposed, from budget `Parts` (ceiling 5000,
 /// alone up to 100, 1000 per task). For the store conformance suite's per-task case.
 fn workshop_buying_parts() -> Table {
