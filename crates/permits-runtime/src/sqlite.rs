@@ -302,6 +302,9 @@ struct GroupState {
     failed: Option<String>,
     /// The highest number a lazy commit wants synced; the background syncer syncs up to it.
     wanted: u64,
+    /// The number of the last transaction that committed durably (not lazily): what a lazy commit may
+    /// have read that matters — a lazy commit adds only a question's audit event.
+    durable: u64,
 }
 
 impl GroupSync {
@@ -341,7 +344,16 @@ impl GroupSync {
     fn committed(&self) -> u64 {
         let mut state = self.lock();
         state.committed += 1;
+        state.durable = state.committed;
         state.committed
+    }
+
+    /// Numbers a lazy commit ([`Transaction::commit_lazily`]), and returns the number of the last durable
+    /// commit before it (what it must wait for: what it read that matters).
+    fn committed_lazily(&self) -> (u64, u64) {
+        let mut state = self.lock();
+        state.committed += 1;
+        (state.committed, state.durable)
     }
 
     /// The number of the last transaction that committed.
@@ -1354,11 +1366,15 @@ impl Transaction for SqliteTransaction<'_> {
         self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
         self.committed = true;
         let Some(group) = self.group.filter(|g| g.on.load(Ordering::SeqCst)) else { return Ok(()) };
-        // What it may have read: every commit numbered before its own (it still holds the connection).
-        let seen = group.last();
-        if self.conn.total_changes() != self.changes_at_begin {
-            group.want(group.committed());
-        }
+        // What it may have read that matters: the durable commits before its own (it still holds the
+        // connection, so none comes between); other lazy commits added only a question's audit event.
+        let seen = if self.conn.total_changes() == self.changes_at_begin {
+            group.lock().durable
+        } else {
+            let (number, durable) = group.committed_lazily();
+            group.want(number);
+            durable
+        };
         drop(self);
         group.wait(seen)
     }

@@ -223,8 +223,8 @@ pub trait Transaction {
     /// uses it only for a transaction whose one write is the audit event of a question — a decide (spec §5
     /// "Decide", §5a "Audit") — never for a state change. The commit is visible and in the chain's order at
     /// once, and durable with the store's next sync (a power loss before it can lose that event, and then
-    /// every event after it, so the chain stays whole); what the transaction read is durable before it
-    /// returns. The default is [`Transaction::commit`]; the SQLite store with [`crate::Synchronous::Group`]
+    /// every event after it, so the chain stays whole); the state changes it read (every durable commit
+    /// before it) are durable before it returns. The default is [`Transaction::commit`]; the SQLite store with [`crate::Synchronous::Group`]
     /// returns without waiting for its sync (a background thread runs it at once), PostgreSQL commits with
     /// `synchronous_commit = off`.
     fn commit_lazily(self: Box<Self>) -> Result<(), StoreError> {
