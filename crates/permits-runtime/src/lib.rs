@@ -102,7 +102,7 @@ pub use host::{AdmitAll, Authority, Naming, NoVersions, PlainNaming, Principal, 
 pub use leases::{Holding, MAX_LEASE_SECONDS};
 pub use ledger::{BudgetStatus, TaskSpending, conclusive};
 #[cfg(feature = "postgres")]
-pub use postgres::PostgresStore;
+pub use postgres::{PostgresStore, PostgresTarget};
 pub use records::{
     Basis, BudgetRecord, Decider, Evidence, Grant, HostClaim, Lease, Proposal, Reservation, RuleRevocation, Run, Scope,
     ShownArgument, StandingRule, Status, TableInstall, Task, WorkFor,

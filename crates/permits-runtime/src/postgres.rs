@@ -77,9 +77,11 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use postgres::config::SslMode;
 use postgres::types::ToSql;
 use postgres::{Client, Config, GenericClient, NoTls, Row, Statement};
 use serde::de::DeserializeOwned;
+use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
@@ -163,16 +165,188 @@ const LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 /// life: never begin a second transaction, or call [`PostgresStore::schema_version`], on a thread that holds
 /// one. Several hosts (processes, machines) each open their own store on the same database.
 pub struct PostgresStore {
-    config: Config,
+    target: PostgresTarget,
     conn: Mutex<Option<Conn>>,
+}
+
+/// Where a [`PostgresStore`] connects, and how: a parsed connection string and, with `sslmode=require`
+/// (or libpq's `verify-ca` / `verify-full`, which mean the same here), TLS by rustls that verifies the
+/// server's certificate — its chain against the certificate authorities in the `sslrootcert` file (PEM), and
+/// its name against the host connected to. Without `sslmode`, or with `disable`, `allow` or `prefer` (which
+/// here never tries TLS), the connection is not encrypted (a Unix socket, loopback, a private network). The service's key table uses the same.
+#[derive(Clone)]
+pub struct PostgresTarget {
+    config: Config,
+    tls: Option<MakeRustlsConnect>,
+}
+
+impl std::fmt::Debug for PostgresTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The configuration may hold a password: only where it connects is shown.
+        f.debug_struct("PostgresTarget")
+            .field("hosts", &self.config.get_hosts())
+            .field("dbname", &self.config.get_dbname())
+            .field("tls", &self.tls.is_some())
+            .finish()
+    }
+}
+
+impl PostgresTarget {
+    /// Parses `url` (`postgres://user:password@host:port/dbname?sslmode=require&sslrootcert=/etc/ca.pem`,
+    /// or the key-value form `host=db.internal sslmode=require sslrootcert=/etc/ca.pem dbname=permits`).
+    /// `sslrootcert` is read here (libpq's parameter; the client library does not know it).
+    ///
+    /// Errors: the string does not parse; `sslmode=require` without `sslrootcert`; a root certificate file
+    /// that cannot be read or holds no certificate.
+    pub fn parse(url: &str) -> Result<PostgresTarget, StoreError> {
+        let (rest, root, mode) = split_tls_options(url);
+        let mut config: Config = rest
+            .parse()
+            .map_err(|e| StoreError(format!("`{}` is not a PostgreSQL connection string: {e}", redact(url))))?;
+        let tls = match mode.as_deref() {
+            Some("require" | "verify-ca" | "verify-full") => {
+                config.ssl_mode(SslMode::Require);
+                let Some(root) = root else {
+                    return Err(StoreError(
+                        "`sslmode=require` needs `sslrootcert=PATH`: the certificate authority (PEM) the server's \
+                         certificate is verified with"
+                            .into(),
+                    ));
+                };
+                Some(tls_connector(&root)?)
+            }
+            None | Some("disable" | "allow" | "prefer") => None,
+            Some(other) => {
+                return Err(StoreError(format!(
+                    "`sslmode` is `disable`, `prefer`, `require`, `verify-ca` or `verify-full`, not `{other}`"
+                )));
+            }
+        };
+        Ok(PostgresTarget { config, tls })
+    }
+
+    /// A target without TLS for a parsed configuration.
+    pub fn plain(config: Config) -> PostgresTarget {
+        PostgresTarget { config, tls: None }
+    }
+
+    /// The parsed configuration (host, port, user, database).
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Whether it connects over TLS.
+    pub fn uses_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// A new connection.
+    ///
+    /// Errors: the server cannot be reached, refuses the login, or (TLS) presents a certificate that does
+    /// not verify.
+    pub fn connect(&self) -> Result<Client, StoreError> {
+        let connected = match &self.tls {
+            Some(tls) => self.config.connect(tls.clone()),
+            None => self.config.connect(NoTls),
+        };
+        connected.map_err(|e| {
+            let why = std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default();
+            StoreError(format!("cannot connect to PostgreSQL: {e}{why}"))
+        })
+    }
+}
+
+/// `url` without its `sslrootcert` and `sslmode` options (the latter mapped by [`PostgresTarget::parse`]
+/// itself, since the client library knows neither `verify-ca` nor `verify-full`), and their values.
+fn split_tls_options(url: &str) -> (String, Option<String>, Option<String>) {
+    let (mut root, mut mode) = (None, None);
+    let mut take = |key: &str, value: &str| match key {
+        "sslrootcert" => {
+            root = Some(value.to_string());
+            false
+        }
+        "sslmode" => {
+            mode = Some(value.to_string());
+            false
+        }
+        _ => true,
+    };
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let Some((base, query)) = url.split_once('?') else { return (url.to_string(), None, None) };
+        let kept: Vec<&str> = query
+            .split('&')
+            .filter(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                take(key, &percent_decode(value))
+            })
+            .collect();
+        let rest = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+        (rest, root, mode)
+    } else {
+        let kept: Vec<&str> = url
+            .split_whitespace()
+            .filter(|pair| {
+                let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+                take(key.trim(), value.trim_matches('\''))
+            })
+            .collect();
+        (kept.join(" "), root, mode)
+    }
+}
+
+/// `%XX` sequences decoded (a path in a URL's query); anything else kept as it is.
+fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = bytes.get(i + 1..i + 3).and_then(|h| std::str::from_utf8(h).ok());
+        match (bytes[i], hex.and_then(|h| u8::from_str_radix(h, 16).ok())) {
+            (b'%', Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (byte, _) => {
+                out.push(byte);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A rustls connector trusting the certificate authorities of the PEM file `root` (ring, TLS 1.2 and 1.3).
+fn tls_connector(root: &str) -> Result<MakeRustlsConnect, StoreError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let certificates: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(root)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| StoreError(format!("cannot read the root certificates `{root}`: {e}")))?;
+    if certificates.is_empty() {
+        return Err(StoreError(format!("the root certificate file `{root}` holds no certificate")));
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for certificate in certificates {
+        roots
+            .add(certificate)
+            .map_err(|e| StoreError(format!("a certificate in `{root}` is not a usable root: {e}")))?;
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| StoreError(format!("cannot set up TLS: {e}")))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    Ok(MakeRustlsConnect::new(config))
 }
 
 impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The configuration may hold a password: only where it connects is shown.
         f.debug_struct("PostgresStore")
-            .field("hosts", &self.config.get_hosts())
-            .field("dbname", &self.config.get_dbname())
+            .field("hosts", &self.target.config.get_hosts())
+            .field("dbname", &self.target.config.get_dbname())
+            .field("tls", &self.target.tls.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -199,26 +373,32 @@ impl PostgresStore {
 
     /// Connects to the database at `url` (`postgres://user:password@host:port/dbname`, or the key-value
     /// form `host=/tmp/dir port=5432 dbname=permits`; a host that is a directory is a Unix socket) and
-    /// migrates it to [`PostgresStore::SCHEMA_VERSION`]. The connection is not encrypted: use a Unix socket,
-    /// loopback or a private network.
+    /// migrates it to [`PostgresStore::SCHEMA_VERSION`]. With `sslmode=require&sslrootcert=PATH` the
+    /// connection is TLS, the server's certificate verified ([`PostgresTarget`]); otherwise it is not
+    /// encrypted: use a Unix socket, loopback or a private network.
     ///
-    /// Errors: the URL does not parse; the server cannot be reached or refuses the login; the database is
-    /// at a newer schema version than this runtime knows, or at one this store never wrote; the migration
-    /// failed (it is rolled back, the database keeps its version).
+    /// Errors: the URL does not parse, or its TLS options do not ([`PostgresTarget::parse`]); the server
+    /// cannot be reached, refuses the login or its certificate; the database is at a newer schema version
+    /// than this runtime knows, or at one this store never wrote; the migration failed (it is rolled back,
+    /// the database keeps its version).
     pub fn connect(url: &str) -> Result<PostgresStore, StoreError> {
-        let config: Config = url
-            .parse()
-            .map_err(|e| StoreError(format!("`{}` is not a PostgreSQL connection string: {e}", redact(url))))?;
-        PostgresStore::with_config(config)
+        PostgresStore::with_target(PostgresTarget::parse(url)?)
     }
 
-    /// [`PostgresStore::connect`] with a parsed configuration.
+    /// [`PostgresStore::connect`] with a parsed configuration, without TLS.
     ///
     /// Errors: those of [`PostgresStore::connect`].
     pub fn with_config(config: Config) -> Result<PostgresStore, StoreError> {
-        let mut conn = connect(&config)?;
+        PostgresStore::with_target(PostgresTarget::plain(config))
+    }
+
+    /// [`PostgresStore::connect`] with a parsed target.
+    ///
+    /// Errors: those of [`PostgresStore::connect`].
+    pub fn with_target(target: PostgresTarget) -> Result<PostgresStore, StoreError> {
+        let mut conn = connect(&target)?;
         migrate(&mut conn.client)?;
-        Ok(PostgresStore { config, conn: Mutex::new(Some(conn)) })
+        Ok(PostgresStore { target, conn: Mutex::new(Some(conn)) })
     }
 
     /// The schema version of the database (the row of `permits_schema`): [`PostgresStore::SCHEMA_VERSION`]
@@ -267,7 +447,7 @@ impl PostgresStore {
     /// The connection, connecting again when there is none (it was lost).
     fn connected<'g>(&self, guard: &'g mut MutexGuard<'_, Option<Conn>>) -> Result<&'g mut Conn, StoreError> {
         if guard.as_ref().is_none_or(|c| c.client.is_closed()) {
-            **guard = Some(connect(&self.config)?);
+            **guard = Some(connect(&self.target)?);
         }
         guard.as_mut().ok_or_else(|| StoreError("no connection".into()))
     }
@@ -308,8 +488,8 @@ fn redact(url: &str) -> String {
     }
 }
 
-fn connect(config: &Config) -> Result<Conn, StoreError> {
-    let mut client = config.connect(NoTls).map_err(|e| StoreError(format!("cannot connect to PostgreSQL: {e}")))?;
+fn connect(target: &PostgresTarget) -> Result<Conn, StoreError> {
+    let mut client = target.connect()?;
     client
         .batch_execute(&format!("SET lock_timeout = '{}s'", LOCK_TIMEOUT.as_secs()))
         .map_err(|e| StoreError(format!("cannot set the lock timeout: {e}")))?;
@@ -1061,6 +1241,112 @@ mod tests {
         config.connect(NoTls).expect("connect to the test database")
     }
 
+    /// The test database's URL with `options` appended, and the test server's certificate (`.ci/postgres`
+    /// prints `PERMITS_TEST_POSTGRES_CA`).
+    fn tls_url(db: &TestDatabase, options: &str) -> (String, String) {
+        let base = std::env::var(crate::conformance::POSTGRES_VARIABLE).expect("the test server's URL");
+        let ca = std::env::var("PERMITS_TEST_POSTGRES_CA").unwrap_or_else(|_| {
+            panic!("the TLS tests need PERMITS_TEST_POSTGRES_CA, the test server's certificate: `eval \"$(.ci/postgres start)\"` sets it")
+        });
+        let server = base.rsplit_once('/').map_or(base.as_str(), |(server, _)| server);
+        (format!("{server}/{}{}", db.name, options.replace("{ca}", &ca)), ca)
+    }
+
+    fn connection_uses_tls(client: &mut Client) -> bool {
+        client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).expect("pg_stat_ssl").get(0)
+    }
+
+    #[test]
+    fn sslmode_require_connects_over_tls_and_verifies_the_server() {
+        let db = TestDatabase::new("tls");
+        let (url, _) = tls_url(&db, "?sslmode=require&sslrootcert={ca}");
+        let target = PostgresTarget::parse(&url).expect("parse");
+        assert!(target.uses_tls());
+        assert!(connection_uses_tls(&mut target.connect().expect("a TLS connection")));
+        // The store itself, over TLS: migrated, and a transaction commits.
+        let store = PostgresStore::connect(&url).expect("the store over TLS");
+        assert_eq!(store.schema_version().expect("version"), PostgresStore::SCHEMA_VERSION);
+        let mut tx = store.begin().expect("begin");
+        assert_eq!(tx.next_number("proposal").expect("next"), 1);
+        tx.commit().expect("commit");
+        // libpq's stricter names mean the same here (the name is always verified), and so does the key-value
+        // form.
+        let (verify_full, _) = tls_url(&db, "?sslmode=verify-full&sslrootcert={ca}&application_name=permits");
+        assert!(connection_uses_tls(&mut PostgresTarget::parse(&verify_full).expect("parse").connect().expect("tls")));
+        // Without sslmode the connection is plain, as before.
+        let (plain, _) = tls_url(&db, "");
+        let target = PostgresTarget::parse(&plain).expect("parse");
+        assert!(!target.uses_tls());
+        assert!(!connection_uses_tls(&mut target.connect().expect("a plain connection")));
+    }
+
+    #[test]
+    fn a_server_certificate_that_does_not_verify_is_refused() {
+        let db = TestDatabase::new("tls-wrong-ca");
+        // Another self-signed certificate for the same names: not the server's.
+        let dir = std::env::temp_dir().join(format!("permits-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let other = dir.join("other.crt");
+        let made = std::process::Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1"])
+            .args(["-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+            .args(["-addext", "basicConstraints=critical,CA:FALSE", "-keyout"])
+            .arg(dir.join("other.key"))
+            .arg("-out")
+            .arg(&other)
+            .output()
+            .expect("the `openssl` command");
+        assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+        let (url, _) = tls_url(&db, &format!("?sslmode=require&sslrootcert={}", other.display()));
+        let err = PostgresStore::connect(&url).expect_err("an unknown issuer");
+        assert!(err.0.starts_with("cannot connect to PostgreSQL: "), "{err}");
+        assert!(err.0.contains("UnknownIssuer") || err.0.contains("certificate"), "{err}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn tls_options_that_cannot_work_are_clear_errors() {
+        let err = PostgresTarget::parse("postgres://permits@127.0.0.1:1/db?sslmode=require").expect_err("no root");
+        assert_eq!(
+            err.0,
+            "`sslmode=require` needs `sslrootcert=PATH`: the certificate authority (PEM) the server's certificate is verified with"
+        );
+        let err = PostgresTarget::parse("postgres://permits@127.0.0.1:1/db?sslmode=require&sslrootcert=/no/such.pem")
+            .expect_err("no file");
+        assert!(err.0.starts_with("cannot read the root certificates `/no/such.pem`: "), "{err}");
+        let empty = std::env::temp_dir().join(format!("permits-empty-{}.pem", std::process::id()));
+        std::fs::write(&empty, "no certificate here\n").expect("write");
+        let err = PostgresTarget::parse(&format!("host=127.0.0.1 sslmode=verify-ca sslrootcert={}", empty.display()))
+            .expect_err("nothing in it");
+        assert_eq!(err.0, format!("the root certificate file `{}` holds no certificate", empty.display()));
+        let _ = std::fs::remove_file(&empty);
+        let err = PostgresTarget::parse("postgres://u:secret@h/db?sslmode=sometimes").expect_err("a bad mode");
+        assert_eq!(err.0, "`sslmode` is `disable`, `prefer`, `require`, `verify-ca` or `verify-full`, not `sometimes`");
+        let err = PostgresTarget::parse("postgres://u:secret@h/db?sslmod=require").expect_err("a misspelled option");
+        assert!(
+            err.0.starts_with("`postgres://u:***@h/db?sslmod=require` is not a PostgreSQL connection string"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_tls_options_are_taken_out_of_both_forms() {
+        let (rest, root, mode) =
+            split_tls_options("postgres://u@h:5/db?application_name=x&sslmode=require&sslrootcert=%2Fetc%2Fca.pem");
+        assert_eq!(
+            (rest.as_str(), root.as_deref(), mode.as_deref()),
+            ("postgres://u@h:5/db?application_name=x", Some("/etc/ca.pem"), Some("require"))
+        );
+        let (rest, root, mode) = split_tls_options("postgres://u@h/db?sslrootcert=/ca.pem");
+        assert_eq!((rest.as_str(), root.as_deref(), mode), ("postgres://u@h/db", Some("/ca.pem"), None));
+        let (rest, root, mode) = split_tls_options("host=h sslmode=verify-full sslrootcert='/ca.pem' dbname=p");
+        assert_eq!(
+            (rest.as_str(), root.as_deref(), mode.as_deref()),
+            ("host=h dbname=p", Some("/ca.pem"), Some("verify-full"))
+        );
+        assert_eq!(split_tls_options("postgres://u@h/db"), ("postgres://u@h/db".to_string(), None, None));
+    }
+
     /// Ends every other connection to the test database, as a server restart or a network cut does.
     fn cut_connections(db: &TestDatabase) -> u64 {
         let mut client = admin(db);
@@ -1313,7 +1599,7 @@ mod tests {
     #[test]
     fn the_debug_form_shows_no_password() {
         let config: Config = "postgres://someone:secret@127.0.0.1:1/db".parse().expect("parse");
-        let store = PostgresStore { config, conn: Mutex::new(None) };
+        let store = PostgresStore { target: PostgresTarget::plain(config), conn: Mutex::new(None) };
         let shown = format!("{store:?}");
         assert!(!shown.contains("secret") && shown.contains("db"), "{shown}");
     }

@@ -98,13 +98,14 @@ pub(crate) enum Db {
 
 /// The keys in a PostgreSQL store's database: the same table, one connection, connected again when lost.
 pub(crate) struct PostgresKeys {
-    config: postgres::Config,
+    /// Where and how to connect: the runtime's store's own parsing, so TLS (`sslmode=require`) is the same.
+    target: permits_runtime::PostgresTarget,
     client: Mutex<Option<postgres::Client>>,
 }
 
 impl std::fmt::Debug for PostgresKeys {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PostgresKeys").field("dbname", &self.config.get_dbname()).finish_non_exhaustive()
+        f.debug_struct("PostgresKeys").field("dbname", &self.target.config().get_dbname()).finish_non_exhaustive()
     }
 }
 
@@ -158,9 +159,8 @@ const POSTGRES_COLUMNS: &str = "SELECT id, kind, agents, person, label, created_
 
 impl PostgresKeys {
     fn open(url: &str) -> Result<PostgresKeys, String> {
-        let config: postgres::Config =
-            url.parse().map_err(|e| format!("`--store` is not a PostgreSQL connection string: {e}"))?;
-        let keys = PostgresKeys { config, client: Mutex::new(None) };
+        let target = permits_runtime::PostgresTarget::parse(url).map_err(|e| format!("`--store`: {e}"))?;
+        let keys = PostgresKeys { target, client: Mutex::new(None) };
         keys.with(|client| {
             client
                 .batch_execute(POSTGRES_SCHEMA)
@@ -190,8 +190,7 @@ impl PostgresKeys {
     fn with_here<T>(&self, f: impl FnOnce(&mut postgres::Client) -> Result<T, String>) -> Result<T, String> {
         let mut guard = self.client.lock().unwrap_or_else(PoisonError::into_inner);
         if guard.as_ref().is_none_or(postgres::Client::is_closed) {
-            *guard =
-                Some(self.config.connect(postgres::NoTls).map_err(|e| format!("cannot connect to PostgreSQL: {e}"))?);
+            *guard = Some(self.target.connect().map_err(|e| e.0)?);
         }
         let Some(client) = guard.as_mut() else { return Err("no connection to PostgreSQL".into()) };
         let result = f(client);

@@ -132,6 +132,48 @@ fn two_instances_on_one_database_share_keys_grants_and_one_run() -> R {
 }
 
 #[test]
+fn over_tls_the_store_and_the_keys_use_sslmode_require_and_a_missing_root_is_refused() -> R {
+    let mut db = Database::new("tls")?;
+    let ca = std::env::var("PERMITS_TEST_POSTGRES_CA").map_err(
+        |_| "PERMITS_TEST_POSTGRES_CA (the test server's certificate) is not set: `.ci/postgres start` sets it",
+    )?;
+    let plain = db.url.clone();
+    db.url = format!("{plain}?sslmode=require&sslrootcert={ca}");
+    let dir = Temp::new("pg-tls");
+    let server = serve(&db, &dir, "tls");
+    let host = server.host("Clerkbot");
+    let p = host.post("/v1/calls", &order("vanilla", 900, "order-1")).ok()["proposal"].clone();
+    assert_eq!(p["status"], "waiting");
+    // Every connection of the service to this database is encrypted: the runtime's and the keys'.
+    let (tls, total): (i64, i64) = {
+        let mut client = db.admin.clone();
+        client.dbname(&db.name);
+        let row = client.connect(NoTls)?.query_one(
+            "SELECT count(*) FILTER (WHERE s.ssl), count(*) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+                 WHERE a.datname = current_database() AND a.pid <> pg_backend_pid()",
+            &[],
+        )?;
+        (row.get(0), row.get(1))
+    };
+    assert!(total >= 2 && tls == total, "{tls} of {total} connections over TLS");
+    drop(server);
+    // A root certificate file that is not there: refused, saying why (a wrong root is the runtime's test).
+    let out = permitd()
+        .args([
+            "keys",
+            "add",
+            "--store",
+            &format!("{plain}?sslmode=require&sslrootcert={}", dir.path("none.crt").display()),
+        ])
+        .args(["--agents", "Clerkbot"])
+        .output()?;
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("cannot read the root certificates"), "{stderr}");
+    Ok(())
+}
+
+#[test]
 fn a_postgres_store_needs_an_audit_path_and_a_reachable_server() -> R {
     let out = permitd()
         .args(["serve", "--listen", "127.0.0.1:0", "--store", "postgres://nobody@127.0.0.1:1/none", "--table"])
