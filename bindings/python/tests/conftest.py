@@ -6,7 +6,9 @@ Nothing here reaches the network: LangChain's tracing is switched off before any
 
 from __future__ import annotations
 
+import itertools
 import os
+import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,3 +65,37 @@ def permitd() -> Path:
 def workdir(tmp_path: Path) -> Iterator[Path]:
     """A fresh folder for ledgers, audit files and compiled tables."""
     yield tmp_path
+
+
+_databases = itertools.count()
+
+
+def _psql() -> str:
+    """The `psql` of the test server's PostgreSQL (on PATH, or in Debian's /usr/lib/postgresql/*/bin)."""
+    found = shutil.which("psql")
+    if found:
+        return found
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/psql"))
+    if not candidates:
+        raise RuntimeError("no `psql` found: install PostgreSQL's client (Debian: apt-get install postgresql)")
+    return str(candidates[-1])
+
+
+@pytest.fixture
+def postgres_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A database of its own on the test server `PERMITS_TEST_POSTGRES` names (`.ci/postgres start` starts
+    one and prints it), dropped after the test; its `postgres://` URL. Without the variable the test fails,
+    saying how to give it: a PostgreSQL test never skips."""
+    server = os.environ.get("PERMITS_TEST_POSTGRES")
+    if not server:
+        pytest.fail(
+            "the PostgreSQL tests need a server: set PERMITS_TEST_POSTGRES to a URL whose user may create "
+            'databases, e.g. `eval "$(.ci/postgres start)"` at the repository\'s root'
+        )
+    name = f"permits_py_{os.getpid()}_{next(_databases)}"
+    psql = _psql()
+    subprocess.run([psql, server, "-qc", f"CREATE DATABASE {name}"], check=True)
+    try:
+        yield f"{server.rsplit('/', 1)[0]}/{name}"
+    finally:
+        subprocess.run([psql, server, "-qc", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"], check=False)

@@ -1,5 +1,6 @@
-"""Two Python processes on one SQLite ledger racing for the last of a ceiling: never over it (500 rounds;
-`PERMITS_RACE_ROUNDS` for more). The Python twin of shop_spending.rs's race between two runtimes."""
+"""Two Python processes on one ledger — an SQLite file, then a PostgreSQL database — racing for the last of a
+ceiling: never over it (500 rounds on SQLite, 200 on PostgreSQL; `PERMITS_RACE_ROUNDS` for more). The Python
+twin of shop_spending.rs's race between two runtimes."""
 
 from __future__ import annotations
 
@@ -14,9 +15,18 @@ import permits
 
 
 def test_two_processes_racing_for_the_last_of_the_ceiling_never_exceed_it(permitc: Path, workdir: Path) -> None:
-    rounds = int(os.environ.get("PERMITS_RACE_ROUNDS", "500"))
+    race_on(permitc, workdir, str(workdir / "ledger.db"), int(os.environ.get("PERMITS_RACE_ROUNDS", "500")))
+
+
+def test_two_processes_on_postgresql_racing_for_the_last_of_the_ceiling_never_exceed_it(
+    permitc: Path, workdir: Path, postgres_url: str
+) -> None:
+    """The same race on one PostgreSQL database (issue #22): each process its own store and connection."""
+    race_on(permitc, workdir, postgres_url, int(os.environ.get("PERMITS_RACE_ROUNDS", "200")))
+
+
+def race_on(permitc: Path, workdir: Path, ledger: str, rounds: int) -> None:
     table = shop_table_path(permitc, workdir, 0, 2500)
-    ledger = workdir / "ledger.db"
     rt = permits.Runtime(permits.Table.load(table), authority=permits.ADMIT_ALL, store=ledger)
     # 1000 held by a standing order: 1500 of room, and each racer wants 1000.
     held = rt.propose(

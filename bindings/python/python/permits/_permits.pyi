@@ -586,7 +586,9 @@ class Table:
 
 @final
 class Runtime:
-    """The runtime: decisions, proposals, approvals, standing rules, budgets, over one store."""
+    """The runtime: decisions, proposals, approvals, standing rules, budgets, over one store: `":memory:"`
+    (the default), an SQLite ledger file, or a PostgreSQL URL (`postgres://…`) shared by hosts on several
+    machines."""
 
     def __init__(
         self,
