@@ -471,9 +471,7 @@ impl Runtime {
         // Spec §5a "Leases": a host that no longer holds the task executes nothing, not even a retry.
         self.check_holder(tx, events, acting, &p.operation_key, &agent)?;
         let lease = acting.filter(|l| l.key == p.operation_key);
-        if let Some(lease) = lease {
-            self.drop_fenced_claim(tx, events, &mut p, lease)?;
-        }
+        self.drop_dead_claim(tx, events, &mut p, lease, token, now)?;
         if let Some(Err(message)) = token.map(|c| limits::check_text("the claim token", c, limits::MAX_KEY_BYTES)) {
             return Err(self.refuse(events, &agent, About::Proposal(&p), Refusal::TooLarge, message));
         }
@@ -613,29 +611,51 @@ impl Runtime {
         Ok(ClaimStep::Claimed(p, runs_as))
     }
 
-    /// Spec §5a "Leases": a claim that was never confirmed, made under an older fence than `lease` (the
-    /// task's current one, checked), belongs to a host that lost the task: it is dropped (audited), so the
-    /// current holder can claim the grant. A confirmed claim stays: it may have run.
-    fn drop_fenced_claim(
+    /// A claim that was never confirmed and whose host is gone is dropped (audited), so the grant can be
+    /// claimed again: one made under an older fence than `lease` (the task's current one, checked; spec §5a
+    /// "Leases"), or one older than [`limits::CLAIM_LIFETIME_SECONDS`] when another token claims (a host that
+    /// died between its claim and its confirmation). A confirmed claim always stays: it may have run.
+    fn drop_dead_claim(
         &self,
         tx: &mut dyn Transaction,
         events: &mut Vec<AuditEvent>,
         p: &mut Proposal,
-        lease: &Lease,
+        lease: Option<&Lease>,
+        token: Option<&str>,
+        now: u64,
     ) -> Result<(), RuntimeError> {
         let Some(claim) = &p.host_claim else { return Ok(()) };
-        if claim.confirmed_at.is_some() || claim.fence.is_some_and(|f| f >= lease.fence) {
+        if claim.confirmed_at.is_some() {
             return Ok(());
         }
-        let old = p.claim.take().unwrap_or_default();
+        let old = p.claim.clone().unwrap_or_default();
+        let fenced = lease.filter(|l| claim.fence.is_none_or(|f| f < l.fence));
+        let expired =
+            now >= claim.claimed_at.saturating_add(limits::CLAIM_LIFETIME_SECONDS) && token.is_some_and(|t| t != old);
+        let (who, why) = match (fenced, expired) {
+            (Some(l), _) => (
+                l.holder.clone(),
+                format!(
+                    "the unconfirmed claim `{old}` was made before `{}` took task `{}` (fence {}): it is dropped",
+                    l.holder, l.key, l.fence
+                ),
+            ),
+            (None, true) => (
+                p.agent.clone(),
+                format!(
+                    "the claim `{old}` was not confirmed within {} s of {}: it is dropped, and the grant claimed anew",
+                    limits::CLAIM_LIFETIME_SECONDS,
+                    claim.claimed_at
+                ),
+            ),
+            (None, false) => return Ok(()),
+        };
+        p.claim = None;
         p.host_claim = None;
         tx.put_proposal(p)?;
-        let mut e = self.proposal_event(EventKind::Execution, Some(&lease.holder), p);
+        let mut e = self.proposal_event(EventKind::Execution, Some(&who), p);
         e.outcome = "claim dropped".into();
-        e.reason = Some(format!(
-            "the unconfirmed claim `{old}` was made before `{}` took task `{}` (fence {}): it is dropped",
-            lease.holder, lease.key, lease.fence
-        ));
+        e.reason = Some(why);
         events.push(e);
         Ok(())
     }

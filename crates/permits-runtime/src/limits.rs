@@ -34,6 +34,11 @@ pub const MAX_RECEIPT_BYTES: usize = 256 * 1024;
 pub const MAX_REASON_BYTES: usize = 4 * 1024;
 /// The longest operation key, destination, claim token or instruction version, in bytes of UTF-8.
 pub const MAX_KEY_BYTES: usize = 512;
+/// How long a host's claim of a granted proposal binds the grant without a confirmation, in seconds (ten
+/// minutes): after it, a claim with another token drops it (the host that claimed is presumed gone; a
+/// confirmation with the old token is then refused) — so a host that died between its claim and its
+/// confirmation cannot hold a grant, and its reservation, forever. A confirmed claim never expires.
+pub const CLAIM_LIFETIME_SECONDS: u64 = 10 * 60;
 
 /// The depth of a JSON value, counted without recursion, stopping as soon as it passes `limit`.
 pub fn depth_of(value: &Value, limit: usize) -> usize {

@@ -304,3 +304,41 @@ fn waiting_lists_only_waiting_proposals_on_every_store() -> R {
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
 }
+
+#[test]
+fn a_claim_never_confirmed_for_ten_minutes_gives_way_to_another_host() -> R {
+    let clock = ManualClock::at(1_767_225_600);
+    let rt = Runtime::new(shop(), AdmitAll).with_clock(clock.clone());
+    let id = granted(&rt, "order-1")?;
+    rt.claim(&id, "tok-a", None)?;
+    // The host that claimed went away before confirming. Within the claim's lifetime the grant stays bound.
+    clock.advance(permits_runtime::limits::CLAIM_LIFETIME_SECONDS - 1);
+    assert_eq!(refusal(rt.claim(&id, "tok-b", None))?.0, Refusal::Claimed);
+    clock.advance(1);
+    let claimed = rt.claim(&id, "tok-b", None)?;
+    assert_eq!((claimed.claim_token.as_deref(), claimed.status), (Some("tok-b"), Status::Granted));
+    // The old token holds nothing now: its confirmation is refused, and nothing runs twice.
+    let (r, message) = refusal(rt.confirm(&id, "tok-a"))?;
+    assert_eq!(r, Refusal::Claimed, "{message}");
+    assert_eq!(rt.confirm(&id, "tok-b")?.status, Status::Sending);
+    let done = rt.record_outcome(&id, "tok-b", RunOutcome::Done(accepted("order-1:P-1", 900)))?;
+    assert_eq!(done.status, Status::Done);
+    assert_eq!(supplies(&rt)?, (0, 900));
+    let dropped: Vec<String> = rt
+        .audit_chain()?
+        .into_iter()
+        .filter(|e| e.event.outcome == "claim dropped")
+        .filter_map(|e| e.event.reason)
+        .collect();
+    assert_eq!(
+        dropped,
+        ["the claim `tok-a` was not confirmed within 600 s of 1767225600: it is dropped, and the grant claimed anew"]
+    );
+    // A confirmed claim never expires: it may have run.
+    let second = granted(&rt, "order-2")?;
+    rt.claim(&second, "tok-c", None)?;
+    rt.confirm(&second, "tok-c")?;
+    clock.advance(10 * permits_runtime::limits::CLAIM_LIFETIME_SECONDS);
+    assert_eq!(refusal(rt.claim(&second, "tok-d", None))?.0, Refusal::Claimed);
+    Ok(())
+}
