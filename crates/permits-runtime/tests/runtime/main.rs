@@ -8,6 +8,8 @@ mod fuzz_regressions;
 mod holes;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod races;
 #[path = "../fixtures/registry.rs"]
 #[allow(dead_code, reason = "the registry's helpers serve the compiler-side test that writes the fixtures")]
 mod registry;
