@@ -13,6 +13,8 @@ mod races;
 #[path = "../fixtures/registry.rs"]
 #[allow(dead_code, reason = "the registry's helpers serve the compiler-side test that writes the fixtures")]
 mod registry;
+#[cfg(feature = "postgres")]
+mod restart;
 mod skill_grants;
 mod support_triage;
 mod workshop;
