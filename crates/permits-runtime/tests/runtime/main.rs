@@ -15,6 +15,8 @@ mod races;
 mod registry;
 #[cfg(feature = "postgres")]
 mod restart;
+#[cfg(feature = "postgres")]
+mod shop_postgres;
 mod skill_grants;
 mod support_triage;
 mod workshop;
