@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 use permits_runtime::table::Table;
 use permits_runtime::{
     AdmitAll, ApproveMode, ChainedEvent, EventKind, NewRule, PostgresStore, ProposalRequest, Runtime, Scope, Status,
-    WorkFor, verify_chain,
+    WorkFor, read_export, verify_chain,
 };
 use postgres::NoTls;
 use serde_json::Value;
@@ -187,12 +187,18 @@ fn parent(db: &Database, kind: &str) -> Result<Runtime, E> {
     Ok(Runtime::new(race_table(kind), AdmitAll).with_store(PostgresStore::with_config(db.config.clone())?))
 }
 
-/// The store's chain, verified whole.
+/// The store's chain, verified whole; and its JSON-lines export (what `permitc audit verify` and the
+/// service's `GET /v1/audit/verify` check) reads back to the same chain and verifies to the same head.
 fn verified_chain(rt: &Runtime) -> Result<Vec<ChainedEvent>, E> {
     let chain = rt.audit_chain()?;
     let head = rt.audit_head()?;
     let verified = verify_chain(&chain, head.as_ref())?;
     assert_eq!(verified, head, "the chain ends at the store's head");
+    let mut export = Vec::new();
+    assert_eq!(rt.export_audit(&mut export)?, chain.len() as u64);
+    let read = read_export(std::str::from_utf8(&export)?)?;
+    assert_eq!(verify_chain(&read, head.as_ref())?, head);
+    assert!(read == chain, "the export is the chain");
     Ok(chain)
 }
 
