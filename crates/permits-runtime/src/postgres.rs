@@ -249,10 +249,7 @@ impl PostgresTarget {
             Some(tls) => self.config.connect(tls.clone()),
             None => self.config.connect(NoTls),
         };
-        connected.map_err(|e| {
-            let why = std::error::Error::source(&e).map(|s| format!(": {s}")).unwrap_or_default();
-            StoreError(format!("cannot connect to PostgreSQL: {e}{why}"))
-        })
+        connected.map_err(|e| connect_error(&e))
     }
 }
 
@@ -494,6 +491,26 @@ fn connect(target: &PostgresTarget) -> Result<Conn, StoreError> {
         .batch_execute(&format!("SET lock_timeout = '{}s'", LOCK_TIMEOUT.as_secs()))
         .map_err(|e| StoreError(format!("cannot set the lock timeout: {e}")))?;
     Ok(Conn { client, statements: HashMap::new() })
+}
+
+/// Why a connection could not be made, in the server's words and SQLSTATE or the socket's (the client's own
+/// message alone is `db error` or `error connecting to server`). When the server is unreachable, shutting
+/// down or starting up (no SQLSTATE, or class 08 or 57: a restart), the message says that nothing was done
+/// and the operation is safe to retry; a refused login or an unknown database is not said to be.
+fn connect_error(e: &postgres::Error) -> StoreError {
+    let code = e.code().map(|c| c.code().to_string()).unwrap_or_default();
+    let said = match (e.as_db_error(), std::error::Error::source(e)) {
+        (Some(db), _) => format!("{} ({code})", db.message()),
+        (None, Some(source)) => format!("{e}: {source}"),
+        (None, None) => e.to_string(),
+    };
+    if e.as_db_error().is_none() || code.starts_with("08") || code.starts_with("57") {
+        StoreError(format!(
+            "cannot connect to PostgreSQL: {said}; nothing was done, and the operation is safe to retry"
+        ))
+    } else {
+        StoreError(format!("cannot connect to PostgreSQL: {said}"))
+    }
 }
 
 /// Maps a client error to a [`StoreError`] saying what could not be done, and whether the connection is
@@ -1493,6 +1510,9 @@ mod tests {
         assert!(err.0.starts_with("`postgres://someone:***@[::1` is not a PostgreSQL connection string"), "{err}");
         let err = PostgresStore::connect("host=127.0.0.1 port=1 user=nobody connect_timeout=2").expect_err("refused");
         assert!(err.0.starts_with("cannot connect to PostgreSQL: "), "{err}");
+        // Why, in the socket's words (the client's own message is only `error connecting to server`).
+        assert!(err.0.contains("Connection refused"), "{err}");
+        assert!(err.0.ends_with("nothing was done, and the operation is safe to retry"), "{err}");
     }
 
     #[test]

@@ -9,9 +9,15 @@ mod holes;
 mod leases;
 #[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "postgres")]
+mod races;
 #[path = "../fixtures/registry.rs"]
 #[allow(dead_code, reason = "the registry's helpers serve the compiler-side test that writes the fixtures")]
 mod registry;
+#[cfg(feature = "postgres")]
+mod restart;
+#[cfg(feature = "postgres")]
+mod shop_postgres;
 mod skill_grants;
 mod support_triage;
 mod workshop;

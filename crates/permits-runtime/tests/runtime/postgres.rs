@@ -16,14 +16,16 @@ use serde_json::json;
 type R = Result<(), Box<dyn std::error::Error>>;
 
 /// A database of its own on the test server, dropped at the end.
-struct Database {
-    admin: Config,
-    name: String,
-    config: Config,
+pub(crate) struct Database {
+    pub(crate) admin: Config,
+    pub(crate) name: String,
+    pub(crate) config: Config,
+    /// The test server's URL (`PERMITS_TEST_POSTGRES`), naming its own database.
+    admin_url: String,
 }
 
 impl Database {
-    fn new(test: &str) -> Result<Database, Box<dyn std::error::Error>> {
+    pub(crate) fn new(test: &str) -> Result<Database, Box<dyn std::error::Error>> {
         static COUNTER: AtomicU32 = AtomicU32::new(0);
         let url = std::env::var("PERMITS_TEST_POSTGRES").map_err(|_| {
             "the PostgreSQL tests need a server: set PERMITS_TEST_POSTGRES to a URL whose user may create databases, \
@@ -34,7 +36,21 @@ impl Database {
         admin.connect(NoTls)?.batch_execute(&format!("CREATE DATABASE {name}"))?;
         let mut config = admin.clone();
         config.dbname(&name);
-        Ok(Database { admin, name, config })
+        Ok(Database { admin, name, config, admin_url: url })
+    }
+
+    /// The database's URL, for a host in another process: the server's URL with this database's name.
+    pub(crate) fn url(&self) -> Result<String, String> {
+        let (base, query) = match self.admin_url.split_once('?') {
+            Some((base, query)) => (base, format!("?{query}")),
+            None => (self.admin_url.as_str(), String::new()),
+        };
+        let at = base.find("://").map(|i| i + 3).ok_or("PERMITS_TEST_POSTGRES is not a postgres:// URL")?;
+        let server = match base[at..].find('/') {
+            Some(slash) => &base[..at + slash],
+            None => base,
+        };
+        Ok(format!("{server}/{}{query}", self.name))
     }
 
     /// A host: a runtime on its own connection to the database.
@@ -51,12 +67,12 @@ impl Drop for Database {
     }
 }
 
-fn shop() -> Table {
+pub(crate) fn shop() -> Table {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/holes.table.json");
     Table::load_path(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn order(amount: u64) -> Call {
+pub(crate) fn order(amount: u64) -> Call {
     Call::new("Clerkbot", "Reorder", "PlaceOrder")
         .with_arguments(json!({"sku": "vanilla", "quantity": 1, "amount": amount}))
         .for_person("Sam")
