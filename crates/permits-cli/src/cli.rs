@@ -85,7 +85,9 @@ pub fn main() -> ExitCode {
         }
         Command::Audit { command: AuditCommand::Verify { file, head } } => audit_verify(&file, head.as_deref()),
         Command::Fmt { paths, check } => fmt(&paths, check),
-        Command::Mcp { command: McpCommand::Import { output, command } } => mcp_import(output.as_deref(), &command),
+        Command::Mcp { command: McpCommand::Import { output, url, command } } => {
+            mcp_import(output.as_deref(), url.as_deref(), &command)
+        }
         Command::Mcp {
             command:
                 McpCommand::Proxy {
@@ -100,6 +102,7 @@ pub fn main() -> ExitCode {
                     via,
                     allow_resources,
                     allow_prompts,
+                    url,
                     command,
                 },
         } => mcp_proxy(ProxyArgs {
@@ -114,6 +117,7 @@ pub fn main() -> ExitCode {
             via,
             allow_resources,
             allow_prompts,
+            url,
             command,
         }),
         Command::Diff { old, new, format, fail_on_widen } => diff_cmd(&old, &new, format, fail_on_widen),

@@ -172,19 +172,24 @@ pub(super) enum Command {
 
 #[derive(Debug, Subcommand)]
 pub(super) enum McpCommand {
-    /// Connect to an MCP server on stdio, list its tools, and write `.permits` declarations for them: typed
-    /// parameters, the widest claim for you to confirm (the server's hints as a comment), and a pin of each
-    /// tool's definition. With `-o` over an existing file: what changed, field by field, on stderr, and the
-    /// claims of unchanged tools kept. Exit 0 written, 2 when the server or the file fails.
+    /// Connect to an MCP server (started as `-- CMD ARGS…` on stdio, or at `--url` over streamable HTTP), list
+    /// its tools, and write `.permits` declarations for them: typed parameters, the widest claim for you to
+    /// confirm (the server's hints as a comment), and a pin of each tool's definition. With `-o` over an
+    /// existing file: what changed, field by field, on stderr, and the claims of unchanged tools kept. Exit 0
+    /// written, 2 when the server or the file fails.
     Import {
         /// Write here instead of stdout (replacing the file).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// The server's streamable-HTTP endpoint (`http://127.0.0.1:8000/mcp`) instead of a command; plain
+        /// http only, no OAuth.
+        #[arg(long)]
+        url: Option<String>,
         /// The server's command and its arguments, after `--`.
-        #[arg(last = true, required = true)]
+        #[arg(last = true, required_unless_present = "url", conflicts_with = "url")]
         command: Vec<String>,
     },
-    /// An MCP server on stdio for the agent in front of the MCP server `CMD ARGS…`: it lists only the tools
+    /// An MCP server on stdio for the agent in front of the MCP server `CMD ARGS…` (or at `--url`): it lists only the tools
     /// the skill offers (not `never`, definition unchanged since pinned) and puts every `tools/call` through
     /// the approval service at `--service`, as a host with `--key`. Serves until stdin ends.
     Proxy {
@@ -225,8 +230,12 @@ pub(super) enum McpCommand {
         /// Pass `prompts/*` through.
         #[arg(long)]
         allow_prompts: bool,
+        /// The server's streamable-HTTP endpoint (`http://127.0.0.1:8000/mcp`) instead of a command; plain
+        /// http only, no OAuth.
+        #[arg(long)]
+        url: Option<String>,
         /// The server's command and its arguments, after `--`.
-        #[arg(last = true, required = true)]
+        #[arg(last = true, required_unless_present = "url", conflicts_with = "url")]
         command: Vec<String>,
     },
 }

@@ -8,13 +8,25 @@ use std::time::Duration;
 
 use permits_mcp::import::{changes, import, read_existing, render};
 use permits_mcp::proxy::{Options, run};
-use permits_mcp::upstream::{Handler, Upstream};
+use permits_mcp::upstream::{Handler, Server};
 
-/// `permitc mcp import [-o FILE] -- CMD ARGS…`. Exit 0 written, 2 for a server that cannot be started or
-/// listed, a file that cannot be read, compared or written.
-pub(crate) fn mcp_import(output: Option<&Path>, command: &[String]) -> u8 {
+/// The server named by `--url` or `-- CMD ARGS…` (clap lets exactly one through); `None` (said on stderr)
+/// for neither.
+fn server(url: Option<&str>, command: &[String], example: &str) -> Option<Server> {
+    if let Some(url) = url {
+        return Some(Server::Url(url.to_string()));
+    }
     let Some((cmd, args)) = command.split_first() else {
-        errln!("error: name the MCP server's command after `--`: permitc mcp import -- npx -y @example/server");
+        errln!("error: name the MCP server's command after `--` or its URL with --url: {example}");
+        return None;
+    };
+    Some(Server::Command { command: cmd.clone(), args: args.to_vec() })
+}
+
+/// `permitc mcp import [-o FILE] (--url URL | -- CMD ARGS…)`. Exit 0 written, 2 for a server that cannot be
+/// started, reached or listed, a file that cannot be read, compared or written.
+pub(crate) fn mcp_import(output: Option<&Path>, url: Option<&str>, command: &[String]) -> u8 {
+    let Some(server) = server(url, command, "permitc mcp import -- npx -y @example/server") else {
         return 2;
     };
     let old = match output.filter(|p| p.exists()) {
@@ -37,7 +49,7 @@ pub(crate) fn mcp_import(output: Option<&Path>, command: &[String]) -> u8 {
         },
     };
     let handler: Handler = Arc::new(|_| {});
-    let upstream = match Upstream::spawn(cmd, args, handler) {
+    let upstream = match server.start(serde_json::json!({}), handler) {
         Ok(u) => u,
         Err(e) => {
             errln!("error: {e}");
@@ -109,14 +121,14 @@ pub(crate) struct ProxyArgs {
     pub(crate) via: Vec<String>,
     pub(crate) allow_resources: bool,
     pub(crate) allow_prompts: bool,
+    pub(crate) url: Option<String>,
     pub(crate) command: Vec<String>,
 }
 
 /// `permitc mcp proxy …`: serves until stdin ends. Exit 0 then, 2 for bad arguments or a server that cannot
 /// be started.
 pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
-    let Some((cmd, args)) = a.command.split_first() else {
-        errln!("error: name the MCP server's command after `--`: permitc mcp proxy … -- npx -y @example/server");
+    let Some(server) = server(a.url.as_deref(), &a.command, "permitc mcp proxy … -- npx -y @example/server") else {
         return 2;
     };
     let Some(key) = a.key.or_else(|| std::env::var("PERMITS_HOST_KEY").ok()).filter(|k| !k.trim().is_empty()) else {
@@ -147,8 +159,7 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
         via,
         allow_resources: a.allow_resources,
         allow_prompts: a.allow_prompts,
-        command: cmd.clone(),
-        args: args.to_vec(),
+        server,
     };
     let stdin = std::io::stdin();
     match run(options, stdin.lock(), std::io::stdout()) {
