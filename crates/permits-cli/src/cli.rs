@@ -92,6 +92,10 @@ pub fn main() -> ExitCode {
             command:
                 McpCommand::Proxy {
                     service,
+                    store,
+                    table,
+                    listen,
+                    permitd,
                     key,
                     agent,
                     skill,
@@ -107,6 +111,7 @@ pub fn main() -> ExitCode {
                 },
         } => mcp_proxy(ProxyArgs {
             service,
+            local: store.zip(table).map(|(store, table)| LocalArgs { store, table, listen, permitd }),
             key,
             agent,
             skill,
