@@ -193,15 +193,21 @@ impl Core {
 
     /// The server is gone: every waiting request is answered `failure`, and the handler told (once).
     pub(crate) fn close(&self, failure: Failure) {
+        if self.shut(failure) {
+            (self.handler)(Incoming::Closed);
+        }
+    }
+
+    /// We stop: every waiting request is answered `failure`; the handler is not told. Whether the server was
+    /// still there.
+    fn shut(&self, failure: Failure) -> bool {
         let was = self.alive.swap(false, Ordering::SeqCst);
         if let Ok(mut p) = self.pending.lock() {
             for (_, tx) in p.drain() {
                 let _ = tx.send(Err(failure.clone()));
             }
         }
-        if was {
-            (self.handler)(Incoming::Closed);
-        }
+        was
     }
 }
 
@@ -487,7 +493,7 @@ impl Upstream {
             }
             Link::Http(h) => {
                 h.end();
-                self.core.close(Failure::Exited);
+                self.core.shut(Failure::Exited);
             }
         }
     }

@@ -196,7 +196,7 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
                 }
             };
             errln!(
-                "permitc mcp proxy: the approval service on {} is {} (its inbox: {}/inbox; sign in with `permitd keys add --store {} --person YOU` or a password)",
+                "permitc mcp proxy: the approval service on {} is {} (its inbox: {}/inbox/, where a person signs in with the password `permitd people set-password --store {} NAME` set)",
                 l.store.display(),
                 started.url,
                 started.url,
