@@ -273,3 +273,27 @@ impl Http {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn why(url: &str) -> String {
+        match Http::new(url) {
+            Ok(_) => "ok".into(),
+            Err(UpstreamError::Http { why, .. }) => why,
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn only_plain_http_urls_with_a_host_are_taken() {
+        assert_eq!(why("http://127.0.0.1:8000/mcp"), "ok");
+        assert_eq!(why("http://localhost"), "ok");
+        assert!(why("https://mcp.example/mcp").starts_with("https is not supported"));
+        assert_eq!(why("ftp://mcp.example/mcp"), "the URL must start with http://");
+        assert_eq!(why("127.0.0.1:8000/mcp"), "the URL must start with http://");
+        assert_eq!(why("http://"), "the URL names no host");
+        assert_eq!(why("http:///mcp"), "the URL names no host");
+    }
+}

@@ -194,3 +194,24 @@ fn mint(options: &LocalOptions) -> Result<(String, Option<String>), LocalError> 
     }
     Ok((token, id))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_permitd_that_cannot_be_run_is_a_clear_error() {
+        let dir = std::env::temp_dir().join(format!("permits-mcp-local-{}", std::process::id()));
+        let options = LocalOptions {
+            permitd: dir.join("no-such-permitd"),
+            table: dir.join("t.json"),
+            store: dir.join("s.db"),
+            listen: "127.0.0.1:0".into(),
+            agents: vec!["Scribe".into()],
+        };
+        let Err(e) = LocalService::start(&options) else { panic!("a missing permitd started") };
+        assert!(matches!(&e, LocalError::Run { permitd, .. } if permitd.ends_with("no-such-permitd")), "{e}");
+        assert!(e.to_string().contains("(give its path with --permitd)"), "{e}");
+        assert!(!dir.join("s.db").exists());
+    }
+}

@@ -587,7 +587,7 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
     match answer.body.get("outcome").and_then(Value::as_str) {
         Some("alone") => {
             let execution = answer.body.get("execution").cloned().unwrap_or(Value::Null);
-            run_execution(state, flight, &execution, &hex(&token), &name, &forward_params)
+            run_execution(state, flight, true, &execution, &hex(&token), &name, &forward_params)
         }
         Some("proposed") => {
             let proposal = answer.body.get("proposal").cloned().unwrap_or(Value::Null);
@@ -666,7 +666,7 @@ fn proposed(
                 let (code, message) = claim.error();
                 return Ok(tool_result(format!("refused at the claim ({code}): {message}"), true));
             }
-            run_execution(state, flight, &claim.body, &token, name, forward_params)
+            run_execution(state, flight, false, &claim.body, &token, name, forward_params)
         }
         "done" => Ok(done_result(&proposal)),
         "sending" | "unknown" => Ok(tool_result(
@@ -696,10 +696,12 @@ fn done_result(record: &Value) -> Value {
     }
 }
 
-/// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt.
+/// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt. `alone`: the
+/// execution of an alone call (not a proposal's).
 fn run_execution(
     state: &Arc<State>,
     flight: &Flight,
+    alone: bool,
     execution: &Value,
     token: &str,
     name: &str,
@@ -727,9 +729,9 @@ fn run_execution(
             true,
         ));
     };
-    if flight.is_cancelled() {
-        // Not confirmed, not sent: a granted proposal stays granted (the same call again runs it); an alone
-        // execution is left as claimed, and the service never sees it sent.
+    if flight.is_cancelled() && !alone {
+        // Not confirmed, not sent: a granted proposal stays granted (the same call again runs it). An alone
+        // execution is confirmed and recorded failed below, so that it does not stay open.
         log(&format!("the agent cancelled its call of `{name}` (execution {id}) before it was sent: not sent"));
         return Err(error_object(INTERNAL_ERROR, "cancelled"));
     }
@@ -738,6 +740,19 @@ fn run_execution(
     if !confirm.ok() || text_of(&confirm.body, "status") != "sending" {
         let (code, message) = confirm.error();
         return Ok(tool_result(format!("refused at the confirmation ({code}): {message}"), true));
+    }
+    if flight.is_cancelled() {
+        // Cancelled before the send (an alone call, or between the confirmation and the send): nothing was
+        // sent, so it certainly did not act.
+        let reason = "the agent cancelled the call before it was sent: not sent";
+        let receipt = json!({"token": token, "outcome": "failed", "reason": reason});
+        match service_call(state, &path("receipt"), &receipt) {
+            Ok(a) if a.ok() => {}
+            Ok(a) => log(&format!("the receipt of {id} was refused: {:?}", a.error())),
+            Err(e) => log(&format!("the receipt of {id} could not be sent: {e}")),
+        }
+        log(&format!("the agent cancelled its call of `{name}` (execution {id}) before it was sent: not sent"));
+        return Err(error_object(INTERNAL_ERROR, "cancelled"));
     }
     let outcome = forward(state, flight, "tools/call", Some(forward_params.clone()));
     let receipt = match &outcome {
