@@ -115,7 +115,7 @@ class Service:
     def __init__(self, permitd: Path, table: Path, store: Path) -> None:
         self.permitd = permitd
         self.store = store
-        # The benchmark may ask for `--sync normal` (`PERMITD_SYNC`); the tests run with the default (`full`).
+        # The benchmark may ask for another `--sync` (`PERMITD_SYNC`); the tests run with the default (`group`).
         sync = ["--sync", os.environ["PERMITD_SYNC"]] if os.environ.get("PERMITD_SYNC") else []
         self.process = subprocess.Popen(
             [str(permitd), "serve", "--listen", "127.0.0.1:0", "--table", str(table), "--store", str(store), *sync],

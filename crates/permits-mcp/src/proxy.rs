@@ -762,8 +762,11 @@ fn run_execution(
             "outcome": "unknown",
             "reason": "the agent cancelled the call while the upstream server ran it: it may have acted",
         }),
-        Err(UpstreamError::Rpc { error, .. }) if !flight.is_cancelled() => {
-            // The server answered with a JSON-RPC error: it refused the request, so nothing took effect.
+        Err(UpstreamError::Rpc { error, .. })
+            if !flight.is_cancelled() && error.get("code").is_some_and(|c| c != INTERNAL_ERROR) =>
+        {
+            // The server answered with a JSON-RPC error (not an internal one): it refused the request, so
+            // nothing took effect.
             json!({"token": token, "outcome": "failed", "reason": format!("the upstream server answered an error: {error}")})
         }
         Err(e) => {
