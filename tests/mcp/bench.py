@@ -1,6 +1,8 @@
 """The gateway's benchmark (issue #19, BENCHMARKS.md): the latency `permitc mcp proxy` adds to an `alone`
 `tools/call`, against the same call made directly to the server, and `tools/list` of a 1,000-tool server,
-directly and through the proxy. Bounded: CALLS calls and LISTS lists each way.
+directly and through the proxy; then the alone call again with the server over streamable HTTP (direct: one
+`POST` per call on a kept-alive connection; through `permitc mcp proxy --url`). Bounded: CALLS calls and LISTS
+lists each way.
 
     PERMITC=target/release/permitc PERMITD=target/release/permitd python tests/mcp/bench.py [CALLS] [LISTS]
 
@@ -9,8 +11,10 @@ server's and the proxy's, not a client's."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import socket
 import statistics
 import subprocess
 import sys
@@ -18,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from conftest import World, server_command
+from conftest import HttpServer, World, server_command
 
 
 class Peer:
@@ -49,7 +53,46 @@ class Peer:
         self.p.wait()
 
 
-def timed(peer: Peer, method: str, params: dict[str, object], n: int) -> list[float]:
+class HttpPeer:
+    """An MCP server over streamable HTTP, initialized: one kept-alive connection, each answer read from the
+    event stream the server answers a `POST` with."""
+
+    def __init__(self, url: str) -> None:
+        parts = url.removeprefix("http://").split("/", 1)
+        host, port = parts[0].split(":")
+        self.path = "/" + parts[1]
+        self.c = http.client.HTTPConnection(host, int(port), timeout=60)
+        self.c.connect()
+        self.c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.session = ""
+        self.next = 0
+        self.request("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}})
+        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def post(self, message: dict[str, object]) -> str:
+        headers = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+        if self.session:
+            headers |= {"mcp-session-id": self.session, "mcp-protocol-version": "2025-06-18"}
+        self.c.request("POST", self.path, body=json.dumps(message), headers=headers)
+        response = self.c.getresponse()
+        self.session = response.getheader("mcp-session-id") or self.session
+        return response.read().decode()
+
+    def request(self, method: str, params: dict[str, object]) -> dict[str, object]:
+        self.next += 1
+        body = self.post({"jsonrpc": "2.0", "id": self.next, "method": method, "params": params})
+        for line in body.splitlines():
+            if line.startswith("data: ") and line[6:].strip():
+                answer = json.loads(line[6:])
+                if answer.get("id") == self.next:
+                    return answer  # type: ignore[no-any-return]
+        raise AssertionError(f"no answer in {body!r}")
+
+    def stop(self) -> None:
+        self.c.close()
+
+
+def timed(peer: Peer | HttpPeer, method: str, params: dict[str, object], n: int) -> list[float]:
     out = []
     for _ in range(n):
         start = time.perf_counter()
@@ -98,6 +141,21 @@ def main() -> None:
             assert len(listed["result"]["tools"]) == 3, listed  # type: ignore[index]
             show("tools/list of 1,000 tools, through the proxy", timed(proxy, "tools/list", {}, lists))
             proxy.stop()
+            server = HttpServer(world.script, world.notes)
+            try:
+                direct_http = HttpPeer(server.url)
+                timed(direct_http, "tools/call", call, 50)
+                dh = timed(direct_http, "tools/call", call, calls)
+                direct_http.stop()
+                proxy = Peer([str(permitc), *world.proxy_args(url=server.url)], env)
+                timed(proxy, "tools/call", call, 50)
+                ph = timed(proxy, "tools/call", call, calls)
+                proxy.stop()
+            finally:
+                server.stop()
+            show("alone tools/call over HTTP, direct", dh)
+            show("alone tools/call over HTTP, through the proxy", ph)
+            print(f"{'added by the proxy (HTTP upstream)':<44} p50 {statistics.median(ph) - statistics.median(dh):7.3f} ms   p99 {pct(ph, 0.99) - pct(dh, 0.99):7.3f} ms")
         finally:
             world.service.stop()
 

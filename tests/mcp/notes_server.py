@@ -8,11 +8,15 @@ name for FastMCP): notes in a folder and mail that is only written down.
 - `NOTES_VARIANT=changed` starts with that description already changed.
 - `--tools N` adds N tools `echo_0` … (the benchmark's 1,000-tool server).
 - The server's pid is written to `$NOTES_DIR/server.pid` (a test kills it).
+- `--http`: streamable HTTP instead of stdio, on a loopback port the system picks; the endpoint's URL is
+  written to `$NOTES_DIR/server.url` once it listens (`--json` answers `application/json` instead of event
+  streams).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -99,7 +103,34 @@ def main() -> None:
         for i in range(n):
             server.add_tool(echo, name=f"echo_{i}", description=f"Echo the text back ({i}).")
     (NOTES / "server.pid").write_text(str(os.getpid()), encoding="utf-8")
-    server.run("stdio")
+    if "--http" in sys.argv:
+        serve_http(server, NOTES, json_response="--json" in sys.argv)
+    else:
+        server.run("stdio")
+
+
+def serve_http(mcp: MCPServer, folder: Path, json_response: bool = False) -> None:
+    """Serves `mcp` over streamable HTTP on 127.0.0.1, a port the system picks (bound before uvicorn starts, so
+    no other process can take it), and writes the endpoint's URL to `folder/server.url` when it listens."""
+    import anyio
+    import uvicorn
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    app = mcp.streamable_http_app(json_response=json_response)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning")
+    http = uvicorn.Server(config)
+
+    async def run() -> None:
+        async with anyio.create_task_group() as group:
+            group.start_soon(lambda: http.serve(sockets=[sock]))
+            while not http.started:
+                await anyio.sleep(0.02)
+            (folder / "server.url").write_text(f"http://127.0.0.1:{port}/mcp", encoding="utf-8")
+
+    anyio.run(run)
 
 
 if __name__ == "__main__":

@@ -4,15 +4,13 @@ person approving with their own key."""
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import signal
 import subprocess
 import threading
 import time
-import urllib.parse
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,65 +19,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 
+from agent import decide, raw, run_agent, text
 from conftest import HERE, World, confirm_claims, import_tools
-
-Agent = Callable[[ClientSession], Awaitable[Any]]
-
-
-def run_agent(world: World, body: Agent, *extra: str, env: dict[str, str] | None = None) -> Any:
-    """Runs `body` with an initialized SDK session on `permitc mcp proxy EXTRA… -- python notes_server.py`."""
-    params = StdioServerParameters(
-        command=str(world.permitc),
-        args=world.proxy_args(*extra),
-        env={**os.environ, "NOTES_DIR": str(world.notes), **(env or {})},
-    )
-
-    async def main() -> Any:
-        async with stdio_client(params) as (read, write):
-            async with ClientSession(read, write, read_timeout_seconds=60) as session:
-                await session.initialize()
-                return await body(session)
-
-    return anyio.run(main)
-
-
-def text(result: Any) -> str:
-    return "\n".join(getattr(c, "text", "") for c in result.content)
-
-
-def raw(url: str, key: str, method: str, path: str, body: Any = None) -> tuple[int, Any]:
-    parts = urllib.parse.urlsplit(url)
-    connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=30)
-    try:
-        data = None if body is None else json.dumps(body).encode()
-        connection.request(method, path, body=data, headers={"authorization": f"Bearer {key}", "content-type": "application/json"})
-        response = connection.getresponse()
-        return response.status, json.loads(response.read())
-    finally:
-        connection.close()
-
-
-def decide(world: World, proposal_id: str, verb: str, after: float = 0.0, reason: str = "") -> None:
-    """Ana approves or rejects through the service with her own key (as the inbox does), `after` seconds
-    after the proposal exists."""
-
-    def act() -> None:
-        # The proposal may not be made yet (the proxy starts its server first): wait for it, bounded.
-        for _ in range(600):
-            status, p = raw(world.service.url, world.ana, "GET", f"/v1/proposals/{proposal_id}")
-            if status == 200:
-                break
-            time.sleep(0.1)
-        assert status == 200, p
-        body = {"fingerprint": p["fingerprint"], "mode": "once"} if verb == "approve" else {"reason": reason}
-        status, answer = raw(world.service.url, world.ana, "POST", f"/v1/proposals/{proposal_id}/{verb}", body)
-        assert status == 200, answer
-
-    if after:
-        threading.Timer(after, act).start()
-    else:
-        act()
-
 
 # -------------------------------------------------------------------------------------------------
 # Import

@@ -85,11 +85,17 @@ pub fn main() -> ExitCode {
         }
         Command::Audit { command: AuditCommand::Verify { file, head } } => audit_verify(&file, head.as_deref()),
         Command::Fmt { paths, check } => fmt(&paths, check),
-        Command::Mcp { command: McpCommand::Import { output, command } } => mcp_import(output.as_deref(), &command),
+        Command::Mcp { command: McpCommand::Import { output, url, command } } => {
+            mcp_import(output.as_deref(), url.as_deref(), &command)
+        }
         Command::Mcp {
             command:
                 McpCommand::Proxy {
                     service,
+                    store,
+                    table,
+                    listen,
+                    permitd,
                     key,
                     agent,
                     skill,
@@ -100,10 +106,12 @@ pub fn main() -> ExitCode {
                     via,
                     allow_resources,
                     allow_prompts,
+                    url,
                     command,
                 },
         } => mcp_proxy(ProxyArgs {
             service,
+            local: store.zip(table).map(|(store, table)| LocalArgs { store, table, listen, permitd }),
             key,
             agent,
             skill,
@@ -114,6 +122,7 @@ pub fn main() -> ExitCode {
             via,
             allow_resources,
             allow_prompts,
+            url,
             command,
         }),
         Command::Diff { old, new, format, fail_on_widen } => diff_cmd(&old, &new, format, fail_on_widen),

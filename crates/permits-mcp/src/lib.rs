@@ -7,15 +7,20 @@
 //! - [`proxy`]: an MCP server on stdio for the agent, an MCP client of the upstream server, and a host of the
 //!   approval service (`permitd`): `tools/list` offers only what the skill offers, not `never`, and still
 //!   matching its pin; every `tools/call` goes through the service's `/v1/calls`, exactly as any remote host.
+//! - [`local`]: for one person on one machine, a private `permitd` beside the proxy on a local SQLite store.
 //!
-//! The transport is JSON-RPC 2.0, one message per line on stdio ([`jsonrpc`]), hand-written on serde_json and
-//! std threads. The streamable-HTTP transport and servers that need OAuth are not supported.
+//! The transport is JSON-RPC 2.0, hand-written on serde_json and std threads: one message per line on stdio
+//! ([`jsonrpc`]) to the agent and to a server started as a command, or streamable HTTP ([`http`], [`sse`]) to
+//! a server at a URL (plain `http://`; servers that need OAuth are not supported).
 
 pub mod canonical;
+pub mod http;
 pub mod import;
 pub mod jsonrpc;
+pub mod local;
 pub mod proxy;
 pub mod service;
+pub mod sse;
 pub mod upstream;
 
 /// The MCP protocol version this crate speaks first; [`SUPPORTED_VERSIONS`] are the ones it accepts.

@@ -10,11 +10,19 @@
 //!   forwarded exactly once when granted (the claim token is the proxy's), or a tool error with the reason, or
 //!   a tool result saying it waits (the proposal's id and where to decide it; `isError`, as it did not run); the same call again in the same
 //!   task attaches to the same proposal. `never`, withheld, unknown → a tool error with the reason.
-//! - `ping` is answered by the proxy; progress passes through; a cancellation is passed on as sent (it names
-//!   the agent's request id, not the proxy's upstream one, so it does not stop a forwarded call yet); `resources/*` and `prompts/*` only with
-//!   `allow_resources` / `allow_prompts`; the server's own requests (sampling, elicitation, roots) pass to the
-//!   agent and are logged. Malformed or oversized frames and unknown methods get JSON-RPC errors, an exited
-//!   upstream server an error on every request; the proxy keeps serving until its input ends.
+//! - `ping` is answered by the proxy; progress passes through; `resources/*` and `prompts/*` only with
+//!   `allow_resources` / `allow_prompts`. Malformed or oversized frames and unknown methods get JSON-RPC
+//!   errors, an exited upstream server an error on every request; the proxy keeps serving until its input
+//!   ends.
+//! - The agent's `notifications/cancelled` names its own request id: a request forwarded upstream is
+//!   cancelled there under the id the proxy sent it with (and a cancelled `tools/call`'s receipt is
+//!   `unknown`: it may have acted); a call still waiting for a person stops waiting (its proposal stays in the
+//!   inbox, and the same call again attaches to it); a call not yet sent is not sent. A cancelled request is
+//!   not answered (MCP: the receiver should not answer it).
+//! - The server's own requests (sampling, elicitation, roots) pass to the agent under the proxy's own ids and
+//!   the agent's answers back, each logged; one the agent declared no capability for is answered with an
+//!   error by the proxy. The upstream server is told the client can sample, elicit and list roots, as the
+//!   agent may.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::BufRead;
@@ -32,7 +40,7 @@ use crate::jsonrpc::{
     error_object, error_response,
 };
 use crate::service::{Answer, Service, segment};
-use crate::upstream::{Handler, Incoming, Upstream, UpstreamError};
+use crate::upstream::{Handler, Incoming, Server, Upstream, UpstreamError};
 
 /// How long a forwarded request may wait for the upstream server, in seconds.
 pub const UPSTREAM_SECONDS: u64 = 300;
@@ -42,6 +50,16 @@ pub const EVIDENCE_KEPT: usize = 5;
 
 /// The longest answer kept as evidence, in bytes of its JSON; a longer one is kept as its first part.
 pub const EVIDENCE_BYTES: usize = 4096;
+
+/// How long one wait for a proposal's decision lasts before the proxy looks whether the agent cancelled the
+/// call, in seconds.
+pub const CANCEL_POLL_SECONDS: u64 = 2;
+
+/// The capabilities the proxy declares to the upstream server as its client: what an agent may answer
+/// (the proxy answers a request the agent declared no capability for with an error itself).
+pub fn client_capabilities() -> Value {
+    json!({"sampling": {}, "elicitation": {}, "roots": {"listChanged": true}})
+}
 
 /// What the proxy is started with.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -72,10 +90,8 @@ pub struct Options {
     pub allow_resources: bool,
     /// Pass `prompts/*` through.
     pub allow_prompts: bool,
-    /// The upstream server's command.
-    pub command: String,
-    /// Its arguments.
-    pub args: Vec<String>,
+    /// The upstream server: a command, or a streamable-HTTP URL.
+    pub server: Server,
 }
 
 /// Why the proxy could not start.
@@ -105,14 +121,41 @@ struct Catalog {
     loaded: bool,
 }
 
+/// One request of the agent being answered: whether the agent cancelled it, and the id its forwarded request
+/// has upstream while it is there.
+#[derive(Default)]
+struct Flight {
+    cancelled: std::sync::atomic::AtomicBool,
+    upstream: Mutex<Option<u64>>,
+}
+
+impl Flight {
+    fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
+    }
+}
+
+/// A request of the upstream server passed to the agent.
+struct ServerRequest {
+    /// The server's id for it.
+    id: Value,
+    /// Its method.
+    method: String,
+}
+
 struct State {
     options: Options,
     service: Service,
     agent_out: Writer,
     upstream: OnceLock<Upstream>,
     catalog: Mutex<Catalog>,
-    /// The server's requests forwarded to the agent: our id → the server's id.
-    server_requests: Mutex<HashMap<String, Value>>,
+    /// The server's requests forwarded to the agent, by our id (as JSON text).
+    server_requests: Mutex<HashMap<String, ServerRequest>>,
+    /// The agent's requests being answered, by their id (as JSON text; an agent that reuses an id while
+    /// its first request is answered has both under it, and a cancellation of that id cancels both).
+    flights: Mutex<HashMap<String, Vec<Arc<Flight>>>>,
+    /// The capabilities the agent declared in `initialize`.
+    agent_capabilities: Mutex<Value>,
     next_id: AtomicU64,
     task: String,
     secret: [u8; 32],
@@ -176,6 +219,8 @@ pub fn run(
         upstream: OnceLock::new(),
         catalog: Mutex::new(Catalog::default()),
         server_requests: Mutex::new(HashMap::new()),
+        flights: Mutex::new(HashMap::new()),
+        agent_capabilities: Mutex::new(json!({})),
         next_id: AtomicU64::new(1),
         task,
         secret,
@@ -188,7 +233,7 @@ pub fn run(
         let state = Arc::clone(&state);
         Arc::new(move |incoming| on_upstream(&state, incoming))
     };
-    let upstream = Upstream::spawn(&state.options.command, &state.options.args, handler)?;
+    let upstream = state.options.server.start(client_capabilities(), handler)?;
     let _ = state.upstream.set(upstream);
     log(&format!(
         "serving agent `{}` in skill `{}` (task `{}`) through {}",
@@ -222,17 +267,29 @@ pub fn run(
         match jsonrpc::parse(&text) {
             Ok(Message::Request { id, method, params }) => {
                 // Each request on its own thread: a call that waits for a person must not hold up a ping.
+                let key = id.to_string();
+                let flight = Arc::new(Flight::default());
+                if let Ok(mut f) = state.flights.lock() {
+                    f.entry(key.clone()).or_default().push(Arc::clone(&flight));
+                }
                 state.in_flight.fetch_add(1, Ordering::SeqCst);
                 let spawned = std::thread::Builder::new().name("mcp-request".into()).spawn({
                     let (id, method, params) = (id.clone(), method.clone(), params.clone());
-                    let state = Arc::clone(&state);
+                    let (state, key) = (Arc::clone(&state), key.clone());
+                    let flight = Arc::clone(&flight);
                     move || {
-                        let answer = handle_request(&state, &method, params);
-                        send(&state, &Message::Response { id, outcome: answer });
+                        let answer = handle_request(&state, &flight, &method, params);
+                        land(&state, &key, &flight);
+                        if flight.is_cancelled() {
+                            log(&format!("the agent cancelled its request {key} (`{method}`): not answered"));
+                        } else {
+                            send(&state, &Message::Response { id, outcome: answer });
+                        }
                         state.in_flight.fetch_sub(1, Ordering::SeqCst);
                     }
                 });
                 if spawned.is_err() {
+                    land(&state, &key, &flight);
                     state.in_flight.fetch_sub(1, Ordering::SeqCst);
                     send(&state, &error_response(id, INTERNAL_ERROR, "the proxy could not start a thread"));
                 }
@@ -258,6 +315,18 @@ pub fn run(
     Ok(())
 }
 
+/// The request `flight` under the agent's id `key` is answered (or was not started).
+fn land(state: &State, key: &str, flight: &Arc<Flight>) {
+    if let Ok(mut f) = state.flights.lock() {
+        if let Some(list) = f.get_mut(key) {
+            list.retain(|x| !Arc::ptr_eq(x, flight));
+            if list.is_empty() {
+                f.remove(key);
+            }
+        }
+    }
+}
+
 fn send(state: &State, message: &Message) {
     if let Err(e) = state.agent_out.send(message) {
         log(&format!("writing to the agent failed: {e}"));
@@ -275,13 +344,27 @@ fn upstream_error(e: &UpstreamError) -> Value {
     }
 }
 
-/// Forwards a request to the upstream server as it is.
-fn forward(state: &State, method: &str, params: Option<Value>) -> Result<Value, Value> {
-    let u = upstream(state)?;
-    u.request(method, params, Duration::from_secs(UPSTREAM_SECONDS)).map_err(|e| upstream_error(&e))
+/// Forwards a request of the agent's (`flight`) to the upstream server as it is; the agent's cancellation
+/// names the id it is sent with there.
+fn forward(state: &State, flight: &Flight, method: &str, params: Option<Value>) -> Result<Value, UpstreamError> {
+    let u = state.upstream.get().ok_or(UpstreamError::Exited)?;
+    if flight.is_cancelled() {
+        return Err(UpstreamError::Cancelled);
+    }
+    let note = |id| {
+        if let Ok(mut f) = flight.upstream.lock() {
+            *f = Some(id);
+        }
+    };
+    let answer = u.request_noting(method, params, Duration::from_secs(UPSTREAM_SECONDS), note);
+    if let Ok(mut f) = flight.upstream.lock() {
+        *f = None;
+    }
+    answer
 }
 
-fn handle_request(state: &Arc<State>, method: &str, params: Option<Value>) -> Result<Value, Value> {
+fn handle_request(state: &Arc<State>, flight: &Flight, method: &str, params: Option<Value>) -> Result<Value, Value> {
+    let forward = |m: &str, params| forward(state, flight, m, params).map_err(|e| upstream_error(&e));
     match method {
         "initialize" => Ok(initialize(state, params.as_ref())),
         "ping" => Ok(json!({})),
@@ -289,10 +372,10 @@ fn handle_request(state: &Arc<State>, method: &str, params: Option<Value>) -> Re
             refresh(state).map_err(|e| error_object(INTERNAL_ERROR, e))?;
             Ok(json!({"tools": offered(state)}))
         }
-        "tools/call" => tools_call(state, params.unwrap_or(Value::Null)),
-        m if m.starts_with("resources/") && state.options.allow_resources => forward(state, m, params),
-        m if m.starts_with("prompts/") && state.options.allow_prompts => forward(state, m, params),
-        "completion/complete" | "logging/setLevel" => forward(state, method, params),
+        "tools/call" => tools_call(state, flight, params.unwrap_or(Value::Null)),
+        m if m.starts_with("resources/") && state.options.allow_resources => forward(m, params),
+        m if m.starts_with("prompts/") && state.options.allow_prompts => forward(m, params),
+        "completion/complete" | "logging/setLevel" => forward(method, params),
         m if m.starts_with("resources/") => Err(error_object(
             METHOD_NOT_FOUND,
             format!(
@@ -312,6 +395,9 @@ fn initialize(state: &State, params: Option<&Value>) -> Value {
     let version = if crate::SUPPORTED_VERSIONS.contains(&asked) { asked } else { crate::PROTOCOL_VERSION };
     if let Ok(mut p) = state.protocol.lock() {
         *p = version.to_string();
+    }
+    if let Ok(mut c) = state.agent_capabilities.lock() {
+        *c = params.and_then(|p| p.get("capabilities")).filter(|c| c.is_object()).cloned().unwrap_or(json!({}));
     }
     let upstream_init = state.upstream.get().map(|u| u.initialized.clone()).unwrap_or(Value::Null);
     let up_caps = upstream_init.get("capabilities").cloned().unwrap_or(json!({}));
@@ -441,7 +527,7 @@ fn tool_result(text: impl Into<String>, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}], "isError": is_error})
 }
 
-fn tools_call(state: &Arc<State>, params: Value) -> Result<Value, Value> {
+fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Value, Value> {
     let Some(mcp) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
         return Err(error_object(INVALID_PARAMS, "tools/call needs a `name`"));
     };
@@ -501,11 +587,11 @@ fn tools_call(state: &Arc<State>, params: Value) -> Result<Value, Value> {
     match answer.body.get("outcome").and_then(Value::as_str) {
         Some("alone") => {
             let execution = answer.body.get("execution").cloned().unwrap_or(Value::Null);
-            run_execution(state, &execution, &hex(&token), &name, &forward_params)
+            run_execution(state, flight, true, &execution, &hex(&token), &name, &forward_params)
         }
         Some("proposed") => {
             let proposal = answer.body.get("proposal").cloned().unwrap_or(Value::Null);
-            proposed(state, proposal, &name, &forward_params)
+            proposed(state, flight, proposal, &name, &forward_params)
         }
         _ => Err(error_object(INTERNAL_ERROR, "the approval service's answer to the call has no outcome")),
     }
@@ -528,15 +614,27 @@ fn claim_token(state: &State, execution: &str) -> String {
     hex(&h.finalize()[..16])
 }
 
-fn proposed(state: &Arc<State>, mut proposal: Value, name: &str, forward_params: &Value) -> Result<Value, Value> {
+fn proposed(
+    state: &Arc<State>,
+    flight: &Flight,
+    mut proposal: Value,
+    name: &str,
+    forward_params: &Value,
+) -> Result<Value, Value> {
     let id = text_of(&proposal, "id");
     let deadline = Instant::now() + Duration::from_secs(state.options.wait);
     while text_of(&proposal, "status") == "waiting" {
+        if flight.is_cancelled() {
+            log(&format!(
+                "the agent cancelled its call of `{name}` waiting on proposal {id}: it stays in the inbox, and the same call again attaches to it"
+            ));
+            return Err(error_object(INTERNAL_ERROR, "cancelled"));
+        }
         let left = deadline.saturating_duration_since(Instant::now()).as_secs();
         if left == 0 {
             break;
         }
-        let path = format!("/v1/proposals/{}?wait={}", segment(&id), left.min(60));
+        let path = format!("/v1/proposals/{}?wait={}", segment(&id), left.min(CANCEL_POLL_SECONDS));
         let answer = state.service.get(&path).map_err(|e| error_object(INTERNAL_ERROR, e.to_string()))?;
         if !answer.ok() {
             let (code, message) = answer.error();
@@ -568,7 +666,7 @@ fn proposed(state: &Arc<State>, mut proposal: Value, name: &str, forward_params:
                 let (code, message) = claim.error();
                 return Ok(tool_result(format!("refused at the claim ({code}): {message}"), true));
             }
-            run_execution(state, &claim.body, &token, name, forward_params)
+            run_execution(state, flight, false, &claim.body, &token, name, forward_params)
         }
         "done" => Ok(done_result(&proposal)),
         "sending" | "unknown" => Ok(tool_result(
@@ -598,9 +696,12 @@ fn done_result(record: &Value) -> Value {
     }
 }
 
-/// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt.
+/// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt. `alone`: the
+/// execution of an alone call (not a proposal's).
 fn run_execution(
     state: &Arc<State>,
+    flight: &Flight,
+    alone: bool,
     execution: &Value,
     token: &str,
     name: &str,
@@ -628,21 +729,45 @@ fn run_execution(
             true,
         ));
     };
+    if flight.is_cancelled() && !alone {
+        // Not confirmed, not sent: a granted proposal stays granted (the same call again runs it). An alone
+        // execution is confirmed and recorded failed below, so that it does not stay open.
+        log(&format!("the agent cancelled its call of `{name}` (execution {id}) before it was sent: not sent"));
+        return Err(error_object(INTERNAL_ERROR, "cancelled"));
+    }
     let path = |step: &str| format!("/v1/executions/{}/{step}", segment(&id));
     let confirm = service_call(state, &path("confirm"), &json!({"token": token}))?;
     if !confirm.ok() || text_of(&confirm.body, "status") != "sending" {
         let (code, message) = confirm.error();
         return Ok(tool_result(format!("refused at the confirmation ({code}): {message}"), true));
     }
-    let outcome = forward(state, "tools/call", Some(forward_params.clone()));
+    if flight.is_cancelled() {
+        // Cancelled before the send (an alone call, or between the confirmation and the send): nothing was
+        // sent, so it certainly did not act.
+        let reason = "the agent cancelled the call before it was sent: not sent";
+        let receipt = json!({"token": token, "outcome": "failed", "reason": reason});
+        match service_call(state, &path("receipt"), &receipt) {
+            Ok(a) if a.ok() => {}
+            Ok(a) => log(&format!("the receipt of {id} was refused: {:?}", a.error())),
+            Err(e) => log(&format!("the receipt of {id} could not be sent: {e}")),
+        }
+        log(&format!("the agent cancelled its call of `{name}` (execution {id}) before it was sent: not sent"));
+        return Err(error_object(INTERNAL_ERROR, "cancelled"));
+    }
+    let outcome = forward(state, flight, "tools/call", Some(forward_params.clone()));
     let receipt = match &outcome {
         Ok(result) => json!({"token": token, "outcome": "done", "receipt": result}),
-        Err(e)
-            if state.upstream.get().is_some_and(Upstream::is_alive)
-                && e.get("code").is_some_and(|c| c != INTERNAL_ERROR) =>
+        Err(UpstreamError::Cancelled) => json!({
+            "token": token,
+            "outcome": "unknown",
+            "reason": "the agent cancelled the call while the upstream server ran it: it may have acted",
+        }),
+        Err(UpstreamError::Rpc { error, .. })
+            if !flight.is_cancelled() && error.get("code").is_some_and(|c| c != INTERNAL_ERROR) =>
         {
-            // The server answered with a JSON-RPC error: it refused the request, so nothing took effect.
-            json!({"token": token, "outcome": "failed", "reason": format!("the upstream server answered an error: {e}")})
+            // The server answered with a JSON-RPC error (not an internal one): it refused the request, so
+            // nothing took effect.
+            json!({"token": token, "outcome": "failed", "reason": format!("the upstream server answered an error: {error}")})
         }
         Err(e) => {
             json!({"token": token, "outcome": "unknown", "reason": format!("no answer from the upstream server: {e}")})
@@ -656,7 +781,7 @@ fn run_execution(
     if let Ok(result) = &outcome {
         remember(state, name, forward_params.get("arguments").cloned().unwrap_or(Value::Null), result);
     }
-    outcome
+    outcome.map_err(|e| upstream_error(&e))
 }
 
 fn remember(state: &State, name: &str, arguments: Value, result: &Value) {
@@ -679,9 +804,8 @@ fn on_agent_notification(state: &Arc<State>, method: &str, params: Option<Value>
     match method {
         // The proxy initialized the upstream server itself.
         "notifications/initialized" => {}
-        "notifications/cancelled" | "notifications/progress" | "notifications/roots/list_changed" => {
-            // Cancelling an agent's request cannot name the upstream id (the proxy numbers its own requests):
-            // passed on as sent, the server ignores an id it does not know.
+        "notifications/cancelled" => cancel(state, params.as_ref()),
+        "notifications/progress" | "notifications/roots/list_changed" => {
             if let Some(u) = state.upstream.get() {
                 u.notify(method, params);
             }
@@ -690,17 +814,81 @@ fn on_agent_notification(state: &Arc<State>, method: &str, params: Option<Value>
     }
 }
 
+/// The agent cancels one of its requests (`requestId`, its own id): marked cancelled (so it is not answered,
+/// and not sent upstream if it was not yet), and cancelled upstream under the id it was sent with there.
+fn cancel(state: &State, params: Option<&Value>) {
+    let Some(request) = params.and_then(|p| p.get("requestId")).filter(|r| r.is_string() || r.is_number()) else {
+        log("the agent sent notifications/cancelled without a requestId: ignored");
+        return;
+    };
+    let key = request.to_string();
+    let flights = state.flights.lock().ok().and_then(|f| f.get(&key).cloned()).unwrap_or_default();
+    if flights.is_empty() {
+        log(&format!("the agent cancelled request {key}, which is not being answered: ignored"));
+    }
+    for flight in flights {
+        flight.cancelled.store(true, Ordering::SeqCst);
+        let upstream_id = flight.upstream.lock().ok().and_then(|u| *u);
+        match (upstream_id, state.upstream.get()) {
+            (Some(uid), Some(u)) => {
+                let reason = params.and_then(|p| p.get("reason")).and_then(Value::as_str);
+                log(&format!("the agent cancelled request {key}: cancelled upstream as request {uid}"));
+                u.cancel(uid, reason);
+            }
+            _ => log(&format!("the agent cancelled request {key} before it reached the upstream server")),
+        }
+    }
+}
+
 fn on_agent_response(state: &State, id: Value, outcome: Result<Value, Value>) {
     let key = id.to_string();
-    let upstream_id = state.server_requests.lock().ok().and_then(|mut m| m.remove(&key));
-    match (upstream_id, state.upstream.get()) {
-        (Some(uid), Some(u)) => u.respond(uid, outcome),
+    let asked = state.server_requests.lock().ok().and_then(|mut m| m.remove(&key));
+    match (asked, state.upstream.get()) {
+        (Some(asked), Some(u)) => {
+            let said = match &outcome {
+                Ok(_) => "a result".to_string(),
+                Err(e) => format!("an error ({})", e.get("message").and_then(Value::as_str).unwrap_or("")),
+            };
+            log(&format!(
+                "the agent answered the upstream server's `{}` ({key}) with {said}: passed back",
+                asked.method
+            ));
+            u.respond(asked.id, outcome);
+        }
         _ => log(&format!("the agent answered an unknown request id {key}")),
+    }
+}
+
+/// The capability the agent must have declared to be asked `method`, if any.
+fn capability_for(method: &str) -> Option<&'static str> {
+    match method {
+        "sampling/createMessage" => Some("sampling"),
+        "elicitation/create" => Some("elicitation"),
+        "roots/list" => Some("roots"),
+        _ => None,
     }
 }
 
 fn on_upstream(state: &Arc<State>, incoming: Incoming) {
     match incoming {
+        Incoming::Notification { method, params } if method == "notifications/cancelled" => {
+            // The server cancels one of its requests to the agent: the agent knows it by the proxy's id.
+            let theirs = params.as_ref().and_then(|p| p.get("requestId")).cloned();
+            let ours = state.server_requests.lock().ok().and_then(|mut m| {
+                let key = m.iter().find(|(_, r)| Some(&r.id) == theirs.as_ref()).map(|(k, _)| k.clone())?;
+                m.remove(&key);
+                serde_json::from_str::<Value>(&key).ok()
+            });
+            match ours {
+                Some(ours) => {
+                    log(&format!("the upstream server cancelled its request, passed to the agent as {ours}"));
+                    let mut params = params.unwrap_or_else(|| json!({}));
+                    params["requestId"] = ours;
+                    send(state, &Message::Notification { method, params: Some(params) });
+                }
+                None => log("the upstream server cancelled a request the agent was not asked: ignored"),
+            }
+        }
         Incoming::Notification { method, params } => match method.as_str() {
             "notifications/tools/list_changed" => {
                 // The re-check asks the upstream server, so it cannot run on its reader thread.
@@ -720,10 +908,31 @@ fn on_upstream(state: &Arc<State>, incoming: Incoming) {
             _ => send(state, &Message::Notification { method, params }),
         },
         Incoming::Request { id, method, params } => {
-            log(&format!("the upstream server asks the agent `{method}`: passed through"));
+            if method == "ping" {
+                if let Some(u) = state.upstream.get() {
+                    u.respond(id, Ok(json!({})));
+                }
+                return;
+            }
+            if let Some(cap) = capability_for(&method) {
+                let declared = state.agent_capabilities.lock().map(|c| c.get(cap).is_some()).unwrap_or(false);
+                if !declared {
+                    log(&format!(
+                        "the upstream server asks the agent `{method}`, but the agent declared no `{cap}` capability: answered with an error"
+                    ));
+                    if let Some(u) = state.upstream.get() {
+                        let why = format!(
+                            "the client behind permitc mcp proxy does not support `{method}` (no `{cap}` capability)"
+                        );
+                        u.respond(id, Err(error_object(METHOD_NOT_FOUND, why)));
+                    }
+                    return;
+                }
+            }
             let ours = format!("permits-{}", state.next_id.fetch_add(1, Ordering::SeqCst));
+            log(&format!("the upstream server asks the agent `{method}`: passed through as \"{ours}\""));
             if let Ok(mut m) = state.server_requests.lock() {
-                m.insert(Value::String(ours.clone()).to_string(), id);
+                m.insert(Value::String(ours.clone()).to_string(), ServerRequest { id, method: method.clone() });
             }
             send(state, &Message::Request { id: Value::String(ours), method, params });
         }

@@ -1,6 +1,7 @@
-//! The client side: an MCP server run as a child process (`CMD ARGS…`), spoken to on its stdin and stdout.
-//! One reader thread routes the server's answers to the waiting requests and hands its own requests and
-//! notifications to a [`Handler`]; requests may be sent from any thread.
+//! The client side: an MCP server run as a child process (`CMD ARGS…`, spoken to on its stdin and stdout) or
+//! reached at a URL over the streamable-HTTP transport ([`crate::http`]). Answers are routed to the waiting
+//! requests; the server's own requests and notifications go to a [`Handler`]; requests may be sent from any
+//! thread.
 
 use std::collections::HashMap;
 use std::io::BufReader;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use crate::http::Http;
 use crate::jsonrpc::{Frame, FrameReader, MAX_FRAME_BYTES, Message, Writer, parse};
 
 /// What went wrong talking to the upstream server.
@@ -44,6 +46,25 @@ pub enum UpstreamError {
         /// The error object.
         error: Value,
     },
+    /// The server at a URL could not be reached, or answered with an HTTP error or something that is not an
+    /// MCP answer (streamable HTTP only).
+    #[error("the upstream MCP server at {url}: {why}")]
+    Http {
+        /// The server's URL.
+        url: String,
+        /// What happened.
+        why: String,
+    },
+    /// The server at a URL ended the session (it answered `404 Not Found` to the session's id): every later
+    /// request is answered this way, as for an exited server.
+    #[error("the upstream MCP server at {url} ended the session")]
+    Ended {
+        /// The server's URL.
+        url: String,
+    },
+    /// The request was cancelled ([`Upstream::cancel`]) before its answer came.
+    #[error("the request was cancelled")]
+    Cancelled,
     /// The server's answer does not have the shape MCP gives it.
     #[error("the upstream MCP server's answer to `{method}` is malformed: {why}")]
     Malformed {
@@ -74,23 +95,132 @@ pub enum Incoming {
         /// Its parameters.
         params: Option<Value>,
     },
-    /// The server's output ended: it exited or closed it. Every waiting request was answered
-    /// [`UpstreamError::Exited`].
+    /// The server's output ended: it exited or closed it (or, over HTTP, ended the session). Every waiting
+    /// request was answered [`UpstreamError::Exited`] (or [`UpstreamError::Ended`]).
     Closed,
+}
+
+/// Where the server is: a command to start, or a streamable-HTTP endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Server {
+    /// `command args…`, spoken to on its stdin and stdout.
+    Command {
+        /// The command.
+        command: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// The MCP endpoint's URL (`http://127.0.0.1:8000/mcp`), spoken to over streamable HTTP.
+    Url(String),
+}
+
+impl Server {
+    /// Starts or connects to the server and initializes it ([`Upstream::spawn`], [`Upstream::connect`]).
+    ///
+    /// Errors: theirs.
+    pub fn start(&self, capabilities: Value, handler: Handler) -> Result<Upstream, UpstreamError> {
+        match self {
+            Server::Command { command, args } => Upstream::spawn(command, args, capabilities, handler),
+            Server::Url(url) => Upstream::connect(url, capabilities, handler),
+        }
+    }
 }
 
 /// Called on the reader thread for everything the server sends that is not an answer.
 pub type Handler = Arc<dyn Fn(Incoming) + Send + Sync>;
 
-type Pending = Arc<Mutex<HashMap<u64, mpsc::Sender<Result<Value, Value>>>>>;
+/// Why a request got no result.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Failure {
+    /// The server answered with this JSON-RPC error object.
+    Rpc(Value),
+    /// The server exited (or its output closed).
+    Exited,
+    /// The session at a URL ended.
+    Ended,
+    /// An HTTP failure, said in words.
+    Http(String),
+    /// Cancelled by us.
+    Cancelled,
+}
+
+/// What both transports share: the waiting requests, whether the server is still there, and the handler.
+pub(crate) struct Core {
+    pending: Mutex<HashMap<u64, mpsc::Sender<Result<Value, Failure>>>>,
+    alive: AtomicBool,
+    handler: Handler,
+}
+
+impl Core {
+    fn new(handler: Handler) -> Core {
+        Core { pending: Mutex::new(HashMap::new()), alive: AtomicBool::new(true), handler }
+    }
+
+    pub(crate) fn is_alive(&self) -> bool {
+        self.alive.load(Ordering::SeqCst)
+    }
+
+    /// Whether request `id` still waits for its answer.
+    pub(crate) fn is_waiting(&self, id: u64) -> bool {
+        self.pending.lock().map(|p| p.contains_key(&id)).unwrap_or(false)
+    }
+
+    /// Answers the waiting request `id` with `outcome` (nothing when it no longer waits).
+    pub(crate) fn settle(&self, id: u64, outcome: Result<Value, Failure>) {
+        let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&id));
+        if let Some(tx) = waiting {
+            let _ = tx.send(outcome);
+        }
+    }
+
+    /// Routes one message's text from the server: an answer to its request, the rest to the handler.
+    pub(crate) fn dispatch(&self, text: &str) {
+        match parse(text) {
+            Ok(Message::Response { id, outcome }) => {
+                let waiting = id.as_u64().and_then(|n| self.pending.lock().ok().and_then(|mut p| p.remove(&n)));
+                match waiting {
+                    Some(tx) => {
+                        let _ = tx.send(outcome.map_err(Failure::Rpc));
+                    }
+                    None => eprintln!("permitc mcp: the upstream server answered an unknown request id {id}"),
+                }
+            }
+            Ok(Message::Request { id, method, params }) => (self.handler)(Incoming::Request { id, method, params }),
+            Ok(Message::Notification { method, params }) => (self.handler)(Incoming::Notification { method, params }),
+            Err(m) => eprintln!("permitc mcp: the upstream server sent a malformed message: {}", m.why),
+        }
+    }
+
+    /// The server is gone: every waiting request is answered `failure`, and the handler told (once).
+    pub(crate) fn close(&self, failure: Failure) {
+        if self.shut(failure) {
+            (self.handler)(Incoming::Closed);
+        }
+    }
+
+    /// We stop: every waiting request is answered `failure`; the handler is not told. Whether the server was
+    /// still there.
+    fn shut(&self, failure: Failure) -> bool {
+        let was = self.alive.swap(false, Ordering::SeqCst);
+        if let Ok(mut p) = self.pending.lock() {
+            for (_, tx) in p.drain() {
+                let _ = tx.send(Err(failure.clone()));
+            }
+        }
+        was
+    }
+}
+
+enum Link {
+    Stdio { writer: Writer, child: Mutex<Child> },
+    Http(Arc<Http>),
+}
 
 /// A running MCP server, initialized.
 pub struct Upstream {
-    writer: Writer,
-    pending: Pending,
+    link: Link,
+    core: Arc<Core>,
     next_id: AtomicU64,
-    alive: Arc<AtomicBool>,
-    child: Mutex<Child>,
     /// The server's answer to `initialize` (`protocolVersion`, `capabilities`, `serverInfo`, `instructions`).
     pub initialized: Value,
 }
@@ -106,11 +236,17 @@ pub const READY_TRIES: u64 = 60;
 
 impl Upstream {
     /// Starts `command args…`, its stderr shared with ours, and initializes it (protocol
-    /// [`crate::PROTOCOL_VERSION`], client `permitc`), then sends `notifications/initialized`.
+    /// [`crate::PROTOCOL_VERSION`], client `permitc`, the client `capabilities` given), then sends
+    /// `notifications/initialized`.
     ///
     /// Errors: [`UpstreamError::Spawn`] when it cannot be started; the errors of [`Upstream::request`] for
     /// `initialize`.
-    pub fn spawn(command: &str, args: &[String], handler: Handler) -> Result<Upstream, UpstreamError> {
+    pub fn spawn(
+        command: &str,
+        args: &[String],
+        capabilities: Value,
+        handler: Handler,
+    ) -> Result<Upstream, UpstreamError> {
         let mut child = Command::new(command)
             .args(args)
             .stdin(Stdio::piped())
@@ -122,43 +258,66 @@ impl Upstream {
             let _ = child.kill();
             return Err(UpstreamError::Spawn { command: command.to_string(), reason: "no pipes".into() });
         };
-        let pending: Pending = Arc::new(Mutex::new(HashMap::new()));
-        let alive = Arc::new(AtomicBool::new(true));
+        let core = Arc::new(Core::new(handler));
         {
-            let pending = Arc::clone(&pending);
-            let alive = Arc::clone(&alive);
+            let core = Arc::clone(&core);
             std::thread::Builder::new()
                 .name("mcp-upstream-reader".into())
-                .spawn(move || read_loop(BufReader::new(stdout), &pending, &alive, &handler))
+                .spawn(move || read_loop(BufReader::new(stdout), &core))
                 .map_err(|e| UpstreamError::Spawn { command: command.to_string(), reason: e.to_string() })?;
         }
         let mut upstream = Upstream {
-            writer: Writer::new(stdin),
-            pending,
+            link: Link::Stdio { writer: Writer::new(stdin), child: Mutex::new(child) },
+            core,
             next_id: AtomicU64::new(1),
-            alive,
-            child: Mutex::new(child),
             initialized: Value::Null,
         };
-        let params = json!({
-            "protocolVersion": crate::PROTOCOL_VERSION,
-            "capabilities": {},
-            "clientInfo": {"name": "permitc", "version": env!("CARGO_PKG_VERSION")},
-        });
-        let answer = upstream.request("initialize", Some(params), Duration::from_secs(INITIALIZE_SECONDS))?;
-        if !answer.is_object() {
-            return Err(UpstreamError::Malformed { method: "initialize".into(), why: "not an object".into() });
-        }
-        upstream.initialized = answer;
-        upstream.notify("notifications/initialized", None);
+        upstream.initialize(capabilities)?;
         upstream.wait_until_ready()?;
         Ok(upstream)
     }
 
+    /// Connects to the MCP endpoint at `url` over streamable HTTP ([`crate::http`]) and initializes it as
+    /// [`Upstream::spawn`] does; then listens on the session's own event stream (`GET`) for what the server
+    /// sends outside any request, when it offers one.
+    ///
+    /// Errors: [`UpstreamError::Http`] for a URL that is not `http://` or a server that cannot be reached or
+    /// does not answer as MCP says; the errors of [`Upstream::request`] for `initialize`.
+    pub fn connect(url: &str, capabilities: Value, handler: Handler) -> Result<Upstream, UpstreamError> {
+        let http = Arc::new(Http::new(url)?);
+        let mut upstream = Upstream {
+            link: Link::Http(Arc::clone(&http)),
+            core: Arc::new(Core::new(handler)),
+            next_id: AtomicU64::new(1),
+            initialized: Value::Null,
+        };
+        upstream.initialize(capabilities)?;
+        if let Some(v) = upstream.initialized.get("protocolVersion").and_then(Value::as_str) {
+            http.set_protocol(v);
+        }
+        Http::listen(&http, &upstream.core);
+        Ok(upstream)
+    }
+
+    fn initialize(&mut self, capabilities: Value) -> Result<(), UpstreamError> {
+        let params = json!({
+            "protocolVersion": crate::PROTOCOL_VERSION,
+            "capabilities": capabilities,
+            "clientInfo": {"name": "permitc", "version": env!("CARGO_PKG_VERSION")},
+        });
+        let answer = self.request("initialize", Some(params), Duration::from_secs(INITIALIZE_SECONDS))?;
+        if !answer.is_object() {
+            return Err(UpstreamError::Malformed { method: "initialize".into(), why: "not an object".into() });
+        }
+        self.initialized = answer;
+        self.notify("notifications/initialized", None);
+        Ok(())
+    }
+
     /// Waits until the server answers `tools/list` (each try [`READY_TRY_MILLIS`], at most [`READY_TRIES`]
-    /// tries). The Python SDK's server loses a request that arrives just after its `initialize` answer, so
-    /// nothing else is sent before this idempotent one is answered. A server without tools (an error answer)
-    /// is ready too.
+    /// tries). The Python SDK's server on stdio loses a request that arrives just after its `initialize`
+    /// answer, so nothing else is sent before this idempotent one is answered. A server without tools (an
+    /// error answer) is ready too.
     ///
     /// Errors: [`UpstreamError::Exited`]; [`UpstreamError::Timeout`] after the last try.
     fn wait_until_ready(&self) -> Result<(), UpstreamError> {
@@ -172,63 +331,132 @@ impl Upstream {
         Err(UpstreamError::Timeout { method: "tools/list".into(), seconds: READY_TRIES * READY_TRY_MILLIS / 1000 })
     }
 
-    /// Whether the server's output is still open.
+    /// Whether the server is still there (its output open; over HTTP, its session not ended).
     pub fn is_alive(&self) -> bool {
-        self.alive.load(Ordering::SeqCst)
+        self.core.is_alive()
+    }
+
+    /// The URL of a server reached over HTTP, for messages.
+    fn url(&self) -> String {
+        match &self.link {
+            Link::Http(h) => h.url().to_string(),
+            Link::Stdio { .. } => String::new(),
+        }
     }
 
     /// Sends a request and waits up to `timeout` for its answer (the `result`).
     ///
     /// Errors: [`UpstreamError::Exited`] (before or while waiting), [`UpstreamError::Timeout`],
-    /// [`UpstreamError::Rpc`] for an error answer.
+    /// [`UpstreamError::Rpc`] for an error answer; over HTTP [`UpstreamError::Http`] and
+    /// [`UpstreamError::Ended`].
     pub fn request(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, UpstreamError> {
+        self.request_noting(method, params, timeout, |_| {})
+    }
+
+    /// [`Upstream::request`], telling `note` the id the request is sent with before it is sent (a
+    /// cancellation names it: `notifications/cancelled`).
+    ///
+    /// Errors: [`Upstream::request`]'s.
+    pub fn request_noting(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        note: impl FnOnce(u64),
+    ) -> Result<Value, UpstreamError> {
+        let gone = || match &self.link {
+            Link::Http(h) if h.is_ended() => UpstreamError::Ended { url: self.url() },
+            _ => UpstreamError::Exited,
+        };
         if !self.is_alive() {
-            return Err(UpstreamError::Exited);
+            return Err(gone());
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         let (tx, rx) = mpsc::channel();
-        if let Ok(mut p) = self.pending.lock() {
+        if let Ok(mut p) = self.core.pending.lock() {
             p.insert(id, tx);
         }
-        // The reader drains the waiting requests when the server exits: one inserted after that would wait
-        // for nothing.
+        // The server's end drains the waiting requests: one inserted after that would wait for nothing.
         if !self.is_alive() {
             self.forget(id);
-            return Err(UpstreamError::Exited);
+            return Err(gone());
         }
+        note(id);
         // `params` always an object: the Python SDK's server drops a request without one unanswered.
         let params = Some(params.unwrap_or_else(|| json!({})));
         let message = Message::Request { id: json!(id), method: method.to_string(), params };
-        if self.writer.send(&message).is_err() {
-            self.forget(id);
-            return Err(UpstreamError::Exited);
+        match &self.link {
+            Link::Stdio { writer, .. } => {
+                if writer.send(&message).is_err() {
+                    self.forget(id);
+                    return Err(UpstreamError::Exited);
+                }
+            }
+            Link::Http(h) => {
+                let (h, core) = (Arc::clone(h), Arc::clone(&self.core));
+                let posted = std::thread::Builder::new()
+                    .name("mcp-upstream-post".into())
+                    .spawn(move || h.post_request(&core, id, &message, timeout));
+                if let Err(e) = posted {
+                    self.forget(id);
+                    return Err(UpstreamError::Http {
+                        url: self.url(),
+                        why: format!("no thread for the request: {e}"),
+                    });
+                }
+            }
         }
         match rx.recv_timeout(timeout) {
             Ok(Ok(result)) => Ok(result),
-            Ok(Err(error)) if error == exited_marker() => Err(UpstreamError::Exited),
-            Ok(Err(error)) => Err(UpstreamError::Rpc { method: method.to_string(), error }),
+            Ok(Err(Failure::Rpc(error))) => Err(UpstreamError::Rpc { method: method.to_string(), error }),
+            Ok(Err(Failure::Exited)) | Err(mpsc::RecvTimeoutError::Disconnected) => Err(UpstreamError::Exited),
+            Ok(Err(Failure::Ended)) => Err(UpstreamError::Ended { url: self.url() }),
+            Ok(Err(Failure::Http(why))) => Err(UpstreamError::Http { url: self.url(), why }),
+            Ok(Err(Failure::Cancelled)) => Err(UpstreamError::Cancelled),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 self.forget(id);
                 Err(UpstreamError::Timeout { method: method.to_string(), seconds: timeout.as_secs() })
             }
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(UpstreamError::Exited),
         }
     }
 
     fn forget(&self, id: u64) {
-        if let Ok(mut p) = self.pending.lock() {
+        if let Ok(mut p) = self.core.pending.lock() {
             p.remove(&id);
         }
     }
 
-    /// Sends a notification (nothing is answered). A closed pipe is ignored: the reader sees the exit.
-    pub fn notify(&self, method: &str, params: Option<Value>) {
-        let _ = self.writer.send(&Message::Notification { method: method.to_string(), params });
+    fn send_message(&self, message: &Message) {
+        match &self.link {
+            // A closed pipe is ignored: the reader sees the exit.
+            Link::Stdio { writer, .. } => {
+                let _ = writer.send(message);
+            }
+            Link::Http(h) => h.post_message(&self.core, message),
+        }
     }
 
-    /// Answers a request the server made ([`Incoming::Request`]).
+    /// Sends a notification (nothing is answered). A closed pipe is ignored (the reader sees the exit); over
+    /// HTTP it is posted before this returns, and a failure is logged.
+    pub fn notify(&self, method: &str, params: Option<Value>) {
+        self.send_message(&Message::Notification { method: method.to_string(), params });
+    }
+
+    /// Answers a request the server made ([`Incoming::Request`]), as [`Upstream::notify`] sends.
     pub fn respond(&self, id: Value, outcome: Result<Value, Value>) {
-        let _ = self.writer.send(&Message::Response { id, outcome });
+        self.send_message(&Message::Response { id, outcome });
+    }
+
+    /// Cancels request `id` (as [`Upstream::request_noting`] told it): `notifications/cancelled` with the
+    /// `reason`, if any, and the request stops waiting, answered [`UpstreamError::Cancelled`] (the server
+    /// need not answer a cancelled request).
+    pub fn cancel(&self, id: u64, reason: Option<&str>) {
+        let mut params = json!({"requestId": id});
+        if let Some(r) = reason {
+            params["reason"] = json!(r);
+        }
+        self.notify("notifications/cancelled", Some(params));
+        self.core.settle(id, Err(Failure::Cancelled));
     }
 
     /// Every tool the server lists, following `nextCursor` (at most 1,000 pages), each as the object sent.
@@ -253,11 +481,20 @@ impl Upstream {
         Err(UpstreamError::Malformed { method: "tools/list".into(), why: "more than 1,000 pages".into() })
     }
 
-    /// Stops the server: closes nothing gracefully, kills the process and reaps it.
+    /// Stops the server: a child process is killed and reaped; an HTTP session is ended (`DELETE`, at most a
+    /// few seconds) and every waiting request answered [`UpstreamError::Exited`].
     pub fn kill(&self) {
-        if let Ok(mut c) = self.child.lock() {
-            let _ = c.kill();
-            let _ = c.wait();
+        match &self.link {
+            Link::Stdio { child, .. } => {
+                if let Ok(mut c) = child.lock() {
+                    let _ = c.kill();
+                    let _ = c.wait();
+                }
+            }
+            Link::Http(h) => {
+                h.end();
+                self.core.shut(Failure::Exited);
+            }
         }
     }
 }
@@ -268,46 +505,14 @@ impl Drop for Upstream {
     }
 }
 
-/// The error value the reader gives waiting requests when the server exits (never a server's own: it has a
-/// key no JSON-RPC error object has).
-fn exited_marker() -> Value {
-    json!({"permits_upstream_exited": true})
-}
-
-fn read_loop(reader: BufReader<std::process::ChildStdout>, pending: &Pending, alive: &AtomicBool, handler: &Handler) {
+fn read_loop(reader: BufReader<std::process::ChildStdout>, core: &Core) {
     let mut frames = FrameReader::new(reader, MAX_FRAME_BYTES);
     while let Ok(Some(frame)) = frames.next_frame() {
-        let text = match frame {
-            Frame::Text(t) => t,
-            Frame::TooLong(n) => {
-                eprintln!("permitc mcp: the upstream server sent a frame of {n} bytes: skipped");
-                continue;
-            }
-            Frame::NotUtf8 => {
-                eprintln!("permitc mcp: the upstream server sent a frame that is not UTF-8: skipped");
-                continue;
-            }
-        };
-        match parse(&text) {
-            Ok(Message::Response { id, outcome }) => {
-                let waiting = id.as_u64().and_then(|n| pending.lock().ok().and_then(|mut p| p.remove(&n)));
-                match waiting {
-                    Some(tx) => {
-                        let _ = tx.send(outcome);
-                    }
-                    None => eprintln!("permitc mcp: the upstream server answered an unknown request id {id}"),
-                }
-            }
-            Ok(Message::Request { id, method, params }) => handler(Incoming::Request { id, method, params }),
-            Ok(Message::Notification { method, params }) => handler(Incoming::Notification { method, params }),
-            Err(m) => eprintln!("permitc mcp: the upstream server sent a malformed frame: {}", m.why),
+        match frame {
+            Frame::Text(t) => core.dispatch(&t),
+            Frame::TooLong(n) => eprintln!("permitc mcp: the upstream server sent a frame of {n} bytes: skipped"),
+            Frame::NotUtf8 => eprintln!("permitc mcp: the upstream server sent a frame that is not UTF-8: skipped"),
         }
     }
-    alive.store(false, Ordering::SeqCst);
-    if let Ok(mut p) = pending.lock() {
-        for (_, tx) in p.drain() {
-            let _ = tx.send(Err(exited_marker()));
-        }
-    }
-    handler(Incoming::Closed);
+    core.close(Failure::Exited);
 }

@@ -170,28 +170,52 @@ pub(super) enum Command {
     },
 }
 
+// Parsed once per run: the size of `Proxy`'s many options is of no account.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub(super) enum McpCommand {
-    /// Connect to an MCP server on stdio, list its tools, and write `.permits` declarations for them: typed
-    /// parameters, the widest claim for you to confirm (the server's hints as a comment), and a pin of each
-    /// tool's definition. With `-o` over an existing file: what changed, field by field, on stderr, and the
-    /// claims of unchanged tools kept. Exit 0 written, 2 when the server or the file fails.
+    /// Connect to an MCP server (started as `-- CMD ARGS…` on stdio, or at `--url` over streamable HTTP), list
+    /// its tools, and write `.permits` declarations for them: typed parameters, the widest claim for you to
+    /// confirm (the server's hints as a comment), and a pin of each tool's definition. With `-o` over an
+    /// existing file: what changed, field by field, on stderr, and the claims of unchanged tools kept. Exit 0
+    /// written, 2 when the server or the file fails.
     Import {
         /// Write here instead of stdout (replacing the file).
         #[arg(short, long)]
         output: Option<PathBuf>,
+        /// The server's streamable-HTTP endpoint (`http://127.0.0.1:8000/mcp`) instead of a command; plain
+        /// http only, no OAuth.
+        #[arg(long)]
+        url: Option<String>,
         /// The server's command and its arguments, after `--`.
-        #[arg(last = true, required = true)]
+        #[arg(last = true, required_unless_present = "url", conflicts_with = "url")]
         command: Vec<String>,
     },
-    /// An MCP server on stdio for the agent in front of the MCP server `CMD ARGS…`: it lists only the tools
+    /// An MCP server on stdio for the agent in front of the MCP server `CMD ARGS…` (or at `--url`): it lists only the tools
     /// the skill offers (not `never`, definition unchanged since pinned) and puts every `tools/call` through
-    /// the approval service at `--service`, as a host with `--key`. Serves until stdin ends.
+    /// the approval service at `--service` (or a private one it starts on `--store`), as a host. Serves until
+    /// stdin ends.
     Proxy {
         /// The approval service's URL (`permitd serve` prints it): `http://127.0.0.1:7878`.
-        #[arg(long)]
-        service: String,
-        /// The host key (`permitd keys add --agents AGENT`); or set PERMITS_HOST_KEY.
+        #[arg(long, required_unless_present = "store", conflicts_with = "store")]
+        service: Option<String>,
+        /// For one person on one machine, instead of --service: start a private `permitd serve` on this
+        /// SQLite store (created when absent) on loopback, with a host key minted for this run; the person
+        /// decides in the inbox it serves (its URL is logged) or with `permitd` on the same store.
+        #[arg(long, requires = "table")]
+        store: Option<PathBuf>,
+        /// With --store: the compiled table the private service runs (`permitc compile`).
+        #[arg(long, requires = "store")]
+        table: Option<PathBuf>,
+        /// With --store: where the private service listens (a port the system picks by default; give one,
+        /// `127.0.0.1:7878`, to keep the inbox's URL from one run to the next).
+        #[arg(long, requires = "store")]
+        listen: Option<String>,
+        /// With --store: the `permitd` binary (by default the one beside `permitc`, else `permitd` on PATH).
+        #[arg(long, requires = "store")]
+        permitd: Option<PathBuf>,
+        /// The host key (`permitd keys add --agents AGENT`); or set PERMITS_HOST_KEY. With --store, one is
+        /// minted for the run when none is given.
         #[arg(long)]
         key: Option<String>,
         /// The agent the calls are made as.
@@ -225,8 +249,12 @@ pub(super) enum McpCommand {
         /// Pass `prompts/*` through.
         #[arg(long)]
         allow_prompts: bool,
+        /// The server's streamable-HTTP endpoint (`http://127.0.0.1:8000/mcp`) instead of a command; plain
+        /// http only, no OAuth.
+        #[arg(long)]
+        url: Option<String>,
         /// The server's command and its arguments, after `--`.
-        #[arg(last = true, required = true)]
+        #[arg(last = true, required_unless_present = "url", conflicts_with = "url")]
         command: Vec<String>,
     },
 }

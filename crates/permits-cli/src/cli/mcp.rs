@@ -2,19 +2,32 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use permits_mcp::import::{changes, import, read_existing, render};
+use permits_mcp::local::{LocalOptions, LocalService};
 use permits_mcp::proxy::{Options, run};
-use permits_mcp::upstream::{Handler, Upstream};
+use permits_mcp::upstream::{Handler, Server};
 
-/// `permitc mcp import [-o FILE] -- CMD ARGS…`. Exit 0 written, 2 for a server that cannot be started or
-/// listed, a file that cannot be read, compared or written.
-pub(crate) fn mcp_import(output: Option<&Path>, command: &[String]) -> u8 {
+/// The server named by `--url` or `-- CMD ARGS…` (clap lets exactly one through); `None` (said on stderr)
+/// for neither.
+fn server(url: Option<&str>, command: &[String], example: &str) -> Option<Server> {
+    if let Some(url) = url {
+        return Some(Server::Url(url.to_string()));
+    }
     let Some((cmd, args)) = command.split_first() else {
-        errln!("error: name the MCP server's command after `--`: permitc mcp import -- npx -y @example/server");
+        errln!("error: name the MCP server's command after `--` or its URL with --url: {example}");
+        return None;
+    };
+    Some(Server::Command { command: cmd.clone(), args: args.to_vec() })
+}
+
+/// `permitc mcp import [-o FILE] (--url URL | -- CMD ARGS…)`. Exit 0 written, 2 for a server that cannot be
+/// started, reached or listed, a file that cannot be read, compared or written.
+pub(crate) fn mcp_import(output: Option<&Path>, url: Option<&str>, command: &[String]) -> u8 {
+    let Some(server) = server(url, command, "permitc mcp import -- npx -y @example/server") else {
         return 2;
     };
     let old = match output.filter(|p| p.exists()) {
@@ -37,7 +50,7 @@ pub(crate) fn mcp_import(output: Option<&Path>, command: &[String]) -> u8 {
         },
     };
     let handler: Handler = Arc::new(|_| {});
-    let upstream = match Upstream::spawn(cmd, args, handler) {
+    let upstream = match server.start(serde_json::json!({}), handler) {
         Ok(u) => u,
         Err(e) => {
             errln!("error: {e}");
@@ -96,9 +109,28 @@ pub(crate) fn mcp_import(output: Option<&Path>, command: &[String]) -> u8 {
     0
 }
 
+/// `--store`, `--table`, `--listen`, `--permitd`: the private service's arguments.
+pub(crate) struct LocalArgs {
+    pub(crate) store: PathBuf,
+    pub(crate) table: PathBuf,
+    pub(crate) listen: Option<String>,
+    pub(crate) permitd: Option<PathBuf>,
+}
+
+/// The `permitd` beside this `permitc`, else `permitd` (on PATH).
+fn default_permitd() -> PathBuf {
+    let name = format!("permitd{}", std::env::consts::EXE_SUFFIX);
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join(&name)))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from(name))
+}
+
 /// The proxy's arguments as given (see `Command::Mcp`).
 pub(crate) struct ProxyArgs {
-    pub(crate) service: String,
+    pub(crate) service: Option<String>,
+    pub(crate) local: Option<LocalArgs>,
     pub(crate) key: Option<String>,
     pub(crate) agent: String,
     pub(crate) skill: String,
@@ -109,24 +141,17 @@ pub(crate) struct ProxyArgs {
     pub(crate) via: Vec<String>,
     pub(crate) allow_resources: bool,
     pub(crate) allow_prompts: bool,
+    pub(crate) url: Option<String>,
     pub(crate) command: Vec<String>,
 }
 
 /// `permitc mcp proxy …`: serves until stdin ends. Exit 0 then, 2 for bad arguments or a server that cannot
 /// be started.
 pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
-    let Some((cmd, args)) = a.command.split_first() else {
-        errln!("error: name the MCP server's command after `--`: permitc mcp proxy … -- npx -y @example/server");
+    let Some(server) = server(a.url.as_deref(), &a.command, "permitc mcp proxy … -- npx -y @example/server") else {
         return 2;
     };
-    let Some(key) = a.key.or_else(|| std::env::var("PERMITS_HOST_KEY").ok()).filter(|k| !k.trim().is_empty()) else {
-        errln!("error: give the host key with --key or in PERMITS_HOST_KEY (`permitd keys add` prints one)");
-        return 2;
-    };
-    if !(a.service.starts_with("http://") || a.service.starts_with("https://")) {
-        errln!("error: --service is the approval service's URL, like http://127.0.0.1:7878");
-        return 2;
-    }
+    let given = a.key.or_else(|| std::env::var("PERMITS_HOST_KEY").ok()).filter(|k| !k.trim().is_empty());
     let mut via = Vec::with_capacity(a.via.len());
     for text in &a.via {
         let Some(link) = crate::table::ChainLink::parse(text) else {
@@ -135,8 +160,62 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
         };
         via.push((link.agent, link.skill));
     }
+    // Kept until the proxy ends: dropping it stops the private service and revokes its key.
+    let mut local = None;
+    let (service, key) = match (a.service, a.local) {
+        (Some(service), _) => {
+            if !(service.starts_with("http://") || service.starts_with("https://")) {
+                errln!("error: --service is the approval service's URL, like http://127.0.0.1:7878");
+                return 2;
+            }
+            let Some(key) = given else {
+                errln!("error: give the host key with --key or in PERMITS_HOST_KEY (`permitd keys add` prints one)");
+                return 2;
+            };
+            (service, key)
+        }
+        (None, Some(l)) => {
+            let mut agents = vec![a.agent.clone()];
+            for (agent, _) in &via {
+                if !agents.contains(agent) {
+                    agents.push(agent.clone());
+                }
+            }
+            let options = LocalOptions {
+                permitd: l.permitd.unwrap_or_else(default_permitd),
+                table: l.table,
+                store: l.store.clone(),
+                listen: l.listen.unwrap_or_else(|| "127.0.0.1:0".into()),
+                agents,
+            };
+            let started = match LocalService::start(&options) {
+                Ok(s) => s,
+                Err(e) => {
+                    errln!("error: the private approval service on {} did not start: {e}", l.store.display());
+                    return 2;
+                }
+            };
+            errln!(
+                "permitc mcp proxy: the approval service on {} is {} (its inbox: {}/inbox/, where a person signs in with the password `permitd people set-password --store {} NAME` set)",
+                l.store.display(),
+                started.url,
+                started.url,
+                l.store.display()
+            );
+            let key = given.unwrap_or_else(|| started.key.clone());
+            let url = started.url.clone();
+            local = Some(started);
+            (url, key)
+        }
+        (None, None) => {
+            errln!(
+                "error: give the approval service with --service URL, or a local store with --store FILE --table TABLE"
+            );
+            return 2;
+        }
+    };
     let options = Options {
-        service: a.service,
+        service,
         key: key.trim().to_string(),
         agent: a.agent,
         skill: a.skill,
@@ -147,15 +226,16 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
         via,
         allow_resources: a.allow_resources,
         allow_prompts: a.allow_prompts,
-        command: cmd.clone(),
-        args: args.to_vec(),
+        server,
     };
     let stdin = std::io::stdin();
-    match run(options, stdin.lock(), std::io::stdout()) {
+    let code = match run(options, stdin.lock(), std::io::stdout()) {
         Ok(()) => 0,
         Err(e) => {
             errln!("error: {e}");
             2
         }
-    }
+    };
+    drop(local);
+    code
 }

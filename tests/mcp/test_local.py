@@ -1,0 +1,115 @@
+"""`permitc mcp proxy --store FILE --table TABLE` (issue #19): for one person on one machine, the proxy starts
+a private `permitd serve` on the local SQLite store itself (no `--service`, no `--key`): the person decides
+in the service it started, with their own key made by `permitd keys add` on the same store; when the proxy
+ends, the service stops and the host key minted for the run is revoked."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import ClientSession, StdioServerParameters
+from mcp.client.stdio import stdio_client
+
+from agent import raw, text
+from conftest import HERE, World, confirm_claims, import_tools, server_command
+
+
+def test_the_proxy_starts_its_own_service_on_a_local_store_and_a_person_approves_in_it(
+    permitc: Path, permitd: Path, tmp_path: Path
+) -> None:
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "groceries.txt").write_text("milk, eggs")
+    imported = import_tools(permitc, notes)
+    assert imported.returncode == 0, imported.stderr
+    package = tmp_path / "policy"
+    package.mkdir()
+    (package / "policy.permits").write_text((HERE / "policy.permits").read_text())
+    (package / "tools.permits").write_text(confirm_claims(imported.stdout))
+    table, store = tmp_path / "notes.json", tmp_path / "ledger.db"
+    assert subprocess.run([str(permitc), "compile", str(package), "-o", str(table)], capture_output=True).returncode == 0
+    ana = subprocess.run(
+        [str(permitd), "keys", "add", "--store", str(store), "--person", "Ana"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    params = StdioServerParameters(
+        command=str(permitc),
+        args=[
+            "mcp", "proxy", "--store", str(store), "--table", str(table), "--permitd", str(permitd),
+            "--agent", "Scribe", "--skill", "Notes", "--for", "Ana", "--wait", "30", "--", *server_command(),
+        ],
+        env={k: v for k, v in {**os.environ, "NOTES_DIR": str(notes)}.items() if k != "PERMITS_HOST_KEY"},
+    )
+    log = tmp_path / "proxy.log"
+    seen: dict[str, Any] = {}
+
+    async def main() -> Any:
+        with open(log, "w", encoding="utf-8") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):
+                async with ClientSession(read, write, read_timeout_seconds=60) as s:
+                    await s.initialize()
+                    listed = sorted(t.name for t in (await s.list_tools()).tools)
+                    read_note = await s.call_tool("read_note", {"title": "groceries"})
+                    said = re.search(r"the approval service on \S+ is (http://127\.0\.0\.1:\d+)", log.read_text())
+                    assert said, log.read_text()
+                    seen["url"] = url = said.group(1)
+
+                    def approve() -> None:
+                        for _ in range(600):
+                            status, p = raw(url, ana, "GET", "/v1/proposals/P-1")
+                            if status == 200:
+                                break
+                            anyio.from_thread.run(anyio.sleep, 0.05)
+                        status, answer = raw(url, ana, "POST", "/v1/proposals/P-1/approve", {"fingerprint": p["fingerprint"], "mode": "once"})
+                        assert status == 200, answer
+
+                    async with anyio.create_task_group() as group:
+                        group.start_soon(anyio.to_thread.run_sync, approve)
+                        sent = await s.call_tool("send_mail", {"to": "ben@example.com", "subject": "Lunch", "body": "At noon?"})
+                    return listed, read_note, sent
+
+    listed, read_note, sent = anyio.run(main)
+    assert listed == ["read_note", "send_mail", "write_note"]
+    assert (read_note.is_error, text(read_note)) == (False, "milk, eggs")
+    assert (sent.is_error, text(sent)) == (False, "sent to ben@example.com")
+    assert (notes / "outbox.log").read_text() == "ben@example.com\tLunch\tAt noon?\n"
+    # The proxy ended: its service is gone, and the host key it minted is revoked (Ana's is not).
+    try:
+        urllib.request.urlopen(seen["url"] + "/v1/health", timeout=2)
+        raise AssertionError("the private service still answers after the proxy ended")
+    except (urllib.error.URLError, ConnectionError):
+        pass
+    listed_keys = subprocess.run([str(permitd), "keys", "list", "--store", str(store)], capture_output=True, text=True, check=True)
+    keys = [json.loads(line) for line in listed_keys.stdout.splitlines()]
+    assert [(k["kind"], k["person"], k["agents"], k["revoked_at"] is not None) for k in keys] == [
+        ("person", "Ana", [], False),
+        ("host", None, ["Scribe"], True),
+    ], keys
+    assert keys[1]["label"].startswith("permitc mcp proxy (process ")
+    # The decision and the run are in the store, for `permitd` and the next run.
+    assert "the approval service on" in log.read_text()
+
+
+def test_without_a_service_or_a_store_the_proxy_says_what_to_give(permitc: Path, world: World) -> None:
+    out = subprocess.run([str(permitc), "mcp", "proxy", "--agent", "Scribe", "--skill", "Notes", "--", "true"], capture_output=True, text=True)
+    assert out.returncode == 2 and "required arguments were not provided:\n  --service <SERVICE>" in out.stderr, out.stderr
+    both = subprocess.run(
+        [str(permitc), "mcp", "proxy", "--service", world.service.url, "--store", "x.db", "--table", "t.json", "--agent", "Scribe", "--skill", "Notes", "--", "true"],
+        capture_output=True,
+        text=True,
+    )
+    assert both.returncode == 2 and "cannot be used with" in both.stderr, both.stderr
+    missing = subprocess.run(
+        [str(permitc), "mcp", "proxy", "--store", str(world.folder / "new.db"), "--table", str(world.folder / "none.json"),
+         "--permitd", str(world.service.permitd), "--agent", "Scribe", "--skill", "Notes", "--", "true"],
+        capture_output=True,
+        text=True,
+    )
+    assert missing.returncode == 2 and "the private approval service on" in missing.stderr and "did not start" in missing.stderr, missing.stderr
