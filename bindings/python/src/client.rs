@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::convert::{EvidenceList, Json, Text, json_from_py, json_to_py};
-use crate::results::{AuditEvent, BudgetStatus, Claimed, Decision, OfferedTool, Proposal, StandingRule, Task};
+use crate::results::{AuditEvent, BudgetStatus, Claimed, Decision, Lease, OfferedTool, Proposal, StandingRule, Task};
 
 /// The most bytes a request body may have: the service's limit (a larger one is refused with 413).
 pub const MAX_BODY: usize = 256 * 1024;
@@ -72,7 +72,7 @@ fn read<T: DeserializeOwned>(kind: &str, value: Value) -> PyResult<T> {
 }
 
 /// One record of the service's answer as the typed object the embedded runtime returns: `kind` is
-/// `proposal`, `decision`, `claimed`, `rule`, `budget`, `task`, `offered_tool` or `audit_event`. A
+/// `proposal`, `decision`, `claimed`, `rule`, `budget`, `task`, `lease`, `offered_tool` or `audit_event`. A
 /// `ValueError` when it does not fit (a service of another version).
 #[pyfunction]
 pub fn _decode(py: Python<'_>, kind: Text, value: Json) -> PyResult<Py<PyAny>> {
@@ -84,6 +84,7 @@ pub fn _decode(py: Python<'_>, kind: Text, value: Json) -> PyResult<Py<PyAny>> {
         "rule" => Py::new(py, StandingRule(read::<rt::StandingRule>("standing rule", value)?))?.into_any(),
         "budget" => Py::new(py, BudgetStatus(read::<rt::BudgetStatus>("budget", value)?))?.into_any(),
         "task" => Py::new(py, Task(read::<rt::Task>("task", value)?))?.into_any(),
+        "lease" => Py::new(py, Lease(read::<rt::Lease>("lease", value)?))?.into_any(),
         "offered_tool" => Py::new(py, OfferedTool(read::<rt::OfferedTool>("tool", value)?))?.into_any(),
         "audit_event" => Py::new(py, AuditEvent(read::<rt::AuditEvent>("audit event", value)?))?.into_any(),
         other => return Err(PyValueError::new_err(format!("no record kind `{other}`"))),

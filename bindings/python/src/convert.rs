@@ -16,7 +16,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyFloat, PyInt, PyList, PyModule, PyString, PyTuple, PyType};
 use serde_json::{Map, Number, Value};
 
-use crate::results::{Everybody, Evidence as PyEvidence};
+use crate::results::{Everybody, Evidence as PyEvidence, Lease as PyLease};
 
 /// The deepest a JSON value from Python may nest (a dict in a list in a dict … counts one per level). The
 /// limit is the binding's: the runtime's records stay small, and a cycle (`d["d"] = d`) ends here.
@@ -382,6 +382,25 @@ impl<'py> FromPyObject<'_, 'py> for Mode {
                 format!(
                     "the mode is `once`, `always_like_this`, `always_these_arguments`, `for_this_task` or `for_this_task_any_arguments`, not `{other}`"
                 ),
+            )),
+        }
+    }
+}
+
+/// A lease to present (spec §5a "Leases"): a `permits.Lease`, as `take_task` answered it (or `None`, as
+/// the keyword's default: no lease).
+#[derive(Clone, Debug)]
+pub struct LeaseArg(pub permits_runtime::Lease);
+
+impl<'py> FromPyObject<'_, 'py> for LeaseArg {
+    type Error = PyErr;
+
+    fn extract(obj: Borrowed<'_, 'py, PyAny>) -> PyResult<LeaseArg> {
+        match obj.cast::<PyLease>() {
+            Ok(lease) => Ok(LeaseArg(lease.get().0.clone())),
+            Err(_) => Err(input_error(
+                obj.py(),
+                format!("lease is a permits.Lease (what take_task answered), {}", not_this(&obj)),
             )),
         }
     }

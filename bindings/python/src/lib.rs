@@ -41,6 +41,7 @@ fn _permits(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<results::Execution>()?;
     m.add_class::<results::Failed>()?;
     m.add_class::<results::Grant>()?;
+    m.add_class::<results::Lease>()?;
     m.add_class::<results::ManualClock>()?;
     m.add_class::<results::OfferedTool>()?;
     m.add_class::<results::Param>()?;

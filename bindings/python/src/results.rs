@@ -11,7 +11,7 @@ use permits_runtime::table::{Level, Route};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::convert::{Arguments, Json, Text, dict_of, json_to_py, type_word};
+use crate::convert::{Arguments, Json, Seconds, Text, dict_of, json_to_py, type_word};
 
 fn level_word(level: Level) -> &'static str {
     level.as_str()
@@ -1204,5 +1204,71 @@ impl Task {
     }
     fn __repr__(&self) -> String {
         format!("Task({:?}, root {:?})", self.0.key, self.0.root_agent)
+    }
+}
+
+/// A task's lease (spec §5a "Leases"), as `take_task` and `renew_task` answer it: while it is held (until
+/// `expires_at`), only a call presenting it (`lease=`) acts under the key `key`. A host that takes the
+/// task over gets the next `fence`, and every call presenting an older one is refused
+/// (`Refused(kind="not_holder")`).
+///
+/// `Lease(key, holder, fence)` makes one from what a host kept (the runtime compares only the key, the
+/// holder and the fence with the store's lease).
+#[pyclass(frozen, eq, module = "permits")]
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease(pub rt::Lease);
+
+#[pymethods]
+impl Lease {
+    #[new]
+    #[pyo3(signature = (key, holder, fence, *, taken_at = Seconds(0), expires_at = Seconds(0)))]
+    fn new(
+        key: Text,
+        holder: Text,
+        fence: &Bound<'_, PyAny>,
+        taken_at: Seconds,
+        expires_at: Seconds,
+    ) -> PyResult<Lease> {
+        // A fence is a whole number like a number of seconds (`int`, not `bool`, 0 to 2**63-1).
+        let fence = crate::convert::seconds(fence)
+            .map_err(|_| {
+                crate::convert::input_error(fence.py(), format!("fence is an int from 0 to 2**63-1, not {fence}"))
+            })?
+            .0;
+        Ok(Lease(rt::Lease { key: key.0, holder: holder.0, fence, taken_at: taken_at.0, expires_at: expires_at.0 }))
+    }
+    /// The task's operation key.
+    #[getter]
+    fn key(&self) -> &str {
+        &self.0.key
+    }
+    /// Who holds it: the name the host chose (one per worker).
+    #[getter]
+    fn holder(&self) -> &str {
+        &self.0.holder
+    }
+    /// 1 for the key's first lease, one more at every take; a renewal keeps it.
+    #[getter]
+    fn fence(&self) -> u64 {
+        self.0.fence
+    }
+    /// When this holder took it (this fence), in seconds since the Unix epoch.
+    #[getter]
+    fn taken_at(&self) -> u64 {
+        self.0.taken_at
+    }
+    /// Until when it is held, in seconds since the Unix epoch (a release sets it to the release's moment).
+    #[getter]
+    fn expires_at(&self) -> u64 {
+        self.0.expires_at
+    }
+    fn to_dict<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        dict_of(py, &self.0)
+    }
+    fn __repr__(&self) -> String {
+        format!(
+            "Lease({:?}, holder {:?}, fence {}, until {})",
+            self.0.key, self.0.holder, self.0.fence, self.0.expires_at
+        )
     }
 }

@@ -18,11 +18,11 @@ use pyo3::types::PyString;
 use serde_json::Value;
 
 use crate::convert::{
-    Arguments, Callable, Chain, EvidenceList, Exc, Json, Mode, PathArg, Seconds, Text, WorkForArg, error, input_error,
-    internal_error, refused, runtime_error, seconds, type_name,
+    Arguments, Callable, Chain, EvidenceList, Exc, Json, LeaseArg, Mode, PathArg, Seconds, Text, WorkForArg, error,
+    input_error, internal_error, refused, runtime_error, seconds, type_name,
 };
 use crate::host::{self, OpScope, PyAudit, PyAuthority, PyNaming, PyVersions, ScopeClock, VetoStore};
-use crate::results::{self, BudgetStatus, Decision, Execution, OfferedTool, Proposal, Ran, StandingRule, Task};
+use crate::results::{self, BudgetStatus, Decision, Execution, Lease, OfferedTool, Proposal, Ran, StandingRule, Task};
 use crate::table::{Indexed, PyTable, Signed, level_str, no_arguments};
 
 /// The host's authority: `permits.ADMIT_ALL` (in Rust), or a Python callable.
@@ -410,8 +410,10 @@ impl PyRuntime {
     }
 
     /// Handles one tool call of the agent: an `alone` call runs now through `run` (→ `Ran`); a `propose`
-    /// or `propose_every_time` call becomes a `Proposal`; a `never` call raises `Refused`.
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, run, requester = None, evidence = None, destination = None, lifetime = None, mode = None, via = None))]
+    /// or `propose_every_time` call becomes a `Proposal`; a `never` call raises `Refused`. `lease` (a
+    /// `permits.Lease` of the task `operation_key`) presents the lease the host holds: while the task is
+    /// leased, only a call presenting its current lease is made (`Refused(kind="not_holder")`).
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, run, requester = None, evidence = None, destination = None, lifetime = None, mode = None, via = None, lease = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the request")]
     fn call(
         &self,
@@ -429,16 +431,27 @@ impl PyRuntime {
         lifetime: Option<Seconds>,
         mode: Option<Text>,
         via: Option<Chain>,
+        lease: Option<LeaseArg>,
     ) -> PyResult<Py<PyAny>> {
         let call = call_of(agent, skill, tool, arguments, requester, mode, via);
         let request = RequestParts { operation_key, why, evidence, destination, lifetime }.request(call);
-        self.with_tool(py, &run.0, |rt, tool| rt.call(&request, tool), handled_to_py)
+        let lease = lease.map(|l| l.0);
+        self.with_tool(
+            py,
+            &run.0,
+            |rt, tool| match &lease {
+                Some(lease) => rt.holding(lease).call(&request, tool),
+                None => rt.call(&request, tool),
+            },
+            handled_to_py,
+        )
     }
 
     /// Runs an `alone` call through `run`; any other level raises `Refused` (`must_propose`, `never`).
     /// `operation_key` puts the call in that task (bound on its first call to its root agent, skill and
-    /// person: a call that is not the task's is `never`); without one it is in no task.
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, run, requester = None, operation_key = None, mode = None, via = None))]
+    /// person: a call that is not the task's is `never`); without one it is in no task. `lease`: the task's
+    /// lease the host holds (see `call`).
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, run, requester = None, operation_key = None, mode = None, via = None, lease = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the call")]
     fn run_alone(
         &self,
@@ -452,19 +465,25 @@ impl PyRuntime {
         operation_key: Option<Text>,
         mode: Option<Text>,
         via: Option<Chain>,
+        lease: Option<LeaseArg>,
     ) -> PyResult<Py<PyAny>> {
         let mut call = call_of(agent, skill, tool, arguments, requester, mode, via);
         call.operation_key = operation_key.map(|k| k.0);
+        let lease = lease.map(|l| l.0);
         self.with_tool(
             py,
             &run.0,
-            |rt, tool| rt.run_alone(&call, tool),
+            |rt, tool| match &lease {
+                Some(lease) => rt.holding(lease).run_alone(&call, tool),
+                None => rt.run_alone(&call, tool),
+            },
             |py, ran| Ok(Py::new(py, Ran(ran))?.into_any()),
         )
     }
 
     /// Makes a proposal of the exact call (a retry under the same operation key returns the same one).
-    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, requester = None, evidence = None, destination = None, lifetime = None, mode = None, via = None))]
+    /// `lease`: the task's lease the host holds (see `call`).
+    #[pyo3(signature = (agent, skill, tool, arguments = None, *, operation_key, why, requester = None, evidence = None, destination = None, lifetime = None, mode = None, via = None, lease = None))]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: one parameter per part of the request")]
     fn propose(
         &self,
@@ -481,10 +500,16 @@ impl PyRuntime {
         lifetime: Option<Seconds>,
         mode: Option<Text>,
         via: Option<Chain>,
+        lease: Option<LeaseArg>,
     ) -> PyResult<Proposal> {
         let call = call_of(agent, skill, tool, arguments, requester, mode, via);
         let request = RequestParts { operation_key, why, evidence, destination, lifetime }.request(call);
-        self.op(py, |rt| rt.propose(&request)).map(Proposal)
+        let lease = lease.map(|l| l.0);
+        self.op(py, |rt| match &lease {
+            Some(lease) => rt.holding(lease).propose(&request),
+            None => rt.propose(&request),
+        })
+        .map(Proposal)
     }
 
     /// A person approves the proposal, passing the fingerprint they were shown. `mode="always_like_this"`
@@ -511,7 +536,11 @@ impl PyRuntime {
     /// and runs nothing, whatever the proposal's status since; another token on a consumed grant is refused
     /// (`Refused(kind="claimed")`). Without one, a retry while the proposal is `sending` or `unknown` is
     /// refused (`status`).
-    #[pyo3(signature = (proposal_id, *, run, destination = None, claim_token = None))]
+    ///
+    /// `lease`: the task's lease the host holds (spec §5a "Leases"): while the proposal's task is leased,
+    /// a host that does not present its current lease cannot execute it, even with a valid grant
+    /// (`Refused(kind="not_holder")`, nothing runs).
+    #[pyo3(signature = (proposal_id, *, run, destination = None, claim_token = None, lease = None))]
     fn execute(
         &self,
         py: Python<'_>,
@@ -519,15 +548,21 @@ impl PyRuntime {
         run: Callable,
         destination: Option<Text>,
         claim_token: Option<Text>,
+        lease: Option<LeaseArg>,
     ) -> PyResult<Py<PyAny>> {
         let destination = destination.map(|d| d.0);
         let claim = claim_token.map(|c| c.0);
+        let lease = lease.map(|l| l.0);
         self.with_tool(
             py,
             &run.0,
-            |rt, tool| match &claim {
-                Some(claim) => rt.execute_claimed(&proposal_id.0, destination.as_deref(), claim, tool),
-                None => rt.execute(&proposal_id.0, destination.as_deref(), tool),
+            |rt, tool| match (&claim, &lease) {
+                (Some(claim), Some(lease)) => {
+                    rt.holding(lease).execute_claimed(&proposal_id.0, destination.as_deref(), claim, tool)
+                }
+                (None, Some(lease)) => rt.holding(lease).execute(&proposal_id.0, destination.as_deref(), tool),
+                (Some(claim), None) => rt.execute_claimed(&proposal_id.0, destination.as_deref(), claim, tool),
+                (None, None) => rt.execute(&proposal_id.0, destination.as_deref(), tool),
             },
             |py, e| Ok(Py::new(py, Execution(e))?.into_any()),
         )
@@ -695,9 +730,45 @@ impl PyRuntime {
     }
 
     /// Settles a spend whose outcome was not confirmed with the other side's `receipt`: conclusive ones
-    /// (naming the operation, the amount, and `"outcome": "accepted"` or `"rejected"`) only.
-    fn settle(&self, py: Python<'_>, holder: Text, receipt: Json) -> PyResult<BudgetStatus> {
-        self.op(py, |rt| rt.settle(&holder.0, &receipt.0)).map(BudgetStatus)
+    /// (naming the operation, the amount, and `"outcome": "accepted"` or `"rejected"`) only. `lease`: the
+    /// task's lease the host holds: while the task is leased, only its current holder settles
+    /// (`Refused(kind="not_holder")`).
+    #[pyo3(signature = (holder, receipt, *, lease = None))]
+    fn settle(&self, py: Python<'_>, holder: Text, receipt: Json, lease: Option<LeaseArg>) -> PyResult<BudgetStatus> {
+        let lease = lease.map(|l| l.0);
+        self.op(py, |rt| match &lease {
+            Some(lease) => rt.holding(lease).settle(&holder.0, &receipt.0),
+            None => rt.settle(&holder.0, &receipt.0),
+        })
+        .map(BudgetStatus)
+    }
+
+    /// Takes the task `operation_key` for `holder` (a name the host chooses, one per worker) for `seconds`
+    /// (1 to 86400) (spec §5a "Leases"): the `Lease`, with its fence. A key never leased gets fence 1; a key
+    /// whose lease expired or was released, or that `holder` holds already, the next one — every lease
+    /// handed out before is fenced. Taking binds nothing (the task need not be bound yet).
+    /// `Refused(kind="not_holder")` while another holder's lease is held; `kind="too_large"` for an empty
+    /// or over-long key or holder, or `seconds` out of range.
+    fn take_task(&self, py: Python<'_>, operation_key: Text, holder: Text, seconds: Seconds) -> PyResult<Lease> {
+        self.op(py, |rt| rt.take_task(&operation_key.0, &holder.0, seconds.0)).map(Lease)
+    }
+
+    /// Renews a lease the host holds for `seconds` from now (1 to 86400), keeping its fence: the renewed
+    /// `Lease`. `Refused(kind="not_holder")` when another fence is current (the task was taken over).
+    fn renew_task(&self, py: Python<'_>, lease: LeaseArg, seconds: Seconds) -> PyResult<Lease> {
+        self.op(py, |rt| rt.renew_task(&lease.0, seconds.0)).map(Lease)
+    }
+
+    /// Releases a lease before it expires: from now another host may take the task (releasing a released
+    /// or expired lease changes nothing). `Refused(kind="not_holder")` when another fence is current.
+    fn release_task(&self, py: Python<'_>, lease: LeaseArg) -> PyResult<Lease> {
+        self.op(py, |rt| rt.release_task(&lease.0)).map(Lease)
+    }
+
+    /// The lease on `operation_key` as the store has it (expired and released ones included), or `None`
+    /// when the key was never leased.
+    fn lease(&self, py: Python<'_>, operation_key: Text) -> PyResult<Option<Lease>> {
+        self.op(py, |rt| rt.lease(&operation_key.0)).map(|l| l.map(Lease))
     }
 
     /// How many audit events the sink could not take (a callable that raised, a file that failed).

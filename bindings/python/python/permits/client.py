@@ -3,7 +3,8 @@
 The service holds the ledger; a host holds a **host key** (`permitd keys add --agents A,B`) and acts only
 for its agents. Everything a host does is here — the tools offered to the model, decide, call, the status of
 a proposal (long-polled), withdraw, the execution protocol (claim → confirm or refuse → receipt), settle, the
-task's end, and reading standing rules and budgets — and nothing a person does: the client has no approve,
+task's end and its lease (take, renew, release), and reading standing rules and budgets — and nothing a
+person does: the client has no approve,
 reject, revoke, resolve, rule-making or ceiling-raising method, and the service refuses those routes to a
 host key (`Refused(kind="person_only")`).
 
@@ -16,8 +17,8 @@ certificates), opens one connection per request (a `Client` is shared by any num
 `permits.Claimed` for an execution. **Errors** are the same hierarchy as `permits.Runtime`'s:
 
 - `Refused` — the service or its runtime refused; `kind` is the service's error code: a refusal of the
-  runtime (`never`, `stale`, `claimed`, `not_claimed`, `budget`, …) or of the key (`not_your_agent`,
-  `host_only`, `person_only`);
+  runtime (`never`, `stale`, `claimed`, `not_claimed`, `budget`, `not_holder`, …) or of the key
+  (`not_your_agent`, `host_only`, `person_only`);
 - `NotFound` — no such proposal, execution, task, rule or budget (`kind`, `id`);
 - `InputError` — a wrong type, NaN, bytes for a str, an integer beyond 64 bits, a body nested deeper or
   larger than the service takes: raised **before anything is sent**;
@@ -30,7 +31,9 @@ certificates), opens one connection per request (a `Client` is shared by any num
 again, up to `retries` times with a growing pause, **only where a repeat cannot do anything twice**: every
 read, `decide`, `call` (the same operation key and claim token answer the same proposal or the same alone
 execution), `claim`, `confirm`, `refuse` and `receipt` (the same claim token answers the same; the stored
-receipt once it is done), `end_task` (ending an ended task changes nothing) and `wait`. `withdraw` and
+receipt once it is done), `end_task` (ending an ended task changes nothing), `take_task` (a repeat by the
+same holder takes the next fence: the lease the lost answer carried is fenced, never used), `renew_task`,
+`release_task` (releasing again changes nothing) and `wait`. `withdraw` and
 `settle` are retried only when the connection was refused (nothing reached the service): a repeat of one
 that was done is refused (`status`, `not_conclusive`), so read the proposal or the budget to learn what
 happened.
@@ -55,6 +58,7 @@ from permits._permits import (
     Decision,
     Evidence,
     Failed,
+    Lease,
     OfferedTool,
     Proposal,
     StandingRule,
@@ -155,6 +159,20 @@ def _arguments(value: object) -> dict[str, Any]:
 
 def _segment(name: str, value: object) -> str:
     return urllib.parse.quote(_text(name, value), safe="")
+
+
+def _lease(value: object) -> dict[str, Any]:
+    """A `permits.Lease` as a body presents it: `{"holder", "fence"}` (the service takes the key from the call
+    or the execution)."""
+    if not isinstance(value, Lease):
+        raise InputError(f"lease is a permits.Lease (what take_task answered), not `{type(value).__name__}`")
+    return {"holder": value.holder, "fence": value.fence}
+
+
+def _with_lease(body: dict[str, Any], lease: Lease | None) -> dict[str, Any]:
+    if lease is not None:
+        body["lease"] = _lease(lease)
+    return body
 
 
 class Client:
@@ -384,6 +402,7 @@ class Client:
         lifetime: int | None = None,
         mode: str | None = None,
         via: Sequence[str] | None = None,
+        lease: Lease | None = None,
     ) -> Claimed | Proposal:
         """One tool call of the agent, in the task `operation_key`.
 
@@ -398,7 +417,9 @@ class Client:
         (seconds) shortens the proposal's. `mode` is the mode the call is made in: the task's first call binds
         it, and a later call of the task in another mode (or none) is `Refused(kind="never")`. `via` is the
         call's delegation chain, `["Agent.Skill", …]` nearest first, root last: the key must be a host key
-        for every agent of it, and the chain's root is the task's.
+        for every agent of it, and the chain's root is the task's. `lease` presents the task's lease the host
+        holds (`take_task`): while the task is leased, only a call presenting its current lease is made
+        (`Refused(kind="not_holder")`).
         """
         body: dict[str, Any] = {
             "agent": _text("agent", agent),
@@ -422,6 +443,7 @@ class Client:
             body["shown"] = {_text("a key of shown", k): _text(f"shown[{k!r}]", v) for k, v in shown.items()}
         if lifetime is not None:
             body["lifetime_seconds"] = _seconds("lifetime", lifetime)
+        _with_lease(body, lease)
         answer = self._request("POST", "/v1/calls", body, safe=True)
         if isinstance(answer, dict) and answer.get("outcome") == "alone":
             claimed: Claimed = _read("claimed", _member(answer, "execution"))
@@ -494,13 +516,16 @@ class Client:
         destination: str | None = None,
         covered_version: str | None = None,
         instruction_version: str | None = None,
+        lease: Lease | None = None,
     ) -> Claimed:
         """Claims a granted proposal's execution with the host's claim token (unique per execution: e.g.
         `secrets.token_hex(16)`, kept until the receipt is sent). The service rechecks everything — the
         grant, the table, the `destination` the host is about to use, the `covered_version` of the subject
         now (a change since the proposal is `Refused(kind="stale")`) — and answers whom it runs as
         (`accounts`, `runs_as`). The same token again answers the same; another token is
-        `Refused(kind="claimed")`. An alone execution (`A-n`) was claimed by its call: this answers it again."""
+        `Refused(kind="claimed")`. An alone execution (`A-n`) was claimed by its call: this answers it again.
+        `lease`: the task's lease the host holds; while the task is leased, a claim without its current lease is
+        `Refused(kind="not_holder")`, even with a valid grant."""
         body: dict[str, Any] = {"token": _text("token", token)}
         for name, value in (
             ("destination", destination),
@@ -509,24 +534,34 @@ class Client:
         ):
             if value is not None:
                 body[name] = _text(name, value)
-        return self._step(execution_id, "claim", body)
+        return self._step(execution_id, "claim", _with_lease(body, lease))
 
-    def confirm(self, execution_id: str, token: str) -> Claimed:
-        """The host's permissions admit the agent's accounts and the person → `sending`: run it now."""
-        return self._step(execution_id, "confirm", {"token": _text("token", token)})
+    def confirm(self, execution_id: str, token: str, *, lease: Lease | None = None) -> Claimed:
+        """The host's permissions admit the agent's accounts and the person → `sending`: run it now. `lease`: the
+        task's lease the host holds (a host that lost it cannot confirm: `Refused(kind="not_holder")`)."""
+        return self._step(execution_id, "confirm", _with_lease({"token": _text("token", token)}, lease))
 
-    def refuse(self, execution_id: str, token: str, *, principal: Literal["agent", "person"], reason: str) -> Claimed:
+    def refuse(
+        self,
+        execution_id: str,
+        token: str,
+        *,
+        principal: Literal["agent", "person"],
+        reason: str,
+        lease: Lease | None = None,
+    ) -> Claimed:
         """The host's permissions refuse the agent's account (`principal="agent"`) or the person it runs as
-        (`"person"`), saying why → `failed`, final; nothing ran."""
+        (`"person"`), saying why → `failed`, final; nothing ran. `lease`: the task's lease the host holds."""
         if principal not in ("agent", "person"):
             raise InputError(f'principal is "agent" or "person", not {principal!r}')
-        body = {"token": _text("token", token), "principal": principal, "reason": _text("reason", reason)}
-        return self._step(execution_id, "refuse", body)
+        body: dict[str, Any] = {"token": _text("token", token), "principal": principal, "reason": _text("reason", reason)}
+        return self._step(execution_id, "refuse", _with_lease(body, lease))
 
     def receipt(self, execution_id: str, token: str, result: Any) -> Claimed:
         """Reports the outcome of a confirmed execution: `result` is the receipt (any JSON: `done`), or
         `permits.Failed(reason)` (it certainly did not take effect: `failed`) or `permits.Unknown(reason)`
-        (started, outcome not confirmed: `unknown`). A repeat answers the same and changes nothing."""
+        (started, outcome not confirmed: `unknown`). A repeat answers the same and changes nothing. It takes no
+        lease: what ran is recorded whoever holds the task now (settling it needs the lease)."""
         body: dict[str, Any] = {"token": _text("token", token)}
         if isinstance(result, Failed):
             body.update(outcome="failed", reason=result.reason)
@@ -546,6 +581,7 @@ class Client:
         destination: str | None = None,
         covered_version: str | None = None,
         instruction_version: str | None = None,
+        lease: Lease | None = None,
     ) -> Claimed:
         """The whole protocol for one execution: `claim`; `admits(claimed)` (the host's permissions: `None`
         admits, `(principal, reason)` refuses → `refuse`, and the refused execution is returned); `confirm`;
@@ -553,13 +589,16 @@ class Client:
         `receipt`. A tool that raises is reported `unknown` (it may have acted) and its exception re-raised.
         Nothing runs twice: an execution that is already `done` is returned with its stored receipt, and one
         an earlier attempt with this token confirmed (`sending`: that attempt may have run the tool) is
-        returned as it is, for the host to report what that attempt did with `receipt`."""
+        returned as it is, for the host to report what that attempt did with `receipt`. `lease` (the task's
+        lease the host holds) is presented to the claim, the confirmation and the refusal: a host that lost it
+        gets `Refused(kind="not_holder")` before anything runs."""
         claimed = self.claim(
             execution_id,
             token,
             destination=destination,
             covered_version=covered_version,
             instruction_version=instruction_version,
+            lease=lease,
         )
         if claimed.status != "granted" or claimed.confirmed:
             # Done (its stored receipt), failed, or confirmed by an earlier attempt with this token, which may
@@ -568,8 +607,8 @@ class Client:
         refusal = admits(claimed) if admits is not None else None
         if refusal is not None:
             principal, reason = refusal
-            return self.refuse(execution_id, token, principal=principal, reason=reason)
-        claimed = self.confirm(execution_id, token)
+            return self.refuse(execution_id, token, principal=principal, reason=reason, lease=lease)
+        claimed = self.confirm(execution_id, token, lease=lease)
         if claimed.status != "sending":
             return claimed
         try:
@@ -579,13 +618,14 @@ class Client:
             raise
         return self.receipt(execution_id, token, result)
 
-    def settle(self, holder: str, receipt: dict[str, Any]) -> BudgetStatus:
+    def settle(self, holder: str, receipt: dict[str, Any], *, lease: Lease | None = None) -> BudgetStatus:
         """Settles a spend that was sent (`holder`: `P-n` or `A-n`) with the other side's conclusive receipt
         (`{"operation", "amount", "outcome": "accepted" | "rejected"}`); the budget afterwards. Not repeated
-        after a lost answer (read the budget)."""
+        after a lost answer (read the budget). `lease`: the task's lease the host holds (while the task is
+        leased, only its current holder settles: `Refused(kind="not_holder")`)."""
         if not isinstance(receipt, dict):
             raise InputError(f"receipt must be a dict, not `{type(receipt).__name__}`")
-        body = {"holder": _text("holder", holder), "receipt": receipt}
+        body = _with_lease({"holder": _text("holder", holder), "receipt": receipt}, lease)
         answer = self._request("POST", "/v1/settle", body, safe=False, about=("execution", holder))
         budget: BudgetStatus = _read("budget", _member(answer, "budget"))
         return budget
@@ -605,6 +645,44 @@ class Client:
         answer = self._request("POST", path, {}, safe=True, about=("task", operation_key))
         t: Task = _read("task", _member(answer, "task"))
         return t
+
+    def _lease_op(self, operation_key: str, step: str, body: dict[str, Any]) -> Lease:
+        path = f"/v1/tasks/{_segment('operation_key', operation_key)}/lease{step}"
+        answer = self._request("POST", path, body, safe=True, about=("task", operation_key))
+        lease: Lease = _read("lease", _member(answer, "lease"))
+        return lease
+
+    def take_task(self, operation_key: str, holder: str, seconds: int) -> Lease:
+        """Takes the task `operation_key` for `holder` (a name the host chooses, one per worker) for `seconds`
+        (1 to 86400): the `Lease`, with its fence. Present it (`lease=`) to every call, claim, confirmation and
+        settlement under the key; renew it while the work goes on. `Refused(kind="not_holder")` while another
+        holder's lease is held; `kind="not_your_agent"` when the task is bound to an agent the key does not
+        host (a key no call bound yet: any host key takes it)."""
+        body = {"holder": _text("holder", holder), "seconds": _seconds("seconds", seconds)}
+        return self._lease_op(operation_key, "", body)
+
+    def renew_task(self, lease: Lease, seconds: int) -> Lease:
+        """Renews a lease the host holds for `seconds` from now, keeping its fence. `Refused(kind="not_holder")`
+        when another fence is current (the task was taken over)."""
+        body = _lease(lease)
+        body["seconds"] = _seconds("seconds", seconds)
+        return self._lease_op(lease.key, "/renew", body)
+
+    def release_task(self, lease: Lease) -> Lease:
+        """Releases a lease before it expires: another host may take the task now. Releasing again changes
+        nothing; `Refused(kind="not_holder")` when another fence is current."""
+        body = _lease(lease)
+        return self._lease_op(lease.key, "/release", body)
+
+    def lease(self, operation_key: str) -> Lease | None:
+        """The lease on `operation_key` as the service's store has it (expired and released ones included), or
+        `None` when the key was never leased."""
+        path = f"/v1/tasks/{_segment('operation_key', operation_key)}/lease"
+        value = _member(self._request("GET", path, safe=True, about=("task", operation_key)), "lease")
+        if value is None:
+            return None
+        lease: Lease = _read("lease", value)
+        return lease
 
     def rules(self) -> list[StandingRule]:
         """Every standing rule, revoked ones included, oldest first."""

@@ -10,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use super::proposals::proposal_json;
+use super::tasks::{LeaseBody, presented};
 use super::{App, Caller};
 use crate::body::Json;
 use crate::error::ApiError;
@@ -70,6 +71,10 @@ pub(crate) struct CallBody {
     instruction_version: Option<String>,
     #[serde(default)]
     lifetime_seconds: Option<u64>,
+    /// The task's lease the host holds (spec §5a "Leases"): while the task `operation_key` is leased,
+    /// only a call presenting its current lease is made.
+    #[serde(default)]
+    lease: Option<LeaseBody>,
 }
 
 /// One item of evidence: a tool run before, and what it returned.
@@ -159,6 +164,7 @@ pub(crate) async fn call(
         lifetime_seconds: body.lifetime_seconds,
     };
     let token = body.claim_token;
+    let lease = body.lease.map(|l| presented(&request.operation_key, l));
     let statement =
         Statement { version: body.covered_version, shown: body.shown, instruction_version: body.instruction_version };
     let metrics_app = app.clone();
@@ -170,7 +176,10 @@ pub(crate) async fn call(
             metrics_app.metrics.decision(decision.level);
             let answer = match decision.level {
                 Level::Alone => {
-                    let execution = app.rt.claim_alone(&request, &token)?;
+                    let execution = match &lease {
+                        Some(lease) => app.rt.holding(lease).claim_alone(&request, &token)?,
+                        None => app.rt.claim_alone(&request, &token)?,
+                    };
                     json!({"outcome": "alone", "decision": decision, "execution": execution})
                 }
                 Level::Never => {
@@ -180,7 +189,10 @@ pub(crate) async fn call(
                     }));
                 }
                 Level::Propose | Level::ProposeEveryTime => {
-                    let proposal = stating(statement, || app.rt.propose(&request))?;
+                    let proposal = stating(statement, || match &lease {
+                        Some(lease) => app.rt.holding(lease).propose(&request),
+                        None => app.rt.propose(&request),
+                    })?;
                     let answer =
                         json!({"outcome": "proposed", "decision": decision, "proposal": proposal_json(&proposal)});
                     return Ok((axum::Json(answer), Some(proposal)));

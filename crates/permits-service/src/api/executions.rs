@@ -7,10 +7,11 @@
 use std::sync::Arc;
 
 use axum::extract::{Path, State};
-use permits_runtime::{AuthorityRefusal, Claimed, RunOutcome};
+use permits_runtime::{AuthorityRefusal, Claimed, Lease, RunOutcome};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::tasks::{LeaseBody, presented};
 use super::{App, Caller};
 use crate::body::Json;
 use crate::error::ApiError;
@@ -36,18 +37,21 @@ pub(crate) async fn status(
     Ok(axum::Json(value))
 }
 
-/// Checks that the caller hosts the execution's agent, then runs `f`, in one blocking task.
+/// Checks that the caller hosts the execution's agent, then runs `f` with the execution's id and the lease
+/// the body presents (`lease: {holder, fence}`, for the execution's operation key), in one blocking task.
 async fn as_host(
     app: Arc<App>,
     caller: Caller,
     id: String,
-    f: impl FnOnce(&App, &str) -> Result<Claimed, ApiError> + Send + 'static,
+    lease: Option<LeaseBody>,
+    f: impl FnOnce(&App, &str, Option<&Lease>) -> Result<Claimed, ApiError> + Send + 'static,
 ) -> Result<axum::Json<Value>, ApiError> {
     app.change(move |app| {
         let current = app.rt.execution(&id)?;
         // The agent's and every delegating agent's account (spec §3b).
         caller.host_of_all(current.accounts.iter().map(String::as_str))?;
-        Ok(axum::Json(execution_json(&f(app, &id)?)))
+        let lease = lease.map(|l| presented(&current.operation_key, l));
+        Ok(axum::Json(execution_json(&f(app, &id, lease.as_ref())?)))
     })
     .await
 }
@@ -67,6 +71,9 @@ pub(crate) struct ClaimBody {
     /// The version of the instructions the agent works under now: a change since the proposal is `stale`.
     #[serde(default)]
     instruction_version: Option<String>,
+    /// The task's lease the host holds (spec §5a "Leases"), when the task is leased.
+    #[serde(default)]
+    lease: Option<LeaseBody>,
 }
 
 /// `POST /v1/executions/{id}/claim` (a host key for the agent).
@@ -76,7 +83,7 @@ pub(crate) async fn claim(
     Path(id): Path<String>,
     Json(body): Json<ClaimBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    as_host(app, caller, id, move |app, id| {
+    as_host(app, caller, id, body.lease, move |app, id, lease| {
         if id.starts_with("A-") {
             // An alone run was claimed by its call: the same token answers the same.
             let current = app.rt.execution(id)?;
@@ -88,9 +95,11 @@ pub(crate) async fn claim(
                 message: format!("execution `{id}` is claimed with another claim token: nothing runs twice"),
             }));
         }
-        let mut claimed = stating(Statement::version(body.covered_version, body.instruction_version), || {
-            app.rt.claim(id, &body.token, body.destination.as_deref())
-        })?;
+        let mut claimed =
+            stating(Statement::version(body.covered_version, body.instruction_version), || match lease {
+                Some(lease) => app.rt.holding(lease).claim(id, &body.token, body.destination.as_deref()),
+                None => app.rt.claim(id, &body.token, body.destination.as_deref()),
+            })?;
         // A `done` proposal answers any token with its stored receipt: the token that ran it stays its own.
         if claimed.claim_token.as_deref() != Some(body.token.as_str()) {
             claimed.claim_token = None;
@@ -103,9 +112,12 @@ pub(crate) async fn claim(
 /// The body of `POST /v1/executions/{id}/confirm`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct TokenBody {
+pub(crate) struct ConfirmBody {
     /// The claim token.
     token: String,
+    /// The task's lease the host holds, when the task is leased.
+    #[serde(default)]
+    lease: Option<LeaseBody>,
 }
 
 /// `POST /v1/executions/{id}/confirm`: the host's permissions admit the agent's account and the person
@@ -114,9 +126,15 @@ pub(crate) async fn confirm(
     State(app): State<Arc<App>>,
     caller: Caller,
     Path(id): Path<String>,
-    Json(body): Json<TokenBody>,
+    Json(body): Json<ConfirmBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    as_host(app, caller, id, move |app, id| Ok(app.rt.confirm(id, &body.token)?)).await
+    as_host(app, caller, id, body.lease, move |app, id, lease| {
+        Ok(match lease {
+            Some(lease) => app.rt.holding(lease).confirm(id, &body.token)?,
+            None => app.rt.confirm(id, &body.token)?,
+        })
+    })
+    .await
 }
 
 /// Which account the host's permissions refused.
@@ -137,6 +155,9 @@ pub(crate) struct RefuseBody {
     principal: Principal,
     /// What the host's permissions said ("only a manager may set a price").
     reason: String,
+    /// The task's lease the host holds, when the task is leased.
+    #[serde(default)]
+    lease: Option<LeaseBody>,
 }
 
 /// `POST /v1/executions/{id}/refuse`: the host's permissions refused → `failed`, final.
@@ -150,7 +171,13 @@ pub(crate) async fn refuse(
         Principal::Agent => AuthorityRefusal::Agent,
         Principal::Person => AuthorityRefusal::Person,
     };
-    as_host(app, caller, id, move |app, id| Ok(app.rt.refuse_claim(id, &body.token, refused, &body.reason)?)).await
+    as_host(app, caller, id, body.lease, move |app, id, lease| {
+        Ok(match lease {
+            Some(lease) => app.rt.holding(lease).refuse_claim(id, &body.token, refused, &body.reason)?,
+            None => app.rt.refuse_claim(id, &body.token, refused, &body.reason)?,
+        })
+    })
+    .await
 }
 
 /// What the host reports after running.
@@ -180,7 +207,9 @@ pub(crate) struct ReceiptBody {
 }
 
 /// `POST /v1/executions/{id}/receipt`: the outcome of a confirmed execution. A retry answers the same and
-/// changes nothing.
+/// changes nothing. It takes no lease: what ran is recorded whoever holds the task now (an execution
+/// admitted under a lease ran; refusing its report would only lose what happened), and settling it
+/// afterwards needs the lease.
 pub(crate) async fn receipt(
     State(app): State<Arc<App>>,
     caller: Caller,
@@ -194,7 +223,7 @@ pub(crate) async fn receipt(
             RunOutcome::Unknown(body.reason.unwrap_or_else(|| "the host could not confirm the outcome".into()))
         }
     };
-    as_host(app, caller, id, move |app, id| Ok(app.rt.record_outcome(id, &body.token, outcome)?)).await
+    as_host(app, caller, id, None, move |app, id, _| Ok(app.rt.record_outcome(id, &body.token, outcome)?)).await
 }
 
 /// The body of `POST /v1/settle`.
@@ -205,6 +234,9 @@ pub(crate) struct SettleBody {
     holder: String,
     /// The other side's conclusive receipt: `{"operation", "amount", "outcome": "accepted" | "rejected"}`.
     receipt: Value,
+    /// The task's lease the host holds, when the task is leased.
+    #[serde(default)]
+    lease: Option<LeaseBody>,
 }
 
 /// `POST /v1/settle` (a host key for the execution's agent): settles a spend that was sent (spec §6
@@ -217,7 +249,10 @@ pub(crate) async fn settle(
     app.change(move |app| {
         let current = app.rt.execution(&body.holder)?;
         caller.host_of_all(current.accounts.iter().map(String::as_str))?;
-        let budget = app.rt.settle(&body.holder, &body.receipt)?;
+        let budget = match body.lease.map(|l| presented(&current.operation_key, l)) {
+            Some(lease) => app.rt.holding(&lease).settle(&body.holder, &body.receipt)?,
+            None => app.rt.settle(&body.holder, &body.receipt)?,
+        };
         Ok(axum::Json(json!({"budget": budget})))
     })
     .await

@@ -144,6 +144,9 @@ pub(crate) fn router(app: Arc<App>) -> Router {
         .route("/v1/settle", post(executions::settle))
         .route("/v1/tasks/{key}", get(tasks::task))
         .route("/v1/tasks/{key}/end", post(tasks::end))
+        .route("/v1/tasks/{key}/lease", get(tasks::lease).post(tasks::take))
+        .route("/v1/tasks/{key}/lease/renew", post(tasks::renew))
+        .route("/v1/tasks/{key}/lease/release", post(tasks::release))
         .route("/v1/rules", get(rules::list).post(rules::allow_alone))
         .route("/v1/rules/{id}/revoke", post(rules::revoke))
         .route("/v1/budgets", get(rules::budgets))
@@ -223,6 +226,17 @@ impl Caller {
                     self.0.id,
                     self.0.kind.as_str()
                 ),
+            )),
+        }
+    }
+
+    /// A host key, for any agents: `what` is what only a host does ("take a task's lease").
+    pub(crate) fn host_key(&self, what: &str) -> Result<(), ApiError> {
+        match self.0.kind {
+            KeyKind::Host => Ok(()),
+            kind => Err(ApiError::forbidden(
+                "host_only",
+                format!("only a host key may {what}: key `{}` is a {} key", self.0.id, kind.as_str()),
             )),
         }
     }

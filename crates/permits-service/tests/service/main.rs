@@ -8,6 +8,7 @@ mod delegation;
 mod durability;
 mod inbox;
 mod keys;
+mod leases;
 mod modes;
 mod openapi;
 mod postgres;
