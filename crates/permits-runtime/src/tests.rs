@@ -272,24 +272,27 @@ fn world() -> World {
 
 /// A proposal made through a runtime on `store` (the store conformance suite's runtime test).
 pub(crate) fn propose_on_store(store: impl Store + Send + Sync + 'static) -> Result<Proposal, RuntimeError> {
+    workshop_on(store).propose(&ProposalRequest::new(
+        set_price(45, "Mia", "EstimateRepair"),
+        "job-1",
+        "Pads and a cable.",
+    ))
+}
+
+/// The workshop's runtime on `store`, at a fixed time, with the shop's covered versions and ticket names.
+fn workshop_on(store: impl Store + Send + Sync + 'static) -> Runtime {
     let shop = Shop::new();
-    let rt = Runtime::new(workshop(), shop.clone())
+    Runtime::new(workshop(), shop.clone())
         .with_clock(ManualClock::at(1_000_000))
         .with_versions(shop)
         .with_naming(Tickets)
-        .with_store(store);
-    rt.propose(&ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "job-1", "Pads and a cable."))
+        .with_store(store)
 }
 
 /// Decides one call through a runtime on `store`, after a first transaction (a proposal) installed the
 /// table: the decide's own transaction then writes only its decision event.
 pub(crate) fn decide_on_store(store: impl Store + Send + Sync + 'static) -> Result<Decision, RuntimeError> {
-    let shop = Shop::new();
-    let rt = Runtime::new(workshop(), shop.clone())
-        .with_clock(ManualClock::at(1_000_000))
-        .with_versions(shop)
-        .with_naming(Tickets)
-        .with_store(store);
+    let rt = workshop_on(store);
     rt.propose(&ProposalRequest::new(set_price(45, "Mia", "EstimateRepair"), "job-1", "Pads and a cable."))?;
     rt.decide(&set_price(45, "Mia", "EstimateRepair"))
 }
