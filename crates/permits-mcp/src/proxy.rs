@@ -170,6 +170,51 @@ struct State {
     sending: Mutex<std::collections::HashSet<String>>,
 }
 
+/// Work queued for after a request's answer ([`AfterAnswer`]).
+type Later = Vec<Box<dyn FnOnce()>>;
+
+std::thread_local! {
+    /// The work a request thread does after it has answered the agent ([`AfterAnswer`]); `None` on any
+    /// other thread, where such work runs at once.
+    static AFTER_ANSWER: std::cell::RefCell<Option<Later>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Work a request thread does after its answer is written: recording an alone call's receipt, which the
+/// agent need not wait for. The run is `sending` in the service until then, the state that never runs
+/// again, so a receipt lost to a crash in between leaves it `sending` (outcome not recorded), never run
+/// twice. [`AfterAnswer::later`] off a request thread runs the work at once.
+struct AfterAnswer;
+
+impl AfterAnswer {
+    /// This thread's work after the answer starts here.
+    fn begin() -> AfterAnswer {
+        AFTER_ANSWER.with(|a| *a.borrow_mut() = Some(Vec::new()));
+        AfterAnswer
+    }
+
+    /// Runs `work` after the answer on a request thread, or now on any other thread.
+    fn later(work: Box<dyn FnOnce()>) {
+        let work = AFTER_ANSWER.with(|a| match a.borrow_mut().as_mut() {
+            Some(queue) => {
+                queue.push(work);
+                None
+            }
+            None => Some(work),
+        });
+        if let Some(work) = work {
+            work();
+        }
+    }
+
+    /// Runs the work queued since [`AfterAnswer::begin`], in order.
+    fn run(self) {
+        let queue = AFTER_ANSWER.with(|a| a.borrow_mut().take()).unwrap_or_default();
+        for work in queue {
+            work();
+        }
+    }
+}
+
 /// An execution marked as being sent by this gateway ([`State::sending`]), unmarked when dropped: on every
 /// return, after its receipt is recorded.
 struct Sending<'a> {
@@ -278,6 +323,7 @@ pub fn run(
                     let (state, key) = (Arc::clone(&state), key.clone());
                     let flight = Arc::clone(&flight);
                     move || {
+                        let after = AfterAnswer::begin();
                         let answer = handle_request(&state, &flight, &method, params);
                         land(&state, &key, &flight);
                         if flight.is_cancelled() {
@@ -285,6 +331,9 @@ pub fn run(
                         } else {
                             send(&state, &Message::Response { id, outcome: answer });
                         }
+                        // The receipts of the alone calls this request ran, after their answers: still
+                        // counted in flight, so the proxy's end waits for them.
+                        after.run();
                         state.in_flight.fetch_sub(1, Ordering::SeqCst);
                     }
                 });
@@ -569,6 +618,9 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
         "mode": state.options.mode,
         "via": state.options.via.iter().map(|(agent, skill)| json!({"agent": agent, "skill": skill})).collect::<Vec<_>>(),
         "claim_token": hex(&token),
+        // The gateway has no permissions of its own to check: an alone call is confirmed with its claim,
+        // one transaction instead of two (`Runtime::claim_alone_confirmed`).
+        "confirm": true,
         "why": why,
         "evidence": evidence,
     });
@@ -697,7 +749,7 @@ fn done_result(record: &Value) -> Value {
 }
 
 /// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt. `alone`: the
-/// execution of an alone call (not a proposal's).
+/// execution of an alone call (not a proposal's), which comes confirmed (`sending`) with its claim.
 fn run_execution(
     state: &Arc<State>,
     flight: &Flight,
@@ -713,7 +765,9 @@ fn run_execution(
     if status == "done" {
         return Ok(done_result(execution));
     }
-    if status != "granted" || confirmed {
+    // An alone call's run comes confirmed with its claim (`"confirm": true` above): `sending`, to be sent.
+    let sending = alone && status == "sending" && confirmed;
+    if !sending && (status != "granted" || confirmed) {
         let reason = execution.get("reason").and_then(Value::as_str).unwrap_or("");
         return Ok(tool_result(
             format!(
@@ -736,10 +790,12 @@ fn run_execution(
         return Err(error_object(INTERNAL_ERROR, "cancelled"));
     }
     let path = |step: &str| format!("/v1/executions/{}/{step}", segment(&id));
-    let confirm = service_call(state, &path("confirm"), &json!({"token": token}))?;
-    if !confirm.ok() || text_of(&confirm.body, "status") != "sending" {
-        let (code, message) = confirm.error();
-        return Ok(tool_result(format!("refused at the confirmation ({code}): {message}"), true));
+    if !sending {
+        let confirm = service_call(state, &path("confirm"), &json!({"token": token}))?;
+        if !confirm.ok() || text_of(&confirm.body, "status") != "sending" {
+            let (code, message) = confirm.error();
+            return Ok(tool_result(format!("refused at the confirmation ({code}): {message}"), true));
+        }
     }
     if flight.is_cancelled() {
         // Cancelled before the send (an alone call, or between the confirmation and the send): nothing was
@@ -773,10 +829,21 @@ fn run_execution(
             json!({"token": token, "outcome": "unknown", "reason": format!("no answer from the upstream server: {e}")})
         }
     };
-    match service_call(state, &path("receipt"), &receipt) {
-        Ok(a) if a.ok() => {}
-        Ok(a) => log(&format!("the receipt of {id} was refused: {:?}", a.error())),
-        Err(e) => log(&format!("the receipt of {id} could not be sent: {e}")),
+    let record = {
+        let (state, path) = (Arc::clone(state), path("receipt"));
+        move || match service_call(&state, &path, &receipt) {
+            Ok(a) if a.ok() => {}
+            Ok(a) => log(&format!("the receipt of {id} was refused: {:?}", a.error())),
+            Err(e) => log(&format!("the receipt of {id} could not be sent: {e}")),
+        }
+    };
+    if alone && outcome.is_ok() {
+        // An alone call's result goes to the agent first: its run is `sending` (never run again) until the
+        // receipt is recorded. A proposal's receipt is recorded before the answer, with the run still
+        // marked as being sent by this gateway (`_sending`).
+        AfterAnswer::later(Box::new(record));
+    } else {
+        record();
     }
     if let Ok(result) = &outcome {
         remember(state, name, forward_params.get("arguments").cloned().unwrap_or(Value::Null), result);

@@ -192,15 +192,29 @@ impl Runtime {
     /// Errors: [`Refusal::Never`], [`Refusal::MustPropose`], [`Refusal::Budget`], [`Refusal::Claimed`],
     /// [`RuntimeError::Store`].
     pub fn claim_alone(&self, request: &ProposalRequest, token: &str) -> Result<Claimed, RuntimeError> {
-        self.claim_alone_as(None, request, token)
+        self.claim_alone_as(None, request, token, false)
     }
 
-    /// [`Runtime::claim_alone`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    /// [`Runtime::claim_alone`] and [`Runtime::confirm`] in one store transaction, for a host that checked
+    /// its own permissions before the call or has none to check (an MCP gateway: spec §5 "Execution
+    /// admission"): the run (`A-n`) is `sending` when this returns, and the host runs it and reports its
+    /// receipt. One commit instead of two; what is recorded is the same (the claim's event, then the
+    /// confirmation's). A retry with the same token and call answers the same (`sending`, or the outcome
+    /// recorded since).
+    ///
+    /// Errors: those of [`Runtime::claim_alone`].
+    pub fn claim_alone_confirmed(&self, request: &ProposalRequest, token: &str) -> Result<Claimed, RuntimeError> {
+        self.claim_alone_as(None, request, token, true)
+    }
+
+    /// [`Runtime::claim_alone`] (and, with `confirm`, [`Runtime::confirm`] in the same transaction)
+    /// presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
     pub(crate) fn claim_alone_as(
         &self,
         acting: Option<&Lease>,
         request: &ProposalRequest,
         token: &str,
+        confirm: bool,
     ) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
@@ -218,6 +232,10 @@ impl Runtime {
                     && run.operation_key == request.operation_key
                     && crate::table::canonical_value(&run.arguments) == crate::table::canonical_value(&call.arguments);
                 if same {
+                    let mut run = run;
+                    if confirm && run.status == Status::Granted {
+                        self.confirm_run_in(tx, events, &table, &mut run, token, now)?;
+                    }
                     return Ok(Claimed::of_run(&run));
                 }
                 let message = format!(
@@ -232,7 +250,7 @@ impl Runtime {
             let Some((id, amount)) = admitted.holder else {
                 return Err(RuntimeError::Store(StoreError("an alone run recorded for a host has no id".into())));
             };
-            let run = Run {
+            let mut run = Run {
                 id,
                 operation_key: request.operation_key.clone(),
                 agent: call.agent.clone(),
@@ -262,6 +280,9 @@ impl Runtime {
             e.outcome = "claimed".into();
             e.authorized_by = Some(crate::call::alone_authorization(&admitted.decision));
             events.push(e);
+            if confirm {
+                self.confirm_run_in(tx, events, &table, &mut run, token, now)?;
+            }
             Ok(Claimed::of_run(&run))
         })
     }

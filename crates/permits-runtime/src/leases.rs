@@ -291,7 +291,12 @@ impl Holding<'_> {
 
     /// [`Runtime::claim_alone`], presenting the lease.
     pub fn claim_alone(&self, request: &ProposalRequest, token: &str) -> Result<Claimed, RuntimeError> {
-        self.runtime.claim_alone_as(Some(self.lease), request, token)
+        self.runtime.claim_alone_as(Some(self.lease), request, token, false)
+    }
+
+    /// [`Runtime::claim_alone_confirmed`], presenting the lease.
+    pub fn claim_alone_confirmed(&self, request: &ProposalRequest, token: &str) -> Result<Claimed, RuntimeError> {
+        self.runtime.claim_alone_as(Some(self.lease), request, token, true)
     }
 
     /// [`Runtime::confirm`], presenting the lease.

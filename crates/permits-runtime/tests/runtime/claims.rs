@@ -213,6 +213,41 @@ fn an_alone_run_is_claimed_confirmed_and_settled() -> R {
     Ok(())
 }
 
+/// `claim_alone_confirmed`: the claim and the confirmation in one transaction — `sending` at once, with the
+/// same reservation, rule use and events as the two steps; a retry answers the same; a claim made without
+/// the confirmation is confirmed by the confirmed call's retry; what must be proposed is still refused.
+#[test]
+fn an_alone_run_claimed_and_confirmed_at_once_is_sending() -> R {
+    let rt = runtime();
+    let rule = small_orders_alone(&rt)?;
+    let request = ProposalRequest::new(order("mint", 300), "order-1", "a tub of mint");
+    let claimed = rt.claim_alone_confirmed(&request, "tok-a")?;
+    assert_eq!((claimed.id.as_str(), claimed.status, claimed.runs_as.as_str()), ("A-1", Status::Sending, "Sam"));
+    assert!(claimed.confirmed);
+    assert_eq!(supplies(&rt)?, (300, 0));
+    assert_eq!(rt.rules()?.iter().find(|r| r.id == rule).map(|r| r.uses), Some(1));
+    assert_eq!(rt.claim_alone_confirmed(&request, "tok-a")?, claimed);
+    assert_eq!(supplies(&rt)?, (300, 0));
+    let outcomes: Vec<String> = rt
+        .audit_chain()?
+        .into_iter()
+        .filter(|e| e.event.proposal.as_deref() == Some("A-1"))
+        .map(|e| e.event.outcome)
+        .collect();
+    assert_eq!(outcomes, ["claimed", "sending"]);
+    rt.record_outcome("A-1", "tok-a", RunOutcome::Done(json!({"queued": true})))?;
+    rt.settle("A-1", &accepted("A-1", 300))?;
+    assert_eq!(supplies(&rt)?, (0, 300));
+    // Claimed in two steps, the first answer lost: the confirmed call's retry confirms it.
+    let second = ProposalRequest::new(order("mint", 300), "order-2", "another tub");
+    assert_eq!(rt.claim_alone(&second, "tok-b")?.status, Status::Granted);
+    assert_eq!(rt.claim_alone_confirmed(&second, "tok-b")?.status, Status::Sending);
+    let (r, _) =
+        refusal(rt.claim_alone_confirmed(&ProposalRequest::new(order("mint", 900), "order-3", "big"), "tok-c"))?;
+    assert_eq!(r, Refusal::MustPropose);
+    Ok(())
+}
+
 #[test]
 fn an_alone_run_refused_by_the_host_releases_its_reservation() -> R {
     let rt = runtime();

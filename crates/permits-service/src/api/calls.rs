@@ -57,6 +57,10 @@ pub(crate) struct CallBody {
     via: Vec<ChainLink>,
     operation_key: String,
     claim_token: String,
+    /// The host checked its own permissions before the call, or has none to check: an alone call is
+    /// claimed and confirmed in one transaction (`Runtime::claim_alone_confirmed`), answered `sending`.
+    #[serde(default)]
+    confirm: bool,
     #[serde(default)]
     why: String,
     #[serde(default)]
@@ -133,7 +137,8 @@ pub(crate) async fn decide(
 
 /// `POST /v1/calls`: one tool call of the agent. `alone` → `{"outcome": "alone", "execution"}`: admitted
 /// and claimed with `claim_token` (a retry with the same token answers the same); the host confirms or
-/// refuses it, runs it, and reports the receipt. `propose` / `propose_every_time` → `{"outcome":
+/// refuses it (or, with `"confirm": true`, it is confirmed in the same transaction), runs it, and reports
+/// the receipt. `propose` / `propose_every_time` → `{"outcome":
 /// "proposed", "proposal"}` (a retry under the same operation key is the same proposal). `never` → 403 with
 /// the reason, and nothing is made.
 pub(crate) async fn call(
@@ -164,6 +169,7 @@ pub(crate) async fn call(
         lifetime_seconds: body.lifetime_seconds,
     };
     let token = body.claim_token;
+    let confirm = body.confirm;
     let lease = body.lease.map(|l| presented(&request.operation_key, l));
     let statement =
         Statement { version: body.covered_version, shown: body.shown, instruction_version: body.instruction_version };
@@ -176,9 +182,11 @@ pub(crate) async fn call(
             metrics_app.metrics.decision(decision.level);
             let answer = match decision.level {
                 Level::Alone => {
-                    let execution = match &lease {
-                        Some(lease) => app.rt.holding(lease).claim_alone(&request, &token)?,
-                        None => app.rt.claim_alone(&request, &token)?,
+                    let execution = match (&lease, confirm) {
+                        (Some(lease), false) => app.rt.holding(lease).claim_alone(&request, &token)?,
+                        (Some(lease), true) => app.rt.holding(lease).claim_alone_confirmed(&request, &token)?,
+                        (None, false) => app.rt.claim_alone(&request, &token)?,
+                        (None, true) => app.rt.claim_alone_confirmed(&request, &token)?,
                     };
                     json!({"outcome": "alone", "decision": decision, "execution": execution})
                 }

@@ -118,6 +118,29 @@ fn a_retried_claim_with_the_same_token_gets_the_same_answer() -> R {
     Ok(())
 }
 
+/// `"confirm": true` on an alone call: claimed and confirmed in one transaction, answered `sending`; the
+/// receipt follows with no confirmation request; a retry answers the run as it is now.
+#[test]
+fn an_alone_call_confirmed_with_its_claim_is_sending_at_once() -> R {
+    let server = Server::start("support-triage");
+    let host = server.host("Triage");
+    let call = json!({"agent": "Triage", "skill": "ExportFailures", "tool": "GetExportContext",
+        "arguments": {"job_id": "J-42"}, "requester": "Sam", "operation_key": "at-once", "claim_token": "alone-c",
+        "confirm": true});
+    let first = host.post("/v1/calls", &call).ok();
+    assert_eq!(
+        (&first["outcome"], &first["execution"]["id"], &first["execution"]["status"], &first["execution"]["confirmed"]),
+        (&json!("alone"), &json!("A-1"), &json!("sending"), &json!(true))
+    );
+    assert_eq!(host.post("/v1/calls", &call).ok(), first);
+    let receipt = json!({"token": "alone-c", "outcome": "done", "receipt": {"rows": 3}});
+    let done = host.post("/v1/executions/A-1/receipt", &receipt).ok();
+    assert_eq!((&done["status"], &done["receipt"]), (&json!("done"), &json!({"rows": 3})));
+    let again = host.post("/v1/calls", &call).ok();
+    assert_eq!((&again["execution"]["id"], &again["execution"]["status"]), (&json!("A-1"), &json!("done")));
+    Ok(())
+}
+
 #[test]
 fn killed_between_claim_and_receipt_it_never_runs_again() -> R {
     let server = Server::start("support-triage");
