@@ -1377,6 +1377,25 @@ impl<'a> Checker<'a> {
                         serde_json::Value::from(s.clone())
                     }
                     (Value(Literal::Bool(b)), ParamType::Bool) => serde_json::Value::from(*b),
+                    (Decimal(text), ParamType::Number) => {
+                        // As a call's JSON would carry it: the `f64` nearest the decimal, which conditions
+                        // read back as its shortest decimal (`0.1` as 0.1; permits-table's `number` module).
+                        match text.parse::<f64>().ok().and_then(serde_json::Number::from_f64) {
+                            Some(n) => serde_json::Value::Number(n),
+                            None => {
+                                self.diags.push(
+                                    Diagnostic::new(
+                                        Code::CheckConditionType,
+                                        format!("the argument `{}` is too large for a JSON number", name.name),
+                                    )
+                                    .at(value.span, "beyond what a call's JSON can carry")
+                                    .help("give a number a host can send, within the range of a 64-bit float"),
+                                );
+                                ok = false;
+                                continue;
+                            }
+                        }
+                    }
                     (Decimal(text), ParamType::Money | ParamType::Int) => {
                         let wanted = if *ty == ParamType::Int {
                             DecimalFor::Int { param: &name.name }
@@ -1400,7 +1419,7 @@ impl<'a> Checker<'a> {
                             }
                             (ParamType::String | ParamType::Shell, _) => "write a quoted string".to_string(),
                             (ParamType::Int | ParamType::Money, _) => "write a whole number".to_string(),
-                            (ParamType::Number, _) => "write a whole number".to_string(),
+                            (ParamType::Number, _) => "write a number, like `10` or `2.75`".to_string(),
                             (ParamType::Json, _) => "write a whole number, a string or `true`/`false`".to_string(),
                             (ParamType::Bool, _) => "write `true` or `false`".to_string(),
                         };

@@ -11,7 +11,7 @@ use crate::diagnostics::{Code, Diagnostic, closest};
 use crate::syntax::Span;
 use crate::syntax::ast::{ConditionExpr, ConditionExprKind, Ident, LiteralExpr, LiteralValue};
 use crate::table::shell::pattern_can_match_part;
-use crate::table::{CompareOp, Condition, Literal as Value, ParamType};
+use crate::table::{CompareOp, Condition, Decimal, Literal as Value, ParamType};
 
 /// How a tool spends (spec §6), for the help of a decimal written as money: the `money` parameter, the
 /// budget, and the budget's unit when it names one.
@@ -184,6 +184,7 @@ pub(crate) fn value_kind(v: &LiteralValue) -> &'static str {
         LiteralValue::Decimal(_) => "a decimal number",
         LiteralValue::Value(Value::String(_)) => "a string",
         LiteralValue::Value(Value::Bool(_)) => "`true` or `false`",
+        LiteralValue::Value(Value::Number(_)) => "a decimal number",
     }
 }
 
@@ -261,17 +262,6 @@ fn lower_inner(
                 );
                 None
             }
-            Some((_, ParamType::Number)) => {
-                diags.push(
-                    Diagnostic::new(
-                        Code::CheckConditionType,
-                        format!("`{}` is `number`: conditions on `number` are not supported yet", param.name),
-                    )
-                    .at(param.span, "a JSON number, integer or fraction")
-                    .help("declare it `int` if it is always a whole number, and compare it with `<`, `<=`, `==`, `!=`, `>=`, `>`"),
-                );
-                None
-            }
             Some((_, ty)) => Some(ty.clone()),
             None => {
                 let mut d = Diagnostic::new(
@@ -327,6 +317,20 @@ fn lower_inner(
                 );
                 return None;
             }
+            if ty == ParamType::Number {
+                // Spec §2: a `number` is compared with `<` … `>` against decimal literals; a whole number
+                // is one too. The table holds the exact decimal, so `10` here also takes `10.5` as argument.
+                let decimal = match &value.value {
+                    LiteralValue::Value(Value::Int(n)) => Some(Decimal::from_i64(*n)),
+                    LiteralValue::Decimal(text) => Decimal::parse(text),
+                    LiteralValue::Value(_) => None,
+                };
+                let Some(decimal) = decimal else {
+                    diags.push(mismatch(param, &ty, value));
+                    return None;
+                };
+                return Some(Condition::Compare { param: param.name.clone(), op: *op, value: Value::Number(decimal) });
+            }
             let literal = match &value.value {
                 LiteralValue::Value(v) => v,
                 LiteralValue::Decimal(text) => {
@@ -354,7 +358,7 @@ fn lower_inner(
                 diags.push(
                     Diagnostic::new(Code::CheckConditionType, format!("`{}` orders numbers, but `{}` is `{}`", op.as_str(), param.name, type_name(&ty)))
                         .at(w.span, "not a number")
-                        .help("`<`, `<=`, `>=`, `>` compare `int` and `money` parameters; strings take `==`, `!=`, `in [..]` and `matches`"),
+                        .help("`<`, `<=`, `>=`, `>` compare `int`, `money` and `number` parameters; strings take `==`, `!=`, `in [..]` and `matches`"),
                 );
                 return None;
             }
@@ -435,6 +439,7 @@ fn mismatch(param: &Ident, ty: &ParamType, value: &LiteralExpr) -> Diagnostic {
         }
         ParamType::Int => "write a whole number",
         ParamType::Bool => "write `true` or `false`",
+        ParamType::Number => "write a number, like `10`, `-3` or `2.75`",
         ParamType::Shell => "write a quoted command, compared with each part of the line: `command == \"cargo test\"`",
         _ => "write a quoted string",
     })
@@ -597,6 +602,8 @@ fn set_of<'c>(c: &'c Condition, param: &mut Option<&'c str>) -> Option<Set> {
                         CompareOp::Gt => Set::Ints(interval(n + 1, MAX)),
                     })
                 }
+                // Decimals are not analysed: the condition may go either way as far as this knows.
+                Value::Number(_) => None,
                 Value::String(s) => {
                     let one = Set::Strings(false, BTreeSet::from([s.clone()]));
                     Some(if *op == CompareOp::Ne { one.complement() } else { one })
@@ -638,6 +645,20 @@ mod tests {
         let two_params = Condition::All(vec![cmp("a", CompareOp::Lt, 0), cmp("b", CompareOp::Gt, 10)]);
         assert_eq!(constant(&two_params), None);
         assert_eq!(constant(&Condition::Not(Box::new(cmp("a", CompareOp::Le, i64::MAX)))), Some(Constant::Never));
+    }
+
+    /// Decimal comparisons are not analysed: even a contradiction is "may go either way", never a wrong
+    /// `never`/`always` warning.
+    #[test]
+    fn number_conditions_are_left_undecided() {
+        let n = |op, text: &str| Condition::Compare {
+            param: "ratio".into(),
+            op,
+            value: Value::Number(Decimal::parse(text).expect("decimal")),
+        };
+        assert_eq!(constant(&n(CompareOp::Lt, "0.5")), None);
+        assert_eq!(constant(&Condition::All(vec![n(CompareOp::Lt, "0.5"), n(CompareOp::Gt, "1.5")])), None);
+        assert_eq!(constant(&Condition::Any(vec![n(CompareOp::Lt, "0.5"), n(CompareOp::Ge, "0.5")])), None);
     }
 
     #[test]

@@ -996,7 +996,8 @@ fn literal(v: &LiteralValue) -> String {
         LiteralValue::Value(Value::Int(n)) => n.to_string(),
         LiteralValue::Value(Value::String(s)) => quote(s),
         LiteralValue::Value(Value::Bool(b)) => b.to_string(),
-        // As written: the checker refuses it, and `fmt` never changes what a file says.
+        LiteralValue::Value(Value::Number(n)) => n.to_string(),
+        // As written (`2.50` stays `2.50`): `fmt` never changes what a file says.
         LiteralValue::Decimal(text) => text.clone(),
     }
 }

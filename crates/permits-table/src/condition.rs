@@ -7,7 +7,7 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::{CompareOp, Literal};
+use crate::{CompareOp, Decimal, Literal};
 
 /// A condition on a tool's arguments, as the runtime evaluates it (spec §3 item 5). A small typed tree:
 /// the compiler has checked every parameter and type against the tool, so evaluation needs no parser.
@@ -86,6 +86,13 @@ impl Arg<'_> {
         }
     }
 
+    fn as_decimal(self) -> Option<Decimal> {
+        match self {
+            Arg::Json(Value::Number(n)) => Decimal::from_json(n),
+            Arg::Json(_) | Arg::Text(_) => None,
+        }
+    }
+
     fn as_str(&self) -> Option<&str> {
         match self {
             Arg::Json(v) => v.as_str(),
@@ -127,8 +134,9 @@ impl<'a> Arguments<'a> {
 }
 
 impl Condition {
-    /// Evaluates the condition on a call's arguments (a JSON object's map). Numbers must be JSON
-    /// integers, strings JSON strings, booleans JSON booleans.
+    /// Evaluates the condition on a call's arguments (a JSON object's map). Whole numbers must be JSON
+    /// integers, strings JSON strings, booleans JSON booleans; a decimal ([`Literal::Number`]) is compared
+    /// exactly with any JSON number, read as [`Decimal::from_json`] says.
     ///
     /// Errors: [`ConditionError`] when an argument the condition reads is missing or of the wrong type;
     /// the caller decides `never`.
@@ -179,6 +187,12 @@ impl Condition {
                             expected: "true or false",
                         })?;
                         a.cmp(b)
+                    }
+                    Literal::Number(n) => {
+                        let a = arg
+                            .as_decimal()
+                            .ok_or_else(|| ConditionError::Mistyped { param: param.clone(), expected: "a number" })?;
+                        a.cmp(n)
                     }
                 };
                 Ok(op.holds(ordering))

@@ -16,6 +16,7 @@
 //! | `load` | loading and verifying a table (format, unknown fields, digest) |
 //! | `decide` | the one evaluator: [`Table::level_of`], [`LevelIndex`], typed refusals |
 //! | `condition` | conditions on arguments and their evaluator |
+//! | `number` | [`Decimal`]: exact decimals for conditions on `number` parameters |
 //! | [`shell`] | the `shell` parameter: a command line read part by part (spec §3a) |
 //! | `canonical` | canonical JSON and SHA-256 digests |
 //! | `hash` | `NameMap`, for name-keyed lookup maps |
@@ -26,6 +27,7 @@ mod decide;
 mod format;
 mod hash;
 mod load;
+mod number;
 pub mod shell;
 mod vocab;
 
@@ -40,6 +42,7 @@ pub use decide::{
 pub use format::*;
 pub use hash::NameMap;
 pub use load::LoadError;
+pub use number::Decimal;
 pub use vocab::{CompareOp, EffectClass, Holder, Layer, Level, Literal, ParamType, Route};
 
 #[cfg(test)]
@@ -80,6 +83,86 @@ mod tests {
         for (op, n, want) in cases {
             assert_eq!(cmp("amount", op, Literal::Int(n)).eval(&a), Ok(want), "100 {} {n}", op.as_str());
         }
+    }
+
+    fn number(text: &str) -> Literal {
+        Literal::Number(Decimal::parse(text).expect("a decimal"))
+    }
+
+    /// Conditions on a `number` parameter compare exactly, whatever form the JSON number takes.
+    #[test]
+    fn number_conditions_compare_exactly() {
+        let holds = |arguments: &str, op: CompareOp, literal: &str| {
+            let a: serde_json::Map<String, serde_json::Value> = serde_json::from_str(arguments).expect("json");
+            cmp("x", op, number(literal)).eval(&a)
+        };
+        // 10, 10.0 and 1e1 are the same number; 10.000001 is above it.
+        for arguments in [r#"{"x": 10}"#, r#"{"x": 10.0}"#, r#"{"x": 1e1}"#, r#"{"x": 10.000}"#] {
+            assert_eq!(holds(arguments, CompareOp::Eq, "10"), Ok(true), "{arguments}");
+            assert_eq!(holds(arguments, CompareOp::Le, "10"), Ok(true), "{arguments}");
+            assert_eq!(holds(arguments, CompareOp::Lt, "10.000001"), Ok(true), "{arguments}");
+            assert_eq!(holds(arguments, CompareOp::Gt, "9.999999"), Ok(true), "{arguments}");
+        }
+        assert_eq!(holds(r#"{"x": 10.000001}"#, CompareOp::Gt, "10"), Ok(true));
+        assert_eq!(holds(r#"{"x": 10.000001}"#, CompareOp::Le, "10"), Ok(false));
+        assert_eq!(holds(r#"{"x": 10.000001}"#, CompareOp::Eq, "10.000001"), Ok(true));
+        // 0.1 as an f64 is read as 0.1 (its shortest decimal), not as the binary value just above it.
+        assert_eq!(holds(r#"{"x": 0.1}"#, CompareOp::Le, "0.1"), Ok(true));
+        assert_eq!(holds(r#"{"x": 0.1}"#, CompareOp::Eq, "0.1"), Ok(true));
+        assert_eq!(holds(r#"{"x": 0.30000000000000004}"#, CompareOp::Gt, "0.3"), Ok(true));
+        // Negative numbers and exponents.
+        assert_eq!(holds(r#"{"x": -0.5}"#, CompareOp::Lt, "0"), Ok(true));
+        assert_eq!(holds(r#"{"x": -0.5}"#, CompareOp::Gt, "-0.75"), Ok(true));
+        assert_eq!(holds(r#"{"x": -0.0}"#, CompareOp::Eq, "0"), Ok(true));
+        assert_eq!(holds(r#"{"x": 1e3}"#, CompareOp::Eq, "1000"), Ok(true));
+        assert_eq!(holds(r#"{"x": 2.5e-3}"#, CompareOp::Eq, "0.0025"), Ok(true));
+        assert_eq!(holds(r#"{"x": 1e300}"#, CompareOp::Gt, "99999999999999999999"), Ok(true));
+        // Integers beyond i64, and beyond u64, compare exactly too.
+        assert_eq!(holds(r#"{"x": 18446744073709551615}"#, CompareOp::Eq, "18446744073709551615"), Ok(true));
+        assert_eq!(holds(r#"{"x": 18446744073709551615}"#, CompareOp::Gt, "18446744073709551614.5"), Ok(true));
+        assert_eq!(holds(r#"{"x": -9223372036854775808}"#, CompareOp::Lt, "-9223372036854775807.5"), Ok(true));
+        // Whole-number literals on a `number` parameter take fractions as arguments.
+        assert_eq!(holds(r#"{"x": 2.5}"#, CompareOp::Lt, "3"), Ok(true));
+        assert_eq!(holds(r#"{"x": 2.5}"#, CompareOp::Ne, "2"), Ok(true));
+    }
+
+    /// A number condition that cannot be evaluated: missing, a string, a boolean, null, a shell part.
+    #[test]
+    fn number_conditions_fail_closed() {
+        let c = cmp("x", CompareOp::Le, number("5"));
+        assert_eq!(c.eval(&args(json!({}))), Err(ConditionError::Missing("x".into())));
+        for wrong in [json!("5"), json!(true), json!(null), json!([5]), json!({ "v": 5 })] {
+            assert_eq!(
+                c.eval(&args(json!({ "x": wrong.clone() }))),
+                Err(ConditionError::Mistyped { param: "x".into(), expected: "a number" }),
+                "{wrong}"
+            );
+        }
+        let a = args(json!({ "x": "5" }));
+        assert!(matches!(c.eval_on(Arguments::new(&a).with_part("x", "5")), Err(ConditionError::Mistyped { .. })));
+        // An `int` condition still refuses a fraction, as before.
+        assert_eq!(
+            cmp("x", CompareOp::Le, Literal::Int(5)).eval(&args(json!({ "x": 2.5 }))),
+            Err(ConditionError::Mistyped { param: "x".into(), expected: "a whole number" })
+        );
+    }
+
+    /// A decimal is a new literal only: tables without one keep their canonical JSON, and the decimal's is a
+    /// string holding its canonical text.
+    #[test]
+    fn a_number_literal_serializes_as_its_canonical_text() {
+        let c = cmp("x", CompareOp::Lt, number("02.50"));
+        assert_eq!(canonical_json(&c).expect("c"), r#"{"compare":{"op":"<","param":"x","value":{"number":"2.5"}}}"#);
+        assert_eq!(c.to_string(), "x < 2.5");
+        let int = cmp("n", CompareOp::Lt, Literal::Int(3));
+        assert_eq!(canonical_json(&int).expect("i"), r#"{"compare":{"op":"<","param":"n","value":{"int":3}}}"#);
+        let back: Condition =
+            serde_json::from_str(r#"{"compare":{"op":"<","param":"x","value":{"number":"2.5"}}}"#).expect("reads");
+        assert_eq!(back, c);
+        assert!(
+            serde_json::from_str::<Condition>(r#"{"compare":{"op":"<","param":"x","value":{"number":"2.50"}}}"#)
+                .is_err()
+        );
     }
 
     #[test]

@@ -5,6 +5,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Decimal;
+
 /// A level, from least to most strict (spec §3). `Ord` follows strictness, so `max` is "strictest wins".
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -238,6 +240,11 @@ pub enum Literal {
     String(String),
     /// `true` or `false`.
     Bool(bool),
+    /// An exact decimal (for `number` parameters, spec §2): `{"number": "2.75"}` in the table. Added after
+    /// format 1 was first published, as a new variant only: a table without a `number` condition serializes
+    /// (and hashes) exactly as before, and a runtime that predates it refuses a table that has one as
+    /// malformed (closed), never misreads it.
+    Number(Decimal),
 }
 
 impl fmt::Display for Literal {
@@ -246,6 +253,7 @@ impl fmt::Display for Literal {
             Literal::Int(n) => write!(f, "{n}"),
             Literal::String(s) => write!(f, "{}", serde_json::Value::String(s.clone())),
             Literal::Bool(b) => write!(f, "{b}"),
+            Literal::Number(n) => write!(f, "{n}"),
         }
     }
 }

@@ -129,3 +129,77 @@ fn one_hundred_thousand_nested_parentheses_are_a_clear_error() {
     assert_eq!(d[0]["message"], "parentheses nest more than 32 deep");
     assert_eq!(d[0]["labels"][0]["line"], 4);
 }
+
+/// Conditions on a `number` parameter through the real `permitc compile` and `permitc decide` (spec §2): the
+/// JSON number argument is compared exactly with the decimal literal, in whatever form the JSON writes it
+/// (`0.1`, `10.0`, `1e1`, `-0.5`), and an argument that is not a number is `never`.
+#[test]
+fn permitc_decides_number_conditions_exactly() {
+    let dir = std::env::temp_dir().join(format!("permits-number-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("mix.permits");
+    let table = dir.join("mix.json");
+    std::fs::write(
+        &file,
+        r#"person Pat
+entity Batch { mix }
+tool Mix "Mix a batch" (ratio: number, litres: number) { write Batch.mix }
+agent Mixer {
+    sponsor Pat
+    may {
+        alone [Mix when ratio <= 0.1 and litres <= 10]
+        never [Mix when ratio < -0.5]
+    }
+    skills [Paint]
+}
+skill Paint { tools [Mix] }
+test "the bounds hold exactly" {
+    expect Mixer.Paint.Mix(ratio: 0.1, litres: 10) is alone
+    expect Mixer.Paint.Mix(ratio: 0.1000001, litres: 10) is propose
+}
+"#,
+    )
+    .expect("write");
+    let permitc = |args: &[&std::ffi::OsStr]| {
+        Command::new(env!("CARGO_BIN_EXE_permitc")).env("NO_COLOR", "1").args(args).output().expect("permitc runs")
+    };
+    let compiled = permitc(&["compile".as_ref(), file.as_os_str(), "-o".as_ref(), table.as_os_str()]);
+    assert_eq!(compiled.status.code(), Some(0), "{}", String::from_utf8_lossy(&compiled.stderr));
+    let decide = |arguments: &str| -> (String, String) {
+        let out = permitc(&[
+            "decide".as_ref(),
+            "--table".as_ref(),
+            table.as_os_str(),
+            "--agent".as_ref(),
+            "Mixer".as_ref(),
+            "--skill".as_ref(),
+            "Paint".as_ref(),
+            "--tool".as_ref(),
+            "Mix".as_ref(),
+            "--args".as_ref(),
+            arguments.as_ref(),
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+        (v["level"].as_str().unwrap_or_default().to_string(), v.to_string())
+    };
+    for (arguments, want) in [
+        (r#"{"ratio": 0.1, "litres": 10}"#, "alone"),
+        (r#"{"ratio": 0.1, "litres": 10.0}"#, "alone"),
+        (r#"{"ratio": 1e-1, "litres": 1e1}"#, "alone"),
+        (r#"{"ratio": 0, "litres": -3}"#, "alone"),
+        (r#"{"ratio": 0.1, "litres": 10.000001}"#, "propose"),
+        (r#"{"ratio": 0.10000000001, "litres": 1}"#, "propose"),
+        (r#"{"ratio": -0.5, "litres": 1}"#, "alone"),
+        (r#"{"ratio": -0.5000001, "litres": 1}"#, "never"),
+        (r#"{"ratio": "0.1", "litres": 1}"#, "never"),
+        (r#"{"litres": 1}"#, "never"),
+    ] {
+        let (level, whole) = decide(arguments);
+        assert_eq!(level, want, "{arguments}: {whole}");
+    }
+    // The table holds the decimals as their canonical text.
+    let text = std::fs::read_to_string(&table).expect("table");
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(text.contains(r#""number": "0.1""#) && text.contains(r#""number": "-0.5""#), "{text}");
+}

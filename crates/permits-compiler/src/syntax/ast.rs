@@ -565,8 +565,9 @@ pub struct LiteralExpr {
     pub span: Span,
 }
 
-/// A value as written: one the table can hold, or a decimal, which the checker refuses where money or a
-/// whole number is expected (`permits::check::decimal`) and which no parameter type takes.
+/// A value as written: one the table can hold, or a decimal, which a `number` parameter takes and the
+/// checker refuses where money or a whole number is expected (`permits::check::decimal`). The syntax stage
+/// never makes a `Value(Literal::Number(_))`: a decimal stays as written until `check` lowers it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum LiteralValue {
     /// A whole number, a string, `true` or `false`.

@@ -864,6 +864,9 @@ fn comparison_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> ConditionExpr {
 }
 
 /// literal = { decimal | number | string | boolean }
+///
+/// A decimal is kept as written: only `check` knows whether the parameter is a `number` (which takes it)
+/// or `int`/`money` (which refuse it).
 fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> LiteralExpr {
     let span = ctx.span(&pair);
     let p = inner(pair).next().unwrap_or_else(|| unreachable!("literal: a decimal, number, string or boolean"));
@@ -877,7 +880,10 @@ fn literal_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> LiteralExpr {
                 ctx.diags.push(
                     Diagnostic::new(Code::SyntaxNumber, format!("the number `{}` is out of range", p.as_str()))
                         .at(span, "does not fit in 64 bits")
-                        .help("numbers in conditions are signed 64-bit integers (money in minor units, like cents)"),
+                        .help(format!(
+                            "whole numbers in conditions are signed 64-bit integers (money in minor units, like cents); against a `number` parameter, write it as a decimal: `{}.0`",
+                            p.as_str()
+                        )),
                 );
                 crate::table::Literal::Int(0)
             }

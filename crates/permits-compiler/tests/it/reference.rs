@@ -243,3 +243,51 @@ fn a_recursive_tool_inherits_its_own_conditional_entry() {
         entry.because
     );
 }
+
+/// A package with a decimal literal declares `n: number`; the table compares the whole-number arguments
+/// with the decimal exactly, and whole-number literals on the `number` parameter too (spec §2). Also with
+/// arguments the reference never sends: `3.5` itself, and the JSON forms `4.0` and `4e0` of 4.
+#[test]
+fn a_decimal_literal_makes_the_parameter_a_number() {
+    use crate::common::generator::{AgentG, Cond, EntryG, MayG, Op, SkillG, ToolG};
+    let p = Pkg {
+        tools: vec![ToolG { external: false, claim: None, ops: vec![Op::Read] }],
+        fns: vec![],
+        agents: vec![AgentG {
+            skills: vec![0],
+            may: Some(MayG {
+                preset: None,
+                settings: [None; 4],
+                lists: vec![(
+                    Level::Never,
+                    vec![EntryG {
+                        tool: 0,
+                        when: Some(Cond::Or(Box::new(Cond::Half(">", 7)), Box::new(Cond::Cmp("<", -2)))),
+                    }],
+                )],
+            }),
+        }],
+        skills: vec![SkillG { tools: vec![0], may: None, delegates: vec![] }],
+        package_may: None,
+        modes: vec![],
+    };
+    let text = p.render();
+    assert!(text.contains("(n: number)") && text.contains("never [T0 when (n > 3.5 or n < -2)]"), "{text}");
+    let table = compile_pkg(&p);
+    assert!(disagreements(&p, &table).is_empty(), "{:?}", disagreements(&p, &table));
+    assert_eq!(triple_level(&p, 0, 0, 0, 4), Some(Level::Never));
+    assert_eq!(triple_level(&p, 0, 0, 0, 3), Some(Level::Alone));
+    assert_eq!(triple_level(&p, 0, 0, 0, -3), Some(Level::Never));
+    let with = |v: &str| {
+        let m: serde_json::Map<String, serde_json::Value> =
+            serde_json::from_str(&format!(r#"{{"n": {v}}}"#)).expect("json");
+        table_level(&table, "A0", "S0", "T0", &m).0
+    };
+    assert_eq!(with("3.5"), Level::Alone);
+    assert_eq!(with("3.5000001"), Level::Never);
+    assert_eq!(with("4.0"), Level::Never);
+    assert_eq!(with("4e0"), Level::Never);
+    assert_eq!(with("-2.0"), Level::Alone);
+    assert_eq!(with("-2.5"), Level::Never);
+    assert_eq!(with(r#""4""#), Level::Never, "a string cannot be compared: never");
+}

@@ -21,7 +21,7 @@ pub const RESERVED: u8 = 1 << 5;
 /// Every class bit.
 pub const CLASSES: u8 = 0b1_1111;
 
-/// The integer arguments every conditional entry is evaluated on (each tool has one parameter `n: int`).
+/// The integer arguments every conditional entry is evaluated on (each tool has one parameter `n`, an `int` or a `number`).
 pub const ARGS: [i64; 7] = [-3, 0, 1, 2, 4, 5, 9];
 
 /// A call graph node: a tool or a function, by index.
@@ -77,11 +77,14 @@ pub struct FnG {
     pub ops: Vec<Op>,
 }
 
-/// A condition on the parameter `n: int`.
+/// A condition on the parameter `n` (`n: int`, or `n: number` in a package with a [`Cond::Half`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Cond {
     /// `n OP k`.
     Cmp(&'static str, i64),
+    /// `n OP h`, where `h` is the odd number of halves given (`Half("<", 3)` is `n < 1.5`): a decimal
+    /// literal, so the package declares `n: number` (spec §2).
+    Half(&'static str, i64),
     /// `(a and b)`.
     And(Box<Cond>, Box<Cond>),
     /// `(a or b)`.
@@ -93,19 +96,32 @@ pub enum Cond {
 impl Cond {
     /// Evaluates the condition on `n`, straight from the operators' meaning.
     pub fn holds(&self, n: i64) -> bool {
+        let compare = |op: &str, a: i64, b: i64| match op {
+            "<" => a < b,
+            "<=" => a <= b,
+            "==" => a == b,
+            "!=" => a != b,
+            ">=" => a >= b,
+            ">" => a > b,
+            other => unreachable!("the generator makes no operator `{other}`"),
+        };
         match self {
-            Cond::Cmp(op, k) => match *op {
-                "<" => n < *k,
-                "<=" => n <= *k,
-                "==" => n == *k,
-                "!=" => n != *k,
-                ">=" => n >= *k,
-                ">" => n > *k,
-                other => unreachable!("the generator makes no operator `{other}`"),
-            },
+            Cond::Cmp(op, k) => compare(op, n, *k),
+            // n OP h/2 exactly when 2n OP h: whole numbers of halves, no rounding anywhere.
+            Cond::Half(op, h) => compare(op, 2 * n, *h),
             Cond::And(a, b) => a.holds(n) && b.holds(n),
             Cond::Or(a, b) => a.holds(n) || b.holds(n),
             Cond::Not(a) => !a.holds(n),
+        }
+    }
+
+    /// Whether the condition has a decimal literal anywhere.
+    pub fn has_half(&self) -> bool {
+        match self {
+            Cond::Cmp(..) => false,
+            Cond::Half(..) => true,
+            Cond::And(a, b) | Cond::Or(a, b) => a.has_half() || b.has_half(),
+            Cond::Not(a) => a.has_half(),
         }
     }
 
@@ -113,6 +129,7 @@ impl Cond {
     pub fn render(&self) -> String {
         match self {
             Cond::Cmp(op, k) => format!("n {op} {k}"),
+            Cond::Half(op, h) => format!("n {op} {}{}.5", if *h < 0 { "-" } else { "" }, h.abs() / 2),
             Cond::And(a, b) => format!("({} and {})", a.render(), b.render()),
             Cond::Or(a, b) => format!("({} or {})", a.render(), b.render()),
             Cond::Not(a) => format!("not {}", a.render()),
@@ -213,6 +230,23 @@ fn class_list(bits: u8) -> String {
 }
 
 impl Pkg {
+    /// The type of every tool's parameter `n`: `number` when some condition has a decimal literal
+    /// ([`Cond::Half`]), else `int`. The arguments are whole numbers either way, so the reference reads both
+    /// alike; a `number` package exercises the table's exact decimal comparison (whole-number literals
+    /// against a `number` included).
+    pub fn param_type(&self) -> &'static str {
+        let mays = self
+            .package_may
+            .iter()
+            .chain(self.agents.iter().filter_map(|a| a.may.as_ref()))
+            .chain(self.skills.iter().filter_map(|s| s.may.as_ref()))
+            .chain(self.modes.iter().filter_map(|m| m.may.as_ref()));
+        let half = mays
+            .flat_map(|m| m.lists.iter().flat_map(|(_, entries)| entries.iter()))
+            .any(|e| e.when.as_ref().is_some_and(Cond::has_half));
+        if half { "number" } else { "int" }
+    }
+
     /// The operations of a node.
     pub fn ops(&self, n: NodeRef) -> &[Op] {
         match n {
@@ -288,13 +322,14 @@ impl Pkg {
         if let Some(may) = &self.package_may {
             out.push(self.render_may(may, ""));
         }
+        let ty = self.param_type();
         for (i, t) in self.tools.iter().enumerate() {
             let claim = self.claim_bits(NodeRef::Tool(i)).map(|b| format!(" : {}", class_list(b))).unwrap_or_default();
             if t.external {
-                out.push(format!("extern tool T{i} \"Tool {i}\" (n: int){claim}\n"));
+                out.push(format!("extern tool T{i} \"Tool {i}\" (n: {ty}){claim}\n"));
             } else {
                 let body: String = t.ops.iter().map(|op| format!("    {}\n", Self::render_op(op))).collect();
-                out.push(format!("/// Tool number {i}.\ntool T{i} \"Tool {i}\" (n: int){claim} {{\n{body}}}\n"));
+                out.push(format!("/// Tool number {i}.\ntool T{i} \"Tool {i}\" (n: {ty}){claim} {{\n{body}}}\n"));
             }
         }
         for (i, f) in self.fns.iter().enumerate() {
@@ -379,10 +414,14 @@ fn level() -> impl Strategy<Value = Level> + Clone {
     prop_oneof![Just(Level::Alone), Just(Level::Propose), Just(Level::ProposeEveryTime), Just(Level::Never)]
 }
 
-/// A condition on `n`, at most two levels of `and`/`or`/`not`.
+/// A condition on `n`, at most two levels of `and`/`or`/`not`; about one comparison in five has a decimal
+/// literal (`n < 1.5`), which makes the package's `n` a `number`.
 pub fn cond() -> impl Strategy<Value = Cond> {
-    let leaf = (prop_oneof![Just("<"), Just("<="), Just("=="), Just("!="), Just(">="), Just(">")], -2i64..8)
-        .prop_map(|(op, k)| Cond::Cmp(op, k));
+    let op = prop_oneof![Just("<"), Just("<="), Just("=="), Just("!="), Just(">="), Just(">")];
+    let leaf = prop_oneof![
+        4 => (op.clone(), -2i64..8).prop_map(|(op, k)| Cond::Cmp(op, k)),
+        1 => (op, -3i64..8).prop_map(|(op, k)| Cond::Half(op, 2 * k + 1)),
+    ];
     leaf.prop_recursive(2, 6, 2, |inner| {
         prop_oneof![
             (inner.clone(), inner.clone()).prop_map(|(a, b)| Cond::And(Box::new(a), Box::new(b))),
