@@ -11,7 +11,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 
 use permits_runtime::{
     AdmitAll, ApproveMode, AuditEvent, AuditSink, Authority, Call, Handled, JsonLinesSink, ManualClock, MemoryStore,
-    NewRule, PostgresStore, Principal, ProposalRequest, Runtime, RuntimeError, Scope, SqliteStore, Store, SystemClock,
+    NewRule, PostgresStore, PostgresTarget, Principal, ProposalRequest, Runtime, RuntimeError, Scope, SqliteStore,
+    Store, SystemClock,
 };
 use pyo3::prelude::*;
 use pyo3::types::PyString;
@@ -224,9 +225,11 @@ impl PyRuntime {
     /// A runtime over `table` with the host's `authority` (a callable, or `permits.ADMIT_ALL`).
     ///
     /// `store`: `":memory:"` (the default; lost with the process), the path of an SQLite ledger file
-    /// (created if missing), or a PostgreSQL URL (`postgres://…`, `postgresql://…`; TLS with
-    /// `?sslmode=require&sslrootcert=PATH`) for a ledger shared by hosts on several machines (issue #22). `versions`, `naming`, `clock` (a callable or a `permits.ManualClock`) and
-    /// `audit` (a callable given each event, or the path of a JSON-lines file to append to) are optional.
+    /// (created if missing), or a PostgreSQL connection string (`postgres://…`, `postgresql://…`, or libpq's
+    /// key-value form `host=… dbname=…`, as `PostgresTarget::is_postgres` tells; TLS with `sslmode=require`
+    /// and `sslrootcert=PATH`) for a ledger shared by hosts on several machines (issue #22). `versions`,
+    /// `naming`, `clock` (a callable or a `permits.ManualClock`) and `audit` (a callable given each event,
+    /// or the path of a JSON-lines file to append to) are optional.
     #[new]
     #[expect(clippy::too_many_arguments, reason = "the Python signature: the table and each host callback")]
     #[pyo3(signature = (table, *, authority, store = None, versions = None, naming = None, audit = None, clock = None))]
@@ -278,11 +281,7 @@ impl PyRuntime {
             Some(s) if s.cast::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(|s| s == ":memory:")) => {
                 Box::new(MemoryStore::new())
             }
-            Some(s)
-                if s.cast::<PyString>().is_ok_and(|s| {
-                    s.to_str().is_ok_and(|s| s.starts_with("postgres://") || s.starts_with("postgresql://"))
-                }) =>
-            {
+            Some(s) if s.cast::<PyString>().is_ok_and(|s| s.to_str().is_ok_and(PostgresTarget::is_postgres)) => {
                 let url: String = s.extract()?;
                 // Connecting (and migrating) waits for the server: never with the GIL.
                 let connected = py.detach(|| PostgresStore::connect(&url));

@@ -61,3 +61,20 @@ def test_a_runtime_over_tls_and_urls_that_cannot_work(postgres_url: str) -> None
     with pytest.raises(permits.StoreError) as unreachable:
         runtime("postgres://permits@127.0.0.1:1/nothing")
     assert "cannot connect to PostgreSQL" in str(unreachable.value)
+
+
+def test_the_key_value_connection_string_is_the_same_database_and_never_a_file(
+    postgres_url: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from urllib.parse import unquote, urlsplit
+
+    url = urlsplit(postgres_url)
+    words = [f"host={url.hostname}", f"port={url.port}", f"user={unquote(url.username or '')}"]
+    if url.password:
+        words.append(f"password={unquote(url.password)}")
+    words.append(f"dbname={url.path.lstrip('/')}")
+    monkeypatch.chdir(tmp_path)
+    assert order(runtime(" ".join(words)), "order-kv").id == "P-1"
+    # The proposal is in the database the URL names, and no file was made for the string.
+    assert runtime(postgres_url).proposal("P-1").status == "waiting"
+    assert os.listdir(tmp_path) == []

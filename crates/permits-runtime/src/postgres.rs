@@ -191,7 +191,70 @@ impl std::fmt::Debug for PostgresTarget {
     }
 }
 
+/// The connection keywords of libpq (PostgreSQL 17's list, `libpq-connect`): a store string whose first
+/// word is one of them followed by `=` is a key-value connection string ([`PostgresTarget::is_postgres`]).
+const CONNINFO_KEYWORDS: &[&str] = &[
+    "application_name",
+    "channel_binding",
+    "client_encoding",
+    "connect_timeout",
+    "dbname",
+    "fallback_application_name",
+    "gssdelegation",
+    "gssencmode",
+    "gsslib",
+    "host",
+    "hostaddr",
+    "keepalives",
+    "keepalives_count",
+    "keepalives_idle",
+    "keepalives_interval",
+    "krbsrvname",
+    "load_balance_hosts",
+    "options",
+    "passfile",
+    "password",
+    "port",
+    "replication",
+    "require_auth",
+    "requirepeer",
+    "requiressl",
+    "service",
+    "ssl_max_protocol_version",
+    "ssl_min_protocol_version",
+    "sslcert",
+    "sslcertmode",
+    "sslcompression",
+    "sslcrl",
+    "sslcrldir",
+    "sslkey",
+    "sslmode",
+    "sslnegotiation",
+    "sslpassword",
+    "sslrootcert",
+    "sslsni",
+    "target_session_attrs",
+    "tcp_user_timeout",
+    "user",
+];
+
 impl PostgresTarget {
+    /// Whether a store string names a PostgreSQL database rather than a file: a URL starting
+    /// `postgres://` or `postgresql://`, or libpq's key-value form, whose first word is a connection
+    /// keyword followed by `=` (`host=db.internal dbname=permits sslmode=require …`, `dbname = permits`).
+    /// Anything else is a file path; a file whose name looks like a connection string is named with a
+    /// folder (`./host=x.db`). Every door that takes a store (`permitd serve`, `permitd keys` and
+    /// `permitd people`, Python's `permits.Runtime`) decides with this function.
+    pub fn is_postgres(store: &str) -> bool {
+        if store.starts_with("postgres://") || store.starts_with("postgresql://") {
+            return true;
+        }
+        let text = store.trim_start();
+        let word_end = text.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(text.len());
+        let (word, rest) = text.split_at(word_end);
+        rest.trim_start().starts_with('=') && CONNINFO_KEYWORDS.binary_search(&word).is_ok()
+    }
+
     /// Parses `url` (`postgres://user:password@host:port/dbname?sslmode=require&sslrootcert=/etc/ca.pem`,
     /// or the key-value form `host=db.internal sslmode=require sslrootcert=/etc/ca.pem dbname=permits`).
     /// `sslrootcert` is read here (libpq's parameter; the client library does not know it).
@@ -367,6 +430,15 @@ impl PostgresStore {
     /// transaction was not committed (unless the loss happened during the commit, which the message says),
     /// and the operation is safe to retry; the next transaction connects again.
     pub const CONNECTION_LOST: &str = "the connection to PostgreSQL was lost";
+
+    /// A client error of a statement run beside the store on a connection of its own (the service's keys)
+    /// in the store's words: `doing` what could not be done (`read the keys`), and, when the connection is
+    /// gone (`closed`: the client saw it close; or the server's SQLSTATE says it ends it), a message
+    /// starting with [`PostgresStore::CONNECTION_LOST`], so a lost connection reads the same wherever it
+    /// is found.
+    pub fn client_error(doing: &str, e: &postgres::Error, closed: bool) -> StoreError {
+        pg_error(doing, e, closed)
+    }
 
     /// Connects to the database at `url` (`postgres://user:password@host:port/dbname`, or the key-value
     /// form `host=/tmp/dir port=5432 dbname=permits`; a host that is a directory is a Unix socket) and
@@ -1271,6 +1343,39 @@ mod tests {
 
     fn connection_uses_tls(client: &mut Client) -> bool {
         client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).expect("pg_stat_ssl").get(0)
+    }
+
+    #[test]
+    fn urls_and_key_value_strings_are_postgres_and_the_rest_are_files() {
+        assert!(CONNINFO_KEYWORDS.windows(2).all(|w| w[0] < w[1]), "sorted, for the binary search");
+        for store in [
+            "postgres://h/db",
+            "postgresql://u@h:5432/db?sslmode=require",
+            "host=db.internal dbname=permits sslmode=require sslrootcert=/etc/ca.pem",
+            "host=127.0.0.1 port=46967 user=permits dbname=x",
+            "dbname=permits",
+            "  user = permits host=/tmp",
+            "hostaddr=10.0.0.1",
+            "sslmode=require host=h",
+            "application_name=x host=h",
+        ] {
+            assert!(PostgresTarget::is_postgres(store), "{store}");
+        }
+        for store in [
+            "ledger.db",
+            "./host=x.db",
+            "/var/lib/permits/ledger.db",
+            "hostname=x",
+            "hosts.db",
+            "postgres:/x",
+            "./postgres://x",
+            "",
+            ":memory:",
+            "=host",
+            "database=permits",
+        ] {
+            assert!(!PostgresTarget::is_postgres(store), "{store}");
+        }
     }
 
     #[test]

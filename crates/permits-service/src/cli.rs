@@ -3,6 +3,7 @@
 //! Exit codes: 0 done, 1 a failure (the table or the store cannot be opened, the address cannot be bound,
 //! a key cannot be made), 2 a usage error.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -59,8 +60,9 @@ pub struct ServeArgs {
     /// The decision table (written by `permitc compile`); SIGHUP reads it again.
     #[arg(long)]
     pub table: PathBuf,
-    /// The ledger: an SQLite file (created if missing), or a PostgreSQL database (`postgres://…`) shared by
-    /// many instances and hosts: proposals, grants, rules, budgets, runs, and the keys.
+    /// The ledger: an SQLite file (created if missing), or a PostgreSQL database (`postgres://…`, or the
+    /// key-value form `host=… dbname=…`; then `--audit FILE` is required) shared by many instances and
+    /// hosts: proposals, grants, rules, budgets, runs, and the keys.
     #[arg(long)]
     pub store: PathBuf,
     /// The address to listen on; port 0 takes any free port. The bound address is printed on stdout.
@@ -214,7 +216,7 @@ pub fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
-            eprintln!("permitd: {message}");
+            say(&format!("permitd: {message}"));
             ExitCode::FAILURE
         }
     }
@@ -233,10 +235,15 @@ fn people(command: PeopleCommand) -> Result<(), String> {
             }
             let phc = crate::people::hash_password(password)?;
             KeyStore::open(&store)?.set_password(&person, &phc, crate::server::now())?;
-            eprintln!("permitd: {person} has a new inbox password (Argon2id); their sessions are ended");
+            say(&format!("permitd: {person} has a new inbox password (Argon2id); their sessions are ended"));
             Ok(())
         }
     }
+}
+
+/// A line on stderr; a closed stderr is ignored (`eprintln!` would panic).
+fn say(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 fn keys(command: KeysCommand) -> Result<(), String> {
@@ -251,25 +258,45 @@ fn keys(command: KeysCommand) -> Result<(), String> {
                 _ => return Err("give exactly one of `--agents`, `--person`, `--admin`".into()),
             };
             let (key, token) = store.add(&new, args.label.as_deref(), now)?;
-            println!("{token}");
+            let mut stdout = std::io::stdout().lock();
+            if let Err(e) = writeln!(stdout, "{token}").and_then(|()| stdout.flush()) {
+                // The token is shown only now: a key whose token nobody received is revoked at once.
+                let revoked = match store.revoke(&key.id, now) {
+                    Ok(_) => format!("key {} is revoked, since nobody has its token", key.id),
+                    Err(why) => format!("revoke key {}, whose token nobody has ({why})", key.id),
+                };
+                return Err(format!("cannot write the token to stdout: {e}; {revoked}"));
+            }
+            drop(stdout);
             let what = match &new {
                 NewKey::Host(agents) => format!("a host key for {}", agents.join(", ")),
                 NewKey::Person(person) => format!("a person key for {person}"),
                 NewKey::Admin => "an admin key".to_string(),
             };
-            eprintln!("permitd: key {} is {what}; its token (above) is shown only now", key.id);
+            say(&format!("permitd: key {} is {what}; its token (above) is shown only now", key.id));
             Ok(())
         }
         KeysCommand::List { store } => {
+            let mut stdout = std::io::stdout().lock();
             for key in KeyStore::open(&store)?.list()? {
                 let line = serde_json::to_string(&key).map_err(|e| e.to_string())?;
-                println!("{line}");
+                match writeln!(stdout, "{line}") {
+                    Ok(()) => {}
+                    // The reader has what it wanted (`| head -1`): stop, as a success.
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
+                    Err(e) => return Err(format!("cannot write the keys to stdout: {e}")),
+                }
             }
-            Ok(())
+            match stdout.flush() {
+                Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+                    Err(format!("cannot write the keys to stdout: {e}"))
+                }
+                _ => Ok(()),
+            }
         }
         KeysCommand::Revoke { store, id } => {
             let key = KeyStore::open(&store)?.revoke(&id, now)?;
-            eprintln!("permitd: key {} is revoked", key.id);
+            say(&format!("permitd: key {} is revoked", key.id));
             Ok(())
         }
     }

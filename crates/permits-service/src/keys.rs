@@ -196,6 +196,15 @@ impl PostgresKeys {
         let result = f(client);
         if client.is_closed() {
             *guard = None;
+            // Lost: said in the store's words whatever `f` said, and the next use connects again.
+            let lost = permits_runtime::PostgresStore::CONNECTION_LOST;
+            return result.map_err(|e| {
+                if e.starts_with(lost) {
+                    e
+                } else {
+                    format!("{lost}: {e}; nothing was committed, and the operation is safe to retry")
+                }
+            });
         }
         result
     }
@@ -203,13 +212,13 @@ impl PostgresKeys {
     fn add(&self, row: (&str, &str, &str, Option<&str>, Option<&str>, i64)) -> Result<String, String> {
         let (digest, kind, agents, person, label, now) = row;
         self.with(|client| {
-            let mut tx = client.transaction().map_err(|e| format!("cannot add a key: {e}"))?;
+            let mut tx = client.transaction().map_err(|e| lost_or("add a key", &e))?;
             // Numbering is read-then-write: serialize it with every other writer of the database.
             tx.execute("SELECT pg_advisory_xact_lock($1)", &[&permits_runtime::PostgresStore::LOCK_KEY])
-                .map_err(|e| format!("cannot add a key: {e}"))?;
+                .map_err(|e| lost_or("add a key", &e))?;
             let next: i64 = tx
                 .query_one("SELECT COALESCE(MAX(CAST(substr(id, 3) AS BIGINT)), 0) + 1 FROM service_keys", &[])
-                .map_err(|e| format!("cannot number the key: {e}"))?
+                .map_err(|e| lost_or("number the key", &e))?
                 .get(0);
             let id = format!("K-{next}");
             tx.execute(
@@ -217,15 +226,17 @@ impl PostgresKeys {
                  VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)",
                 &[&id, &digest, &kind, &agents, &person, &label, &now],
             )
-            .map_err(|e| format!("cannot add a key: {e}"))?;
-            tx.commit().map_err(|e| format!("cannot add a key: {e}"))?;
+            .map_err(|e| lost_or("add a key", &e))?;
+            tx.commit().map_err(|e| lost_or("add a key", &e))?;
             Ok(id)
         })
     }
 
     fn rows(&self, query: &str, params: &[&(dyn postgres::types::ToSql + Sync)]) -> Result<Vec<Row>, String> {
         self.with(|client| {
-            let rows = client.query(query, params).map_err(|e| format!("cannot read the keys: {e}"))?;
+            let rows = client
+                .query(query, params)
+                .map_err(|e| permits_runtime::PostgresStore::client_error("read the keys", &e, client.is_closed()).0)?;
             rows.iter()
                 .map(|r| {
                     Ok((
@@ -241,6 +252,13 @@ impl PostgresKeys {
                 .collect()
         })
     }
+}
+
+/// A client error in the runtime store's words ([`permits_runtime::PostgresStore::client_error`]): a lost
+/// connection starts with [`permits_runtime::PostgresStore::CONNECTION_LOST`]. (Inside a transaction the
+/// client is borrowed; a loss the error itself does not show is caught by [`PostgresKeys::with`].)
+fn lost_or(doing: &str, e: &postgres::Error) -> String {
+    permits_runtime::PostgresStore::client_error(doing, e, false).0
 }
 
 const SCHEMA: &str = "CREATE TABLE IF NOT EXISTS service_keys (
@@ -277,7 +295,8 @@ CREATE TABLE IF NOT EXISTS service_notified (
 
 impl KeyStore {
     /// Opens the keys of the store `path` names (created if there are none): an SQLite file, or a
-    /// PostgreSQL database when it is a `postgres://` URL ([`crate::store::location`]).
+    /// PostgreSQL database when it is a `postgres://` URL or a key-value connection string
+    /// ([`crate::store::location`]).
     ///
     /// Errors: the file cannot be opened, or is not an SQLite database; the PostgreSQL server cannot be
     /// reached, or the table cannot be created.

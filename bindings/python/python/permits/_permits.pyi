@@ -605,8 +605,8 @@ class Table:
 @final
 class Runtime:
     """The runtime: decisions, proposals, approvals, standing rules, budgets, over one store: `":memory:"`
-    (the default), an SQLite ledger file, or a PostgreSQL URL (`postgres://…`) shared by hosts on several
-    machines."""
+    (the default), an SQLite ledger file, or a PostgreSQL connection string (`postgres://…`, or the key-value
+    form `host=… dbname=…`) shared by hosts on several machines."""
 
     def __init__(
         self,

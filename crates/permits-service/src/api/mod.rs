@@ -201,7 +201,10 @@ impl FromRequestParts<Arc<App>> for Caller {
         match app.keys.find(token.trim()) {
             Ok(Some(key)) => Ok(Caller(key)),
             Ok(None) => Err(unauthorized("this key is unknown or revoked")),
-            Err(e) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store", e).into_response()),
+            // In the runtime's words for a store error (`RuntimeError::Store`): the same answer whichever
+            // connection failed.
+            Err(e) => Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store", format!("the store failed: {e}"))
+                .into_response()),
         }
     }
 }

@@ -103,3 +103,51 @@ fn a_missing_unknown_or_revoked_key_is_refused() -> R {
     }
     Ok(())
 }
+
+/// `permitd ARGS` with its stdout a pipe whose reader has gone (`| head -0`): its status and stderr.
+fn with_stdout_closed(args: &[&std::ffi::OsStr]) -> (Option<i32>, String) {
+    let mut child = super::permitd()
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start permitd: {e}"));
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap_or_else(|e| panic!("permitd: {e}"));
+    (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[test]
+fn keys_list_into_a_closed_pipe_stops_quietly_and_keys_add_revokes_the_key_whose_token_is_lost() -> R {
+    let dir = super::Temp::new("keys-pipe");
+    let store = dir.path("ledger.db");
+    for agent in ["Clerkbot", "Scribe", "Estimator"] {
+        super::key(&store, &["--agents", agent]);
+    }
+    let (list, keys_add) = ("list".as_ref(), "add".as_ref());
+    let (status, stderr) = with_stdout_closed(&["keys".as_ref(), list, "--store".as_ref(), store.as_os_str()]);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!((status, stderr.as_str()), (Some(0), ""));
+    // A token nobody received is of no use to anyone: the key is revoked at once, and the command fails.
+    let (status, stderr) = with_stdout_closed(&[
+        "keys".as_ref(),
+        keys_add,
+        "--store".as_ref(),
+        store.as_os_str(),
+        "--agents".as_ref(),
+        "Clerkbot".as_ref(),
+    ]);
+    assert_eq!(status, Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("permitd: cannot write the token to stdout: ")
+            && stderr.trim_end().ends_with("; key K-4 is revoked, since nobody has its token"),
+        "{stderr}"
+    );
+    let out = super::permitd().args(["keys", "list", "--store"]).arg(&store).output()?;
+    let keys: Vec<serde_json::Value> =
+        String::from_utf8_lossy(&out.stdout).lines().map(serde_json::from_str).collect::<Result<_, _>>()?;
+    let revoked: Vec<bool> = keys.iter().map(|k| !k["revoked_at"].is_null()).collect();
+    assert_eq!(revoked, [false, false, false, true]);
+    Ok(())
+}

@@ -244,3 +244,81 @@ fn the_inbox_signs_in_on_a_postgresql_store_and_every_instance_knows_the_session
     assert_eq!(other.get("/inbox/waiting").status, 303);
     Ok(())
 }
+
+impl Database {
+    /// The database as libpq's key-value connection string (`host=… port=… user=… dbname=…`), the form
+    /// README's TLS paragraph shows.
+    fn conninfo(&self) -> Result<String, Box<dyn std::error::Error>> {
+        let config: Config = self.url.parse()?;
+        let mut words = Vec::new();
+        for host in config.get_hosts() {
+            match host {
+                postgres::config::Host::Tcp(name) => words.push(format!("host={name}")),
+                postgres::config::Host::Unix(dir) => words.push(format!("host={}", dir.display())),
+            }
+        }
+        words.extend(config.get_ports().iter().map(|port| format!("port={port}")));
+        words.extend(config.get_user().map(|user| format!("user={user}")));
+        if let Some(password) = config.get_password() {
+            words.push(format!("password={}", String::from_utf8_lossy(password)));
+        }
+        words.push(format!("dbname={}", self.name));
+        Ok(words.join(" "))
+    }
+}
+
+#[test]
+fn the_key_value_connection_string_is_postgresql_for_keys_and_serve_and_never_a_file() -> R {
+    let db = Database::new("conninfo")?;
+    let conninfo = db.conninfo()?;
+    let dir = Temp::new("pg-conninfo");
+    // `permitd keys add` run in an empty folder: the key is in the database, and no file is made.
+    let out =
+        permitd().current_dir(&dir.0).args(["keys", "add", "--store", &conninfo, "--agents", "Clerkbot"]).output()?;
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let host_token = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    assert!(host_token.starts_with("permits_host_"), "{host_token}");
+    assert_eq!(db.admin_query("SELECT count(*) FROM service_keys")?, 1);
+    let made: Vec<_> = std::fs::read_dir(&dir.0)?.map(|e| e.map(|e| e.file_name())).collect::<Result<_, _>>()?;
+    assert!(made.is_empty(), "files made beside the command: {made:?}");
+    let listed = permitd().current_dir(&dir.0).args(["keys", "list", "--store", &conninfo]).output()?;
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert!(listed.contains("\"id\":\"K-1\"") && listed.contains("Clerkbot"), "{listed}");
+    // `permitd serve` on it: the proposal is a row of the database's `proposals`, the key the one above.
+    let audit = dir.path("serve.audit.jsonl");
+    let server = Server::with(&fixture("holes.table"), Path::new(&conninfo), &["--audit", &audit.to_string_lossy()]);
+    let host = Client::new(&server.url, &host_token);
+    let p = host.post("/v1/calls", &order("vanilla", 900, "order-1")).ok()["proposal"].clone();
+    assert_eq!((&p["id"], &p["status"]), (&json!("P-1"), &json!("waiting")));
+    assert_eq!(db.admin_query("SELECT count(*) FROM proposals")?, 1);
+    Ok(())
+}
+
+#[test]
+fn a_lost_connection_of_the_keys_reads_as_the_stores_and_each_connection_reconnects_on_its_next_use() -> R {
+    let db = Database::new("lost")?;
+    let dir = Temp::new("pg-lost");
+    let server = serve(&db, &dir, "lost");
+    let host = server.host("Clerkbot");
+    assert_eq!(host.get("/v1/budgets/Supplies").status, 200);
+    // Every connection of the service to the database ends (as a restart of the server ends them).
+    let ended = db.admin_query(
+        "SELECT count(*) FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid()) AS t",
+    )?;
+    assert!(ended >= 2, "the store's and the keys' connections: {ended}");
+    let lost = permits_runtime::PostgresStore::CONNECTION_LOST;
+    // The keys' connection is used first (the request's key), then the store's: each fails once, in the same
+    // words, and connects again on its next use.
+    let first = host.get("/v1/budgets/Supplies");
+    assert_eq!(first.code(), "store", "{}", first.body);
+    let keys_lost = format!("the store failed: {lost}: cannot read the keys");
+    assert_eq!((first.status, first.message().starts_with(&keys_lost)), (503, true), "{}", first.body);
+    let second = host.get("/v1/budgets/Supplies");
+    assert_eq!(second.code(), "store", "{}", second.body);
+    let store_lost = format!("the store failed: {lost}: ");
+    assert_eq!((second.status, second.message().starts_with(&store_lost)), (503, true), "{}", second.body);
+    assert!(!second.message().contains("the keys"), "{}", second.body);
+    assert_eq!(host.get("/v1/budgets/Supplies").status, 200);
+    Ok(())
+}
