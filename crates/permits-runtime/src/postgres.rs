@@ -298,6 +298,11 @@ impl PostgresTarget {
         &self.config
     }
 
+    /// `url` with its password, if it has one, shown as `***`: a connection string fit for a message.
+    pub fn redact(url: &str) -> String {
+        redact(url)
+    }
+
     /// Whether it connects over TLS.
     pub fn uses_tls(&self) -> bool {
         self.tls.is_some()
@@ -482,6 +487,35 @@ impl PostgresStore {
             *guard = None;
         }
         version
+    }
+
+    /// The audit chain of the database `target` names, read without changing it (not migrated; under the
+    /// store's lock, in a transaction that is rolled back): what `permitc audit verify postgres://…` checks.
+    ///
+    /// Errors: the server cannot be reached, refuses the login or its certificate; the database holds no
+    /// permits ledger (no `permits_schema` table), or one at a schema version newer than this runtime knows;
+    /// an event does not decode.
+    pub fn read_audit_chain(target: &PostgresTarget) -> Result<Vec<ChainedEvent>, StoreError> {
+        let mut conn = connect(target)?;
+        match schema_version(&mut conn.client)? {
+            0 => {
+                return Err(StoreError(
+                    "the database holds no permits ledger (it has no `permits_schema` table): name the database \
+                     the hosts use"
+                        .into(),
+                ));
+            }
+            v if v > PostgresStore::SCHEMA_VERSION => {
+                return Err(StoreError(format!(
+                    "the database is at schema version {v}; this runtime knows up to {}",
+                    PostgresStore::SCHEMA_VERSION
+                )));
+            }
+            _ => {}
+        }
+        let store = PostgresStore { target: target.clone(), conn: Mutex::new(Some(conn)) };
+        let mut tx = PostgresTransaction::begin(&store)?;
+        tx.audit_events()
     }
 
     /// Every stored proposal, standing rule, task and lease whose record cannot be decoded, with why (as

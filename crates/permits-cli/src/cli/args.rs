@@ -154,7 +154,8 @@ pub(super) enum Command {
         #[command(subcommand)]
         command: McpCommand,
     },
-    /// The audit chain (spec §5a): `permitc audit verify FILE` checks a store or a JSON-lines export.
+    /// The audit chain (spec §5a): `permitc audit verify FILE` checks a store (an SQLite file, or a PostgreSQL
+    /// database as `postgres://…`) or a JSON-lines export.
     Audit {
         #[command(subcommand)]
         command: AuditCommand,
@@ -262,9 +263,11 @@ pub(super) enum McpCommand {
 #[derive(Debug, Subcommand)]
 pub(super) enum AuditCommand {
     /// Verify an audit chain: every event in place, linked to the one before, unchanged since written.
-    /// Exit 0 when it verifies, 1 when it does not, 2 when the file cannot be read.
+    /// Exit 0 when it verifies, 1 when it does not, 2 when the file or the database cannot be read.
     Verify {
-        /// An SQLite store (the runtime's ledger) or a JSON-lines export (`Runtime::export_audit`).
+        /// An SQLite store (the runtime's ledger), a JSON-lines export (`Runtime::export_audit`), or a
+        /// PostgreSQL ledger as `postgres://…` (`sslmode`, `sslrootcert` as the hosts give them; needs the
+        /// feature `postgres`).
         file: PathBuf,
         /// The head the chain must end at, as `SEQ:HASH` (from `Runtime::audit_head`): a truncated chain
         /// fails.

@@ -105,6 +105,21 @@ mod coding_agent {
 // ---------------------------------------------------------------------------------------------------------
 // Hole 5: `permitc audit verify` checks a store and an export.
 
+/// A PostgreSQL ledger needs the feature `postgres` (`audit_postgres.rs` checks one with it): without, the
+/// way out is named, exit 2.
+#[cfg(not(feature = "postgres"))]
+#[test]
+fn permitc_audit_verify_of_a_postgres_url_without_the_feature_says_how_to_build_it() -> R {
+    let (code, stdout, stderr) = permitc(&["audit", "verify", "postgres://permits@127.0.0.1:1/ledger"])?;
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        "error: this permitc was built without PostgreSQL: build it with `cargo build -p permits-cli --features \
+         postgres`, or verify an export (`Runtime::export_audit`)\n"
+    );
+    Ok(())
+}
+
 #[test]
 fn hole_5_permitc_audit_verify_checks_a_store_and_its_export() -> R {
     use permits::runtime::{AdmitAll, ApproveMode, Call, ProposalRequest, RunOutcome, Runtime, SqliteStore};

@@ -2,6 +2,8 @@
 //! product: CLI, compiler and runtime together).
 
 mod adversarial;
+#[cfg(feature = "postgres")]
+mod audit_postgres;
 mod bad_input;
 mod cases_levels;
 mod ci_hook;

@@ -1,7 +1,8 @@
 //! Task leases (spec §5a "Leases") on the hardening shop (`holes.table.json`: orders routed to a buyer,
 //! `StockLevel` alone): the execution protocol under a takeover, alone calls, renewal and release, bad
 //! input. The two-host fencing scenario over every store is in the store conformance suite
-//! (`a_taken_over_lease_fences_the_old_holder`); across processes on PostgreSQL in `postgres.rs`.
+//! (`a_taken_over_lease_fences_the_old_holder`); across OS processes, with the supplier, on an SQLite file
+//! and on PostgreSQL in `fencing.rs`.
 
 use std::path::Path;
 

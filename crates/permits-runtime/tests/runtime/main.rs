@@ -4,6 +4,9 @@
 
 mod claims;
 mod failures;
+// The lease host is an SQLite build (`examples/lease_host.rs`); with `postgres` it runs on PostgreSQL too.
+#[cfg(feature = "sqlite")]
+mod fencing;
 mod fuzz_regressions;
 mod holes;
 mod leases;
@@ -19,6 +22,11 @@ mod restart;
 #[cfg(feature = "postgres")]
 mod shop_postgres;
 mod skill_grants;
+/// The supplier test peer's client, for the tests that send orders to it (`fencing`, `shop_postgres`).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+#[path = "../../../../examples/supplier/client.rs"]
+#[allow(dead_code, reason = "the client serves several includers")]
+mod supplier_client;
 mod support_triage;
 mod workshop;
 

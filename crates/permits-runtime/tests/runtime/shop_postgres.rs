@@ -4,9 +4,7 @@
 //! SQLite file; the tables are the fixtures `shop` and `shop-alone-2000` (the recompiled policy of step 4),
 //! compiled from `policies/shop`.
 
-#[path = "../../../../examples/supplier/client.rs"]
-#[allow(dead_code, reason = "the client serves several includers")]
-mod supplier_client;
+use crate::supplier_client;
 
 use permits_runtime::{
     AdmitAll, ApproveMode, Basis, Call, ManualClock, PostgresStore, ProposalRequest, Refusal, RunContext, RunOutcome,

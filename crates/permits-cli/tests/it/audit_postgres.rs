@@ -1,0 +1,117 @@
+//! `permitc audit verify postgres://…` (feature `postgres`, issue #22) against the real PostgreSQL server
+//! `PERMITS_TEST_POSTGRES` names (`.ci/postgres start` starts one): a ledger of a database of this test's
+//! own verifies, to the head the runtime reports; a row of its `audit` table edited through SQL, and the
+//! same chain checked against a later head, fail with exit 1; a database with no ledger and a server that is
+//! not there are exit 2, the URL's password shown as `***`. Without
+//! the variable the test fails, saying how to give it.
+
+use permits_runtime::table::Table;
+use permits_runtime::{
+    AdmitAll, ApproveMode, Call, PostgresStore, PostgresTarget, ProposalRequest, RunOutcome, Runtime,
+};
+use serde_json::json;
+
+type R = Result<(), Box<dyn std::error::Error>>;
+
+fn permitc(args: &[&str]) -> Result<(i32, String, String), Box<dyn std::error::Error>> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_permitc")).args(args).env("NO_COLOR", "1").output()?;
+    Ok((out.status.code().unwrap_or(-1), String::from_utf8(out.stdout)?, String::from_utf8(out.stderr)?))
+}
+
+/// `url` (the server's, naming any database) naming the database `name` instead.
+fn with_database(url: &str, name: &str) -> Result<String, String> {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, format!("?{query}")),
+        None => (url, String::new()),
+    };
+    let at = base.find("://").map(|i| i + 3).ok_or("PERMITS_TEST_POSTGRES is not a postgres:// URL")?;
+    let server = match base[at..].find('/') {
+        Some(slash) => &base[..at + slash],
+        None => base,
+    };
+    Ok(format!("{server}/{name}{query}"))
+}
+
+#[test]
+fn permitc_audit_verify_checks_a_postgres_ledger_and_finds_an_edited_row() -> R {
+    let server = std::env::var("PERMITS_TEST_POSTGRES").map_err(|_| {
+        "this test needs a PostgreSQL server: set PERMITS_TEST_POSTGRES to a URL whose user may create databases, \
+         e.g. `eval \"$(.ci/postgres start)\"` at the repository's root"
+    })?;
+    let name = format!("permits_cli_audit_{}", std::process::id());
+    let empty = format!("{name}_empty");
+    let mut admin = PostgresTarget::parse(&server)?.connect()?;
+    for db in [&name, &empty] {
+        admin.batch_execute(&format!("DROP DATABASE IF EXISTS {db}"))?;
+        admin.batch_execute(&format!("CREATE DATABASE {db}"))?;
+    }
+    let url = with_database(&server, &name)?;
+
+    // A host's ledger: a markdown proposed, approved and run.
+    let table = Table::load_path(&crate::root().join("crates/permits-runtime/tests/fixtures/holes.table.json"))?;
+    let rt = Runtime::new(table, AdmitAll).with_store(PostgresStore::connect(&url)?);
+    let call = Call::new("Clerkbot", "ClearStock", "MarkDown").with_arguments(json!({"sku": "mint", "percent": 20}));
+    let p = rt.propose(&ProposalRequest::new(call.for_person("Sam"), "clear-1", "slow seller"))?;
+    rt.approve_and_run(&p.id, "Sam", &p.fingerprint, ApproveMode::Once, |_| RunOutcome::Done(json!("ok")))?;
+    let head = rt.audit_head()?.ok_or("no head")?;
+    let head_arg = format!("{}:{}", head.seq, head.hash);
+    let chain = rt.audit_chain()?;
+    let events = chain.len();
+    assert!(events >= 3, "a proposal, its approval and its run: {events} events");
+
+    // It verifies, to the runtime's head.
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &url, "--head", &head_arg])?;
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert_eq!(stdout, format!("ok: `{url}`: {events} events, head {head_arg}\n"));
+
+    // A row edited through SQL: the event no longer matches its hash.
+    let mut db = PostgresTarget::parse(&url)?.connect()?;
+    let changed = db.execute("UPDATE audit SET event = replace(event, '\"Sam\"', '\"Max\"') WHERE seq = 2", &[])?;
+    assert_eq!(changed, 1);
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &url])?;
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    assert_eq!(
+        stderr,
+        format!("error: `{url}`: event 2 was changed after it was written: its content does not match its hash\n")
+    );
+
+    // The last row deleted: the chain still links, but not to the head it had.
+    db.batch_execute("UPDATE audit SET event = replace(event, '\"Max\"', '\"Sam\"') WHERE seq = 2")?;
+    let (code, _, _) = permitc(&["audit", "verify", &url, "--head", &head_arg])?;
+    assert_eq!(code, 0, "the row put back verifies again");
+    db.execute("DELETE FROM audit WHERE seq = $1", &[&i64::try_from(head.seq)?])?;
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &url, "--head", &head_arg])?;
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    let last = chain.get(events - 2).ok_or("no event before the head")?;
+    assert_eq!(
+        stderr,
+        format!(
+            "error: `{url}`: the chain ends at event {} with hash {}, not at the expected head (event {})\n",
+            last.seq, last.hash, head.seq
+        )
+    );
+
+    // A database with no ledger, and a server that is not there: exit 2.
+    let no_ledger = with_database(&server, &empty)?;
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &no_ledger])?;
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        format!(
+            "error: `{no_ledger}`: the database holds no permits ledger (it has no `permits_schema` table): name the \
+             database the hosts use\n"
+        )
+    );
+
+    // A server that is not there: exit 2, and the password is not shown.
+    let (code, stdout, stderr) = permitc(&["audit", "verify", "postgres://permits:hunter2@127.0.0.1:1/ledger"])?;
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert!(stderr.starts_with("error: `postgres://permits:***@127.0.0.1:1/ledger`: "), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+
+    drop((rt, db));
+    for db in [&name, &empty] {
+        admin.batch_execute(&format!("DROP DATABASE {db} WITH (FORCE)"))?;
+    }
+    Ok(())
+}
