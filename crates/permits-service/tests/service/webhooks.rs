@@ -42,7 +42,8 @@ fn a_failed_delivery_is_retried_with_backoff_and_a_refused_one_is_not() -> R {
     assert_eq!(first["proposal"], "P-1");
     for (path, body) in flaky_got.iter().chain(&down_got).chain(&refusing_got) {
         assert_eq!(body, first, "{path}");
-        let text = body.to_string();
+        // The inbox link holds the server's random port, which may contain `45`: not an argument value.
+        let text = body.to_string().replace(&server.url, "");
         for value in ["T-7", "45", "Ticket", "pads"] {
             assert!(!text.contains(value), "the notification carries `{value}`: {text}");
         }
