@@ -11,16 +11,28 @@ impl Runtime {
     /// Errors: [`RuntimeError::Store`] only; an unknown name or bad arguments give a `never` decision.
     pub fn decide(&self, call: &Call) -> Result<Decision, RuntimeError> {
         let table = self.table();
-        self.transact_question(|tx, events| {
-            let mut decision = decide_with(&table, call, &tx.rules()?, self.clock.now());
-            if let Some(key) = &call.operation_key {
-                if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
-                    not_this_task(&mut decision, why);
-                }
+        let now = self.clock.now();
+        self.transact_question(|tx, events| self.decide_in(tx, events, &table, call, now))
+    }
+
+    /// The body of [`Runtime::decide`], inside the caller's transaction: the decision with the standing
+    /// rules in force and the task's binding, recorded as a decision event.
+    pub(crate) fn decide_in(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        table: &Table,
+        call: &Call,
+        now: u64,
+    ) -> Result<Decision, RuntimeError> {
+        let mut decision = decide_with(table, call, &tx.rules()?, now);
+        if let Some(key) = &call.operation_key {
+            if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
+                not_this_task(&mut decision, why);
             }
-            events.push(self.call_event(EventKind::Decision, Some(&call.agent), call, &decision));
-            Ok(decision)
-        })
+        }
+        events.push(self.call_event(EventKind::Decision, Some(&call.agent), call, &decision));
+        Ok(decision)
     }
 
     /// Handles one tool call of the agent (spec §5): an `alone` call runs now through `run` (see

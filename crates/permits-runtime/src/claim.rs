@@ -150,6 +150,35 @@ pub(crate) enum ClaimStep {
     Done(Proposal),
 }
 
+/// How [`Runtime::decide_and_claim`] leaves an `alone` call's run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Claiming {
+    /// Claimed (`granted`): the host checks its own permissions, then [`Runtime::confirm`] or
+    /// [`Runtime::refuse_claim`] ([`Runtime::claim_alone`]).
+    Claim,
+    /// Claimed and confirmed (`sending`): for a host with no permissions of its own to check
+    /// ([`Runtime::claim_alone_confirmed`]).
+    ClaimAndConfirm,
+}
+
+/// What [`Runtime::decide_and_claim`] answers: the call's decision (spec §5 "Decide") and, for an `alone`
+/// call, its claimed run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallClaim {
+    /// `alone`: the run (`A-n`) is claimed — and `sending` with [`Claiming::ClaimAndConfirm`].
+    Alone {
+        /// The decision.
+        decision: Decision,
+        /// The claimed run.
+        execution: Box<Claimed>,
+    },
+    /// `propose` or `propose_every_time`: nothing is claimed; the host proposes the call
+    /// ([`Runtime::propose`]).
+    Propose(Decision),
+    /// `never`: nothing is made; [`Decision::refusal_message`] says why.
+    Never(Decision),
+}
+
 impl Runtime {
     /// Claims a granted proposal's execution for a host that runs it itself (spec §5 "Execute", §5a
     /// "Idempotent execution"): `destination` must be the approved one; a `done` proposal answers with its
@@ -218,73 +247,134 @@ impl Runtime {
     ) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
-        let call = &request.call;
-        self.transact(|tx, events| {
-            if let Err(message) = limits::check_text("the claim token", token, limits::MAX_KEY_BYTES) {
-                return Err(self.refuse(events, &call.agent, About::Operation(token), Refusal::TooLarge, message));
-            }
-            self.check_holder(tx, events, acting, &request.operation_key, &call.agent)?;
-            if let Some(run) = tx.run_by_token(token)? {
-                let same = run.agent == call.agent
-                    && run.skill == call.skill
-                    && run.tool == call.tool
-                    && run.requester == call.requester
-                    && run.operation_key == request.operation_key
-                    && crate::table::canonical_value(&run.arguments) == crate::table::canonical_value(&call.arguments);
-                if same {
-                    let mut run = run;
-                    if confirm && run.status == Status::Granted {
-                        self.confirm_run_in(tx, events, &table, &mut run, token, now)?;
-                    }
-                    return Ok(Claimed::of_run(&run));
+        self.transact(|tx, events| self.claim_alone_in(tx, events, &table, now, acting, request, token, confirm))
+    }
+
+    /// Decides a host's call and, when it is `alone`, claims its run — in one store transaction (spec §5
+    /// "Decide", "Execution admission"): what [`Runtime::decide`] then [`Runtime::claim_alone`] do (or
+    /// [`Runtime::claim_alone_confirmed`] with [`Claiming::ClaimAndConfirm`]), with the same audit events
+    /// (the decision, the claim, the confirmation), one commit instead of two. A `propose` or
+    /// `propose_every_time` call is answered [`CallClaim::Propose`] and nothing else is made (the host
+    /// proposes it, [`Runtime::propose`]); a `never` call [`CallClaim::Never`]. When only the decision is
+    /// recorded the commit is a question's ([`Transaction::commit_lazily`]); a claim commits durably before
+    /// this returns.
+    ///
+    /// Errors: those of [`Runtime::claim_alone`] but [`Refusal::Never`] and [`Refusal::MustPropose`]
+    /// (answered as values).
+    pub fn decide_and_claim(
+        &self,
+        request: &ProposalRequest,
+        token: &str,
+        claiming: Claiming,
+    ) -> Result<CallClaim, RuntimeError> {
+        self.decide_and_claim_as(None, request, token, claiming)
+    }
+
+    /// [`Runtime::decide_and_claim`] presenting `acting`, a lease on the task (spec §5a "Leases", [`Holding`]).
+    pub(crate) fn decide_and_claim_as(
+        &self,
+        acting: Option<&Lease>,
+        request: &ProposalRequest,
+        token: &str,
+        claiming: Claiming,
+    ) -> Result<CallClaim, RuntimeError> {
+        let table = self.table();
+        let now = self.clock.now();
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        // A question's commit when only the decision is recorded (`propose`, `never`); the claim's events
+        // make it a durable one (`Runtime::transact_as`).
+        self.transact_question(|tx, events| {
+            let decision = self.decide_in(tx, events, &table, &call, now)?;
+            match decision.level {
+                Level::Alone => {
+                    let confirm = claiming == Claiming::ClaimAndConfirm;
+                    let execution = self.claim_alone_in(tx, events, &table, now, acting, request, token, confirm)?;
+                    Ok(CallClaim::Alone { decision, execution: Box::new(execution) })
                 }
-                let message = format!(
-                    "the claim token was used for another call (run `{}`): a new call needs a new claim token",
-                    run.id
-                );
-                return Err(self.refuse(events, &call.agent, About::Operation(&run.id), Refusal::Claimed, message));
+                Level::Propose | Level::ProposeEveryTime => Ok(CallClaim::Propose(decision)),
+                Level::Never => Ok(CallClaim::Never(decision)),
             }
-            let call = call.clone().in_task(request.operation_key.clone());
-            let call = &call;
-            let admitted = self.admit_alone_in(tx, events, &table, call, now, Runner::Host)?;
-            let Some((id, amount)) = admitted.holder else {
-                return Err(RuntimeError::Store(StoreError("an alone run recorded for a host has no id".into())));
-            };
-            let mut run = Run {
-                id,
-                operation_key: request.operation_key.clone(),
-                agent: call.agent.clone(),
-                skill: call.skill.clone(),
-                tool: call.tool.clone(),
-                arguments: call.arguments.clone(),
-                requester: call.requester.clone(),
-                via: call.via.clone(),
-                standing_rule: admitted.decision.standing_rule.clone(),
-                amount,
-                status: Status::Granted,
-                token: token.to_string(),
-                host_claim: HostClaim {
-                    runs_as: admitted.runs_as.clone(),
-                    claimed_at: now,
-                    confirmed_at: None,
-                    table_digest: table.header.table_digest.clone(),
-                    fence: acting.filter(|l| l.key == request.operation_key).map(|l| l.fence),
-                },
-                receipt: None,
-                reason: None,
-                created_at: now,
-            };
-            tx.put_run(&run)?;
-            let mut e = self.call_event(EventKind::Execution, Some(&admitted.runs_as), call, &admitted.decision);
-            e.proposal = Some(run.id.clone());
-            e.outcome = "claimed".into();
-            e.authorized_by = Some(crate::call::alone_authorization(&admitted.decision));
-            events.push(e);
-            if confirm {
-                self.confirm_run_in(tx, events, &table, &mut run, token, now)?;
-            }
-            Ok(Claimed::of_run(&run))
         })
+    }
+
+    /// The body of [`Runtime::claim_alone_as`], inside the caller's transaction.
+    #[allow(clippy::too_many_arguments)]
+    fn claim_alone_in(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        table: &Table,
+        now: u64,
+        acting: Option<&Lease>,
+        request: &ProposalRequest,
+        token: &str,
+        confirm: bool,
+    ) -> Result<Claimed, RuntimeError> {
+        let call = &request.call;
+        if let Err(message) = limits::check_text("the claim token", token, limits::MAX_KEY_BYTES) {
+            return Err(self.refuse(events, &call.agent, About::Operation(token), Refusal::TooLarge, message));
+        }
+        self.check_holder(tx, events, acting, &request.operation_key, &call.agent)?;
+        if let Some(run) = tx.run_by_token(token)? {
+            let same = run.agent == call.agent
+                && run.skill == call.skill
+                && run.tool == call.tool
+                && run.requester == call.requester
+                && run.operation_key == request.operation_key
+                && crate::table::canonical_value(&run.arguments) == crate::table::canonical_value(&call.arguments);
+            if same {
+                let mut run = run;
+                if confirm && run.status == Status::Granted {
+                    self.confirm_run_in(tx, events, table, &mut run, token, now)?;
+                }
+                return Ok(Claimed::of_run(&run));
+            }
+            let message = format!(
+                "the claim token was used for another call (run `{}`): a new call needs a new claim token",
+                run.id
+            );
+            return Err(self.refuse(events, &call.agent, About::Operation(&run.id), Refusal::Claimed, message));
+        }
+        let call = call.clone().in_task(request.operation_key.clone());
+        let call = &call;
+        let admitted = self.admit_alone_in(tx, events, table, call, now, Runner::Host)?;
+        let Some((id, amount)) = admitted.holder else {
+            return Err(RuntimeError::Store(StoreError("an alone run recorded for a host has no id".into())));
+        };
+        let mut run = Run {
+            id,
+            operation_key: request.operation_key.clone(),
+            agent: call.agent.clone(),
+            skill: call.skill.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            requester: call.requester.clone(),
+            via: call.via.clone(),
+            standing_rule: admitted.decision.standing_rule.clone(),
+            amount,
+            status: Status::Granted,
+            token: token.to_string(),
+            host_claim: HostClaim {
+                runs_as: admitted.runs_as.clone(),
+                claimed_at: now,
+                confirmed_at: None,
+                table_digest: table.header.table_digest.clone(),
+                fence: acting.filter(|l| l.key == request.operation_key).map(|l| l.fence),
+            },
+            receipt: None,
+            reason: None,
+            created_at: now,
+        };
+        tx.put_run(&run)?;
+        let mut e = self.call_event(EventKind::Execution, Some(&admitted.runs_as), call, &admitted.decision);
+        e.proposal = Some(run.id.clone());
+        e.outcome = "claimed".into();
+        e.authorized_by = Some(crate::call::alone_authorization(&admitted.decision));
+        events.push(e);
+        if confirm {
+            self.confirm_run_in(tx, events, table, &mut run, token, now)?;
+        }
+        Ok(Claimed::of_run(&run))
     }
 
     /// The host's permissions admitted the agent's account and the person of a claimed execution: it is

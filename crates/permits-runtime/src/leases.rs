@@ -299,6 +299,16 @@ impl Holding<'_> {
         self.runtime.claim_alone_as(Some(self.lease), request, token, true)
     }
 
+    /// [`Runtime::decide_and_claim`], presenting the lease.
+    pub fn decide_and_claim(
+        &self,
+        request: &ProposalRequest,
+        token: &str,
+        claiming: Claiming,
+    ) -> Result<CallClaim, RuntimeError> {
+        self.runtime.decide_and_claim_as(Some(self.lease), request, token, claiming)
+    }
+
     /// [`Runtime::confirm`], presenting the lease.
     pub fn confirm(&self, id: &str, token: &str) -> Result<Claimed, RuntimeError> {
         self.runtime.confirm_as(Some(self.lease), id, token)

@@ -94,7 +94,7 @@ pub use audit::{
     AuditEvent, AuditHead, AuditSink, Authorization, ChainError, ChainedEvent, EventKind, GENESIS, JsonLinesSink,
     MemorySink, NullSink, read_export, verify_chain,
 };
-pub use claim::{AuthorityRefusal, Claimed};
+pub use claim::{AuthorityRefusal, CallClaim, Claimed, Claiming};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, FINGERPRINT_FORMAT, PartLevel, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};

@@ -5,10 +5,10 @@
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use permits_runtime::table::Table;
+use permits_runtime::table::{Level, Table};
 use permits_runtime::{
-    AdmitAll, ApproveMode, AuthorityRefusal, Call, ManualClock, NewRule, ProposalRequest, Refusal, RunOutcome, Runtime,
-    RuntimeError, Scope, Status, VersionQuery, Versions, WorkFor,
+    AdmitAll, ApproveMode, AuthorityRefusal, Call, CallClaim, Claiming, ManualClock, NewRule, ProposalRequest, Refusal,
+    RunOutcome, Runtime, RuntimeError, Scope, Status, VersionQuery, Versions, WorkFor,
 };
 use serde_json::{Value, json};
 
@@ -245,6 +245,68 @@ fn an_alone_run_claimed_and_confirmed_at_once_is_sending() -> R {
     let (r, _) =
         refusal(rt.claim_alone_confirmed(&ProposalRequest::new(order("mint", 900), "order-3", "big"), "tok-c"))?;
     assert_eq!(r, Refusal::MustPropose);
+    Ok(())
+}
+
+/// The events of the audit chain as (kind, outcome, execution), for comparing two ways of doing the same.
+fn chain_steps(rt: &Runtime) -> Result<Vec<(String, String, Option<String>)>, RuntimeError> {
+    Ok(rt
+        .audit_chain()?
+        .into_iter()
+        .map(|e| (format!("{:?}", e.event.kind), e.event.outcome, e.event.proposal))
+        .collect())
+}
+
+/// `decide_and_claim`: the decision and the claim of an alone call in one transaction record what
+/// `decide` then `claim_alone_confirmed` record, event for event, and leave the same run, reservation and
+/// rule use; a call that must be proposed is answered `Propose` and makes nothing; an unknown tool `Never`.
+#[test]
+fn a_call_decided_and_claimed_at_once_records_what_the_two_steps_record() -> R {
+    let (one, two) = (runtime(), runtime());
+    let (rule, _) = (small_orders_alone(&one)?, small_orders_alone(&two)?);
+    let request = ProposalRequest::new(order("mint", 300), "order-1", "a tub of mint");
+    let CallClaim::Alone { decision, execution } =
+        one.decide_and_claim(&request, "tok-a", Claiming::ClaimAndConfirm)?
+    else {
+        return Err("a small order under the rule is alone".into());
+    };
+    assert_eq!((decision.level, decision.standing_rule.as_deref()), (Level::Alone, Some(rule.as_str())));
+    assert_eq!((execution.id.as_str(), execution.status, execution.confirmed), ("A-1", Status::Sending, true));
+    // The same in two steps on another runtime.
+    assert_eq!(two.decide(&request.call.clone().in_task("order-1"))?.level, Level::Alone);
+    let claimed = two.claim_alone_confirmed(&request, "tok-a")?;
+    assert_eq!(claimed, *execution);
+    assert_eq!(chain_steps(&one)?, chain_steps(&two)?);
+    let steps = chain_steps(&one)?;
+    let tail: Vec<(&str, &str)> = steps[steps.len() - 4..].iter().map(|(k, o, _)| (k.as_str(), o.as_str())).collect();
+    assert_eq!(tail, [("Decision", "alone"), ("Task", "bound"), ("Execution", "claimed"), ("Execution", "sending")]);
+    assert_eq!(supplies(&one)?, supplies(&two)?);
+    assert_eq!(supplies(&one)?, (300, 0));
+    assert_eq!(one.rules()?.iter().find(|r| r.id == rule).map(|r| r.uses), Some(1));
+    // A retry with the same token answers the same run.
+    let again = one.decide_and_claim(&request, "tok-a", Claiming::ClaimAndConfirm)?;
+    assert_eq!(again, CallClaim::Alone { decision: decision.clone(), execution: execution.clone() });
+    // Claim only: granted, not confirmed.
+    let claim_only = ProposalRequest::new(order("mint", 300), "order-2", "another tub");
+    match one.decide_and_claim(&claim_only, "tok-b", Claiming::Claim)? {
+        CallClaim::Alone { execution, .. } => {
+            assert_eq!((execution.status, execution.confirmed), (Status::Granted, false));
+        }
+        other => return Err(format!("expected alone, got {other:?}").into()),
+    }
+    // Over the rule's reach: proposed, nothing claimed or reserved.
+    let big = ProposalRequest::new(order("mint", 900), "order-3", "a big order");
+    match one.decide_and_claim(&big, "tok-c", Claiming::ClaimAndConfirm)? {
+        CallClaim::Propose(d) => assert_eq!(d.level, Level::Propose),
+        other => return Err(format!("expected propose, got {other:?}").into()),
+    }
+    assert!(matches!(one.execution("A-3"), Err(RuntimeError::UnknownExecution(_))));
+    assert_eq!(supplies(&one)?, (600, 0));
+    let unknown = ProposalRequest::new(Call::new("Clerkbot", "Reorder", "Shred").for_person("Sam"), "order-4", "");
+    match one.decide_and_claim(&unknown, "tok-d", Claiming::ClaimAndConfirm)? {
+        CallClaim::Never(d) => assert!(d.refusal_message().contains("Shred"), "{}", d.refusal_message()),
+        other => return Err(format!("expected never, got {other:?}").into()),
+    }
     Ok(())
 }
 

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use axum::extract::State;
-use permits_runtime::table::{ChainLink, Level};
-use permits_runtime::{Call, Evidence, ProposalRequest};
+use permits_runtime::table::ChainLink;
+use permits_runtime::{Call, CallClaim, Claiming, Evidence, ProposalRequest};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -176,27 +176,27 @@ pub(crate) async fn call(
     let metrics_app = app.clone();
     let (answer, proposed) = app
         .change(move |app| {
-            // As `Runtime::call`: decide, then run alone, propose, or refuse.
-            let call = request.call.clone().in_task(request.operation_key.clone());
-            let decision = app.rt.decide(&call)?;
-            metrics_app.metrics.decision(decision.level);
-            let answer = match decision.level {
-                Level::Alone => {
-                    let execution = match (&lease, confirm) {
-                        (Some(lease), false) => app.rt.holding(lease).claim_alone(&request, &token)?,
-                        (Some(lease), true) => app.rt.holding(lease).claim_alone_confirmed(&request, &token)?,
-                        (None, false) => app.rt.claim_alone(&request, &token)?,
-                        (None, true) => app.rt.claim_alone_confirmed(&request, &token)?,
-                    };
+            // As `Runtime::call`: decide, then run alone, propose, or refuse. An alone call is decided and
+            // claimed in one transaction (`Runtime::decide_and_claim`).
+            let claiming = if confirm { Claiming::ClaimAndConfirm } else { Claiming::Claim };
+            let decided = match &lease {
+                Some(lease) => app.rt.holding(lease).decide_and_claim(&request, &token, claiming)?,
+                None => app.rt.decide_and_claim(&request, &token, claiming)?,
+            };
+            let answer = match decided {
+                CallClaim::Alone { decision, execution } => {
+                    metrics_app.metrics.decision(decision.level);
                     json!({"outcome": "alone", "decision": decision, "execution": execution})
                 }
-                Level::Never => {
+                CallClaim::Never(decision) => {
+                    metrics_app.metrics.decision(decision.level);
                     return Err(ApiError::from(permits_runtime::RuntimeError::Refused {
                         refusal: permits_runtime::Refusal::Never,
                         message: decision.refusal_message(),
                     }));
                 }
-                Level::Propose | Level::ProposeEveryTime => {
+                CallClaim::Propose(decision) => {
+                    metrics_app.metrics.decision(decision.level);
                     let proposal = stating(statement, || match &lease {
                         Some(lease) => app.rt.holding(lease).propose(&request),
                         None => app.rt.propose(&request),

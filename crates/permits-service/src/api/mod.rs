@@ -92,16 +92,27 @@ impl App {
         }
     }
 
-    /// Runs `f` (runtime calls: they block on the store) on the blocking pool, timing it.
+    /// Runs `f` (runtime calls: they block on the store), timing it. On the service's multi-threaded async
+    /// runtime it runs on the request's own worker, which hands its other tasks to another thread first
+    /// (`block_in_place`): no hop to the blocking pool and back on the path of every call (measured in
+    /// BENCHMARKS.md); elsewhere on the blocking pool. A panic inside `f` is an internal error answered
+    /// without its message (no stack trace leaves the service), as the blocking pool's would be.
     pub(crate) async fn run<R: Send + 'static>(
         self: &Arc<App>,
         f: impl FnOnce(&App) -> Result<R, ApiError> + Send + 'static,
     ) -> Result<R, ApiError> {
-        let app = self.clone();
+        use tokio::runtime::{Handle, RuntimeFlavor};
+        let failed = || ApiError::internal("the operation failed inside the service; nothing more is known");
         let started = Instant::now();
-        let result = tokio::task::spawn_blocking(move || f(&app))
-            .await
-            .map_err(|_| ApiError::internal("the operation failed inside the service; nothing more is known"))?;
+        let result = match Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(RuntimeFlavor::MultiThread) => tokio::task::block_in_place(|| {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))).map_err(|_| failed())
+            })?,
+            _ => {
+                let app = self.clone();
+                tokio::task::spawn_blocking(move || f(&app)).await.map_err(|_| failed())?
+            }
+        };
         self.metrics.operation(started.elapsed());
         result
     }
