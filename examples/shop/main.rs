@@ -39,10 +39,10 @@ commands:
   ledger             the budget and every proposal
   orders             what the supplier itself recorded";
 
-use permits::runtime::{AdmitAll, ApproveMode, Call, Proposal, ProposalRequest, RunOutcome, Runtime, SqliteStore};
+use permits::runtime::{AdmitAll, ApproveMode, Call, Proposal, ProposalRequest, Runtime, SqliteStore};
 use permits::table::Table;
 use serde_json::json;
-use supplier_client::{Supplier, SupplierError};
+use supplier_client::{Supplier, order_outcome};
 
 /// The shop's authoritative prices, in US cents per tub: the model never computes an amount.
 const PRICES: [(&str, i64); 3] = [("vanilla", 250), ("strawberry", 275), ("chocolate", 300)];
@@ -124,20 +124,8 @@ fn run() -> Result<(), String> {
         ["execute", id] => {
             let done = rt
                 .execute(id, Some(&destination), |ctx| {
-                    let a = ctx.arguments;
-                    let (Some(sku), Some(qty), Some(amount)) =
-                        (a["sku"].as_str(), a["quantity"].as_i64(), a["amount"].as_i64())
-                    else {
-                        return RunOutcome::Failed("incomplete arguments".into());
-                    };
                     out!("sending operation `{}` to {destination}", ctx.operation);
-                    match supplier.order(ctx.operation, sku, qty, amount) {
-                        Ok(receipt) => RunOutcome::Done(receipt),
-                        Err(SupplierError::Refused(body)) => {
-                            RunOutcome::Failed(format!("the supplier refused: {body}"))
-                        }
-                        Err(other) => RunOutcome::Unknown(format!("no clear answer from the supplier: {other:?}")),
-                    }
+                    order_outcome(&supplier, ctx)
                 })
                 .map_err(|e| e.to_string())?;
             show(&done.proposal);

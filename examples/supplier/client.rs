@@ -1,10 +1,13 @@
 //! The client of the supplier test peer (`examples/supplier/main.rs`), shared by the example host and the
 //! integration tests, which include it with
 //! `#[path = "../examples/supplier/client.rs"] mod supplier_client;`. It depends on nothing but `ureq`,
-//! `serde_json` and `std`, so every includer can compile it as it is.
+//! `serde_json`, `permits_runtime` (for [`order_outcome`]) and `std`, which every includer has (the
+//! `permits` crate's examples, permits-runtime's tests and examples, permits-cli's and permits-service's
+//! tests), so every includer can compile it as it is.
 //!
-//! [`Supplier`] speaks HTTP to a running peer; [`SupplierProcess`] starts one as a child process on its own
-//! database and kills it when dropped; [`supplier_exe`] and [`build_supplier`] find (or build) the binary.
+//! [`Supplier`] speaks HTTP to a running peer; [`order_outcome`] is a host's run that sends the shop's order
+//! to it; [`SupplierProcess`] starts one as a child process on its own database and kills it when dropped;
+//! [`supplier_exe`] and [`build_supplier`] find (or build) the binary.
 
 use std::fmt;
 use std::io::{BufRead, BufReader};
@@ -13,6 +16,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use permits_runtime::{RunContext, RunOutcome};
 use serde_json::{Value, json};
 
 /// How long one request may take, connection included, before the supplier counts as unreachable.
@@ -103,6 +107,23 @@ impl Supplier {
     /// what was asked for.
     pub fn shutdown(&self) {
         let _ = agent().post(format!("{}/shutdown", self.base)).send("");
+    }
+}
+
+/// A host's run of the shop's order (`PlaceOrder` with the arguments `sku`, `quantity` and `amount`): sends
+/// it to `supplier` under the runtime's operation id and turns the answer into the run's outcome. A receipt
+/// is [`RunOutcome::Done`]; the supplier's refusal, a conclusive answer, is [`RunOutcome::Failed`]; any other
+/// answer or none is [`RunOutcome::Unknown`], since the order may have arrived.
+#[allow(dead_code, reason = "an includer may send orders another way")]
+pub fn order_outcome(supplier: &Supplier, ctx: &RunContext<'_>) -> RunOutcome {
+    let a = ctx.arguments;
+    let (Some(sku), Some(qty), Some(amount)) = (a["sku"].as_str(), a["quantity"].as_i64(), a["amount"].as_i64()) else {
+        return RunOutcome::Failed("the order's arguments are incomplete".into());
+    };
+    match supplier.order(ctx.operation, sku, qty, amount) {
+        Ok(receipt) => RunOutcome::Done(receipt),
+        Err(SupplierError::Refused(body)) => RunOutcome::Failed(format!("the supplier refused: {body}")),
+        Err(other) => RunOutcome::Unknown(format!("the supplier did not answer clearly: {other}")),
     }
 }
 

@@ -39,7 +39,7 @@ use permits_runtime::{
     AdmitAll, ApproveMode, Call, Lease, ProposalRequest, RunContext, RunOutcome, Runtime, RuntimeError, SqliteStore,
 };
 use serde_json::{Value, json};
-use supplier_client::{Supplier, SupplierError};
+use supplier_client::{Supplier, order_outcome};
 
 type Error = Box<dyn std::error::Error>;
 
@@ -100,15 +100,7 @@ fn send(supplier: &Supplier, witness: &mut std::fs::File, line: &str, ctx: &RunC
     if let Err(e) = witness.write_all(line.as_bytes()) {
         return RunOutcome::Failed(format!("the witness file cannot be written: {e}"));
     }
-    let a = ctx.arguments;
-    let (Some(sku), Some(qty), Some(amount)) = (a["sku"].as_str(), a["quantity"].as_i64(), a["amount"].as_i64()) else {
-        return RunOutcome::Failed("the order's arguments are incomplete".into());
-    };
-    match supplier.order(ctx.operation, sku, qty, amount) {
-        Ok(receipt) => RunOutcome::Done(receipt),
-        Err(SupplierError::Refused(body)) => RunOutcome::Failed(format!("the supplier refused: {body}")),
-        Err(other) => RunOutcome::Unknown(format!("the supplier did not answer clearly: {other}")),
-    }
+    order_outcome(supplier, ctx)
 }
 
 /// A runtime error as the JSON the test reads.

@@ -8,12 +8,11 @@
 //! supplier receives one order; a witness file the runs append to shows that only B's run ran (the
 //! supplier replays an operation id it has seen, so its count alone could not tell a second send).
 
+use crate::child::{HostProcess, example_exe};
 use crate::supplier_client;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use permits_runtime::{AdmitAll, EventKind, Runtime, Status, Store, verify_chain};
@@ -25,69 +24,17 @@ type E = Box<dyn std::error::Error>;
 
 /// The task the lease hosts work on (`lease_host`'s `TASK`).
 const TASK: &str = "restock-2026-12-02";
-/// How long one answer of a host may take before the test gives up on it.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// The `lease_host` example, built by cargo for this test binary's profile and features (a no-op when it is
-/// current), at `target/<profile>/examples/lease_host`.
-fn lease_host_exe() -> Result<PathBuf, E> {
-    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let profile = exe.parent().and_then(Path::parent).ok_or("the test binary has no profile folder")?;
-            let host = profile.join("examples").join(format!("lease_host{}", std::env::consts::EXE_SUFFIX));
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut build = Command::new(cargo);
-            build.args(["build", "--locked", "--quiet", "-p", "permits-runtime", "--example", "lease_host"]);
-            if cfg!(feature = "postgres") {
-                build.args(["--features", "postgres"]);
-            }
-            if profile.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            let status = build.current_dir(env!("CARGO_MANIFEST_DIR")).status().map_err(|e| e.to_string())?;
-            if !status.success() || !host.is_file() {
-                return Err(format!("`cargo build --example lease_host` did not make {}", host.display()));
-            }
-            Ok(host)
-        })
-        .clone()
-        .map_err(Into::into)
-}
-
-/// One lease host process, its stdin, and its lines of output (read on a thread of their own, so that a
-/// host that hangs cannot hang the test). Dropping it ends the process.
-struct Host {
-    name: &'static str,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
-}
+/// One lease host process (`lease_host`), its stdin, and its lines of output.
+struct Host(HostProcess);
 
 impl Host {
     fn start(db: &str, name: &'static str, supplier: &str, witness: &Path) -> Result<Host, E> {
-        let mut child = Command::new(lease_host_exe()?)
-            .args(["--db", db, "--host", name, "--supplier", supplier])
-            .arg("--witness")
-            .arg(witness)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let host = Host { name, child, stdin, lines };
-        let ready = host.lines.recv_timeout(ANSWER_TIMEOUT)?;
+        let features: &[&str] = if cfg!(feature = "postgres") { &["postgres"] } else { &[] };
+        let mut command = Command::new(example_exe("lease_host", features)?);
+        command.args(["--db", db, "--host", name, "--supplier", supplier]).arg("--witness").arg(witness);
+        let host = Host(HostProcess::start(name, command)?);
+        let ready = host.0.line()?;
         if ready != "ready" {
             return Err(format!("{name}: `{ready}` where `ready` was expected").into());
         }
@@ -96,27 +43,8 @@ impl Host {
 
     /// Sends `command` and returns the host's answer.
     fn ask(&mut self, command: &str) -> Result<Value, E> {
-        let stdin = self.stdin.as_mut().ok_or("the host's stdin is closed")?;
-        writeln!(stdin, "{command}")?;
-        stdin.flush()?;
-        let line = self.lines.recv_timeout(ANSWER_TIMEOUT).map_err(|e| format!("{}: no answer: {e}", self.name))?;
-        Ok(serde_json::from_str(&line)?)
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        // The end of stdin ends a host; a host that does not end in time is killed.
-        self.stdin.take();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.0.send(command)?;
+        Ok(serde_json::from_str(&self.0.line()?)?)
     }
 }
 

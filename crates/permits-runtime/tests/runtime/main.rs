@@ -2,6 +2,9 @@
 //! are fixtures (`tests/fixtures/*.json`, listed in `tests/fixtures/registry.rs`), compiled from
 //! `policies/`; permitc's tests keep them current.
 
+/// The example hosts as child processes, for the tests that start them (`fencing`, `races`).
+#[cfg(any(feature = "sqlite", feature = "postgres"))]
+mod child;
 mod claims;
 mod failures;
 // The lease host is an SQLite build (`examples/lease_host.rs`); with `postgres` it runs on PostgreSQL too.

@@ -17,10 +17,8 @@
 //! a random moment of a race: nothing half-written, the others go on.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use permits_runtime::table::Table;
@@ -31,14 +29,13 @@ use permits_runtime::{
 use postgres::NoTls;
 use serde_json::Value;
 
+use crate::child::{ANSWER_TIMEOUT, HostProcess, example_exe};
 use crate::postgres::{Database, order, shop};
 
 type R = Result<(), Box<dyn std::error::Error>>;
 type E = Box<dyn std::error::Error>;
 
 const HOSTS: usize = 4;
-/// How long one answer of a host may take before the test gives up on it.
-const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
 
 fn rounds() -> u64 {
     std::env::var("PERMITS_RACE_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000)
@@ -57,80 +54,31 @@ fn race_table(kind: &str) -> Table {
     table
 }
 
-/// The `race_host` example, built by cargo for this test binary's profile (a no-op when it is current;
-/// `cargo test --test runtime` alone does not build examples, and a host left over from before a change to
-/// the runtime would race with old code), at `target/<profile>/examples/race_host`.
-fn race_host_exe() -> Result<PathBuf, E> {
-    static BUILT: std::sync::OnceLock<Result<PathBuf, String>> = std::sync::OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-            let profile = exe.parent().and_then(Path::parent).ok_or("the test binary has no profile folder")?;
-            let host = profile.join("examples").join(format!("race_host{}", std::env::consts::EXE_SUFFIX));
-            let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-            let mut build = Command::new(cargo);
-            build.args(["build", "--locked", "--quiet", "-p", "permits-runtime", "--features", "postgres"]);
-            build.args(["--example", "race_host"]);
-            if profile.file_name().is_some_and(|n| n == "release") {
-                build.arg("--release");
-            }
-            let status = build.current_dir(env!("CARGO_MANIFEST_DIR")).status().map_err(|e| e.to_string())?;
-            if !status.success() || !host.is_file() {
-                return Err(format!("`cargo build --example race_host` did not make {}", host.display()));
-            }
-            Ok(host)
-        })
-        .clone()
-        .map_err(Into::into)
-}
-
-/// One race host process, its stdin, and its lines of output (read on a thread of their own, so that a host
-/// that hangs cannot hang the test). Dropping it kills the process.
+/// One race host process (`race_host`), its stdin, and its lines of output; `alive` until the test kills it.
 struct Host {
     n: usize,
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Receiver<String>,
+    process: HostProcess,
     alive: bool,
 }
 
 impl Host {
     fn start(url: &str, kind: &str, n: usize, witness: Option<&Path>) -> Result<Host, E> {
-        let mut command = Command::new(race_host_exe()?);
+        let mut command = Command::new(example_exe("race_host", &["postgres"])?);
         command.args(["--db", url, "--kind", kind, "--host", &n.to_string()]);
         if let Some(w) = witness {
             command.arg("--witness").arg(w);
         }
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn()?;
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let (send, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                let Ok(line) = line else { break };
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let host = Host { n, child, stdin, lines, alive: true };
+        let host = Host { n, process: HostProcess::start(format!("host {n}"), command)?, alive: true };
         host.expect("ready")?;
         Ok(host)
     }
 
     fn send(&mut self, line: &str) -> Result<(), E> {
-        let stdin = self.stdin.as_mut().ok_or("the host's stdin is closed")?;
-        writeln!(stdin, "{line}")?;
-        stdin.flush()?;
-        Ok(())
-    }
-
-    fn line(&self) -> Result<String, E> {
-        self.lines.recv_timeout(ANSWER_TIMEOUT).map_err(|e| format!("host {}: no answer: {e}", self.n).into())
+        self.process.send(line)
     }
 
     fn expect(&self, want: &str) -> Result<String, E> {
-        let line = self.line()?;
+        let line = self.process.line()?;
         if !line.starts_with(want) {
             return Err(format!("host {}: `{line}` where `{want}…` was expected", self.n).into());
         }
@@ -145,26 +93,9 @@ impl Host {
 
     /// SIGKILL, and wait for the process to be gone.
     fn kill(&mut self) -> Result<(), E> {
-        self.child.kill()?;
-        self.child.wait()?;
+        self.process.kill()?;
         self.alive = false;
         Ok(())
-    }
-}
-
-impl Drop for Host {
-    fn drop(&mut self) {
-        // The end of stdin ends a host; a host that does not end in time is killed.
-        self.stdin.take();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

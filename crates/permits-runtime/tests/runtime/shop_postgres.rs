@@ -7,11 +7,11 @@
 use crate::supplier_client;
 
 use permits_runtime::{
-    AdmitAll, ApproveMode, Basis, Call, ManualClock, PostgresStore, ProposalRequest, Refusal, RunContext, RunOutcome,
-    Runtime, RuntimeError, Status, table::Table,
+    AdmitAll, ApproveMode, Basis, Call, ManualClock, PostgresStore, ProposalRequest, Refusal, Runtime, RuntimeError,
+    Status, table::Table,
 };
 use serde_json::{Value, json};
-use supplier_client::{Supplier, SupplierError, SupplierProcess};
+use supplier_client::{Supplier, SupplierProcess, order_outcome};
 
 use crate::postgres::Database;
 
@@ -35,19 +35,6 @@ fn order(sku: &str, tubs: i64, price: i64) -> Call {
 
 fn request(call: Call, destination: &str) -> ProposalRequest {
     ProposalRequest::new(call, WORK, "the freezer runs low").with_destination(destination)
-}
-
-/// The host's closure: sends the order to the supplier with the runtime's operation id.
-fn send(supplier: &Supplier, ctx: &RunContext<'_>) -> RunOutcome {
-    let a = ctx.arguments;
-    let (Some(sku), Some(qty), Some(amount)) = (a["sku"].as_str(), a["quantity"].as_i64(), a["amount"].as_i64()) else {
-        return RunOutcome::Failed("the order's arguments are incomplete".into());
-    };
-    match supplier.order(ctx.operation, sku, qty, amount) {
-        Ok(receipt) => RunOutcome::Done(receipt),
-        Err(SupplierError::Refused(body)) => RunOutcome::Failed(format!("the supplier refused: {body}")),
-        Err(other) => RunOutcome::Unknown(format!("the supplier did not answer clearly: {other:?}")),
-    }
 }
 
 fn refusal<T: std::fmt::Debug>(result: Result<T, RuntimeError>) -> Option<Refusal> {
@@ -144,7 +131,10 @@ fn postgres_shop_spending_steps_1_to_9_against_the_supplier() -> R {
     // Spec §5a: the store has one current table; the restarted host installs its recompiled one first.
     rt.install_table()?;
     assert_eq!(figures(&rt)?, (1750, 0), "the reservation survives the restart");
-    assert_eq!(refusal(rt.execute(&seven.id, Some(&url), |ctx| send(&supplier.supplier, ctx))), Some(Refusal::Basis));
+    assert_eq!(
+        refusal(rt.execute(&seven.id, Some(&url), |ctx| order_outcome(&supplier.supplier, ctx))),
+        Some(Refusal::Basis)
+    );
     assert_eq!(rt.proposal(&seven.id)?.status, Status::Granted);
     assert_eq!(orders(&supplier.supplier)?.len(), 0);
     assert_eq!(figures(&rt)?, (1750, 0));
@@ -155,13 +145,13 @@ fn postgres_shop_spending_steps_1_to_9_against_the_supplier() -> R {
     assert_eq!(figures(&rt)?, (1750, 0));
     clock.advance(DAY + 1);
     assert_eq!(
-        refusal(rt.execute(&seven.id, Some(&url), |ctx| send(&supplier.supplier, ctx))),
+        refusal(rt.execute(&seven.id, Some(&url), |ctx| order_outcome(&supplier.supplier, ctx))),
         Some(Refusal::GrantExpired)
     );
     assert_eq!(rt.proposal(&seven.id)?.status, Status::Granted);
     assert_eq!(orders(&supplier.supplier)?.len(), 0);
     rt.approve(&seven.id, "Lucy", &seven.fingerprint, ApproveMode::Once)?;
-    let done = rt.execute(&seven.id, Some(&url), |ctx| send(&supplier.supplier, ctx))?;
+    let done = rt.execute(&seven.id, Some(&url), |ctx| order_outcome(&supplier.supplier, ctx))?;
     assert!(done.ran);
     assert_eq!(done.proposal.status, Status::Done);
     let placed = orders(&supplier.supplier)?;
@@ -180,7 +170,7 @@ fn postgres_shop_spending_steps_1_to_9_against_the_supplier() -> R {
     // 8. The same proposal toward another address of the same supplier: refused before anything else.
     let elsewhere = url.replace("127.0.0.1", "localhost");
     assert_eq!(
-        refusal(rt.execute(&seven.id, Some(&elsewhere), |ctx| send(&supplier.supplier, ctx))),
+        refusal(rt.execute(&seven.id, Some(&elsewhere), |ctx| order_outcome(&supplier.supplier, ctx))),
         Some(Refusal::Destination)
     );
 
