@@ -15,9 +15,25 @@ impl Runtime {
         self.transact_question(|tx, events| self.decide_in(tx, events, &table, call, now))
     }
 
-    /// The body of [`Runtime::decide`], inside the caller's transaction: the decision with the standing
-    /// rules in force and the task's binding, recorded as a decision event.
+    /// The body of [`Runtime::decide`], inside the caller's transaction: [`Runtime::decision_in`], recorded
+    /// as a decision event.
     pub(crate) fn decide_in(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        table: &Table,
+        call: &Call,
+        now: u64,
+    ) -> Result<Decision, RuntimeError> {
+        let decision = self.decision_in(tx, events, table, call, now)?;
+        events.push(self.call_event(EventKind::Decision, Some(&call.agent), call, &decision));
+        Ok(decision)
+    }
+
+    /// A call's decision inside the caller's transaction: on `table` with the standing rules in force at
+    /// `now` (seconds since the Unix epoch), and `never` when the task under its operation key is bound to
+    /// another agent or person (spec §5a "Tasks").
+    pub(crate) fn decision_in(
         &self,
         tx: &mut dyn Transaction,
         events: &mut Vec<AuditEvent>,
@@ -31,7 +47,6 @@ impl Runtime {
                 not_this_task(&mut decision, why);
             }
         }
-        events.push(self.call_event(EventKind::Decision, Some(&call.agent), call, &decision));
         Ok(decision)
     }
 

@@ -922,12 +922,7 @@ impl Runtime {
         now: u64,
         runner: Runner,
     ) -> Result<AloneAdmission, RuntimeError> {
-        let mut decision = decide_with(table, call, &tx.rules()?, now);
-        if let Some(key) = &call.operation_key {
-            if let Some(why) = self.check_task(tx, events, key, call, Binding::CheckOnly)? {
-                not_this_task(&mut decision, why);
-            }
-        }
+        let decision = self.decision_in(tx, events, table, call, now)?;
         match decision.level {
             Level::Alone => {}
             Level::Never => {
