@@ -115,7 +115,8 @@ pub(crate) fn permitc<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
 pub(crate) fn diagnostic_words(stderr: &str) -> String {
     let mut out = String::new();
     for word in stderr.split_whitespace().filter(|w| *w != "│") {
-        if !out.is_empty() && !(out.ends_with('-') && !out.ends_with(" -")) {
+        let broken_after_hyphen = out.ends_with('-') && !out.ends_with(" -");
+        if !out.is_empty() && !broken_after_hyphen {
             out.push(' ');
         }
         out.push_str(word);
