@@ -309,9 +309,13 @@ impl<'s> Printer<'s> {
         self.last_end = self.last_end.max(end);
     }
 
-    /// The closing line of a block or list: comments before it are inside, one indent deeper.
+    /// The closing line of a block or list: comments before it are inside, one indent deeper. Only
+    /// comments before the construct's real end count: a span that runs over the trivia after it (an
+    /// extern tool whose one-class claim ends the declaration) does not pull the comments after it in;
+    /// they trail the closing line or go above the next node.
     fn close(&mut self, indent: usize, pos: u32, hi: u32, text: &str) {
-        self.leading(indent + 1, hi);
+        let end = self.tight(pos, hi);
+        self.leading(indent + 1, end);
         self.line(indent, pos, hi, text.to_string(), Gap::Never);
     }
 

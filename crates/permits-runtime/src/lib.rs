@@ -64,6 +64,7 @@ pub mod signing;
 #[cfg(feature = "sqlite")]
 mod sqlite;
 mod store;
+mod target;
 
 // The `Runtime`'s operations, one family per file, each an `impl Runtime` block (spec §5, §6).
 mod budget; // budgets, raising a ceiling, settlement
@@ -120,6 +121,7 @@ use lifecycle::{may_decide, route_source};
 use install::Current;
 use ledger::Reserve;
 pub use signing::{TableRefusal, TableSignature, TrustedKeys};
+pub use target::is_postgres_target;
 use tasks::{Binding, not_this_task};
 use words::{outcome_words, reasons_for, refusal_message, route_words, words_of};
 

@@ -191,68 +191,11 @@ impl std::fmt::Debug for PostgresTarget {
     }
 }
 
-/// The connection keywords of libpq (PostgreSQL 17's list, `libpq-connect`): a store string whose first
-/// word is one of them followed by `=` is a key-value connection string ([`PostgresTarget::is_postgres`]).
-const CONNINFO_KEYWORDS: &[&str] = &[
-    "application_name",
-    "channel_binding",
-    "client_encoding",
-    "connect_timeout",
-    "dbname",
-    "fallback_application_name",
-    "gssdelegation",
-    "gssencmode",
-    "gsslib",
-    "host",
-    "hostaddr",
-    "keepalives",
-    "keepalives_count",
-    "keepalives_idle",
-    "keepalives_interval",
-    "krbsrvname",
-    "load_balance_hosts",
-    "options",
-    "passfile",
-    "password",
-    "port",
-    "replication",
-    "require_auth",
-    "requirepeer",
-    "requiressl",
-    "service",
-    "ssl_max_protocol_version",
-    "ssl_min_protocol_version",
-    "sslcert",
-    "sslcertmode",
-    "sslcompression",
-    "sslcrl",
-    "sslcrldir",
-    "sslkey",
-    "sslmode",
-    "sslnegotiation",
-    "sslpassword",
-    "sslrootcert",
-    "sslsni",
-    "target_session_attrs",
-    "tcp_user_timeout",
-    "user",
-];
-
 impl PostgresTarget {
-    /// Whether a store string names a PostgreSQL database rather than a file: a URL starting
-    /// `postgres://` or `postgresql://`, or libpq's key-value form, whose first word is a connection
-    /// keyword followed by `=` (`host=db.internal dbname=permits sslmode=require …`, `dbname = permits`).
-    /// Anything else is a file path; a file whose name looks like a connection string is named with a
-    /// folder (`./host=x.db`). Every door that takes a store (`permitd serve`, `permitd keys` and
-    /// `permitd people`, Python's `permits.Runtime`) decides with this function.
+    /// Whether a store string names a PostgreSQL database rather than a file: [`crate::is_postgres_target`],
+    /// which a runtime built without the feature `postgres` has too.
     pub fn is_postgres(store: &str) -> bool {
-        if store.starts_with("postgres://") || store.starts_with("postgresql://") {
-            return true;
-        }
-        let text = store.trim_start();
-        let word_end = text.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(text.len());
-        let (word, rest) = text.split_at(word_end);
-        rest.trim_start().starts_with('=') && CONNINFO_KEYWORDS.binary_search(&word).is_ok()
+        crate::is_postgres_target(store)
     }
 
     /// Parses `url` (`postgres://user:password@host:port/dbname?sslmode=require&sslrootcert=/etc/ca.pem`,
@@ -579,6 +522,8 @@ impl Store for PostgresStore {
 
 /// A URL with its password (if any) replaced, for messages.
 fn redact(url: &str) -> String {
+    let url = redact_password_options(url);
+    let url = url.as_str();
     match (url.find("://"), url.rfind('@')) {
         (Some(scheme), Some(at)) if at > scheme => {
             let auth = &url[scheme + 3..at];
@@ -589,6 +534,54 @@ fn redact(url: &str) -> String {
         }
         _ => url.to_string(),
     }
+}
+
+/// `text` with the value of every `password` option shown as `***`: libpq's key-value form
+/// (`host=h password=secret`, `password = 'it''s'`), or a URL's query (`postgres://u@h/db?password=secret`).
+fn redact_password_options(text: &str) -> String {
+    let url = text.contains("://");
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("password") {
+        let (before, from) = rest.split_at(at);
+        out.push_str(before);
+        let boundary = out.chars().last().is_none_or(|c| c.is_whitespace() || c == '?' || c == '&');
+        let after = &from["password".len()..];
+        let value = after.trim_start();
+        let Some(value) = value.strip_prefix('=').filter(|_| boundary) else {
+            out.push_str("password");
+            rest = after;
+            continue;
+        };
+        let value = if url { value } else { value.trim_start() };
+        let len = if url {
+            value.find(['&', '#']).unwrap_or(value.len())
+        } else if let Some(quoted) = value.strip_prefix('\'') {
+            // Up to the closing quote; `\'` and `\\` inside are escapes.
+            let mut end = quoted.len();
+            let mut chars = quoted.char_indices();
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        chars.next();
+                    }
+                    '\'' => {
+                        end = i + 1;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            1 + end
+        } else {
+            value.find(char::is_whitespace).unwrap_or(value.len())
+        };
+        out.push_str(&from[..from.len() - value.len()]);
+        out.push_str("***");
+        rest = &value[len.min(value.len())..];
+    }
+    out.push_str(rest);
+    out
 }
 
 fn connect(target: &PostgresTarget) -> Result<Conn, StoreError> {
@@ -1375,41 +1368,27 @@ mod tests {
         (format!("{server}/{}{}", db.name, options.replace("{ca}", &ca)), ca)
     }
 
-    fn connection_uses_tls(client: &mut Client) -> bool {
-        client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).expect("pg_stat_ssl").get(0)
+    #[test]
+    fn passwords_are_redacted_in_urls_and_key_value_strings() {
+        for (given, shown) in [
+            ("postgres://permits:hunter2@h:5432/db", "postgres://permits:***@h:5432/db"),
+            (
+                "postgres://permits@h/db?password=hunter2&sslmode=require",
+                "postgres://permits@h/db?password=***&sslmode=require",
+            ),
+            ("host=h user=permits password=hunter2 dbname=x", "host=h user=permits password=*** dbname=x"),
+            ("password = hunter2 host=h", "password = *** host=h"),
+            ("host=h password='hunter 2\\'s' dbname=x", "host=h password=*** dbname=x"),
+            ("host=h password=hunter2", "host=h password=***"),
+            ("host=h dbname=passwords", "host=h dbname=passwords"),
+            ("host=h dbname=x", "host=h dbname=x"),
+        ] {
+            assert_eq!(redact(given), shown, "{given}");
+        }
     }
 
-    #[test]
-    fn urls_and_key_value_strings_are_postgres_and_the_rest_are_files() {
-        assert!(CONNINFO_KEYWORDS.windows(2).all(|w| w[0] < w[1]), "sorted, for the binary search");
-        for store in [
-            "postgres://h/db",
-            "postgresql://u@h:5432/db?sslmode=require",
-            "host=db.internal dbname=permits sslmode=require sslrootcert=/etc/ca.pem",
-            "host=127.0.0.1 port=46967 user=permits dbname=x",
-            "dbname=permits",
-            "  user = permits host=/tmp",
-            "hostaddr=10.0.0.1",
-            "sslmode=require host=h",
-            "application_name=x host=h",
-        ] {
-            assert!(PostgresTarget::is_postgres(store), "{store}");
-        }
-        for store in [
-            "ledger.db",
-            "./host=x.db",
-            "/var/lib/permits/ledger.db",
-            "hostname=x",
-            "hosts.db",
-            "postgres:/x",
-            "./postgres://x",
-            "",
-            ":memory:",
-            "=host",
-            "database=permits",
-        ] {
-            assert!(!PostgresTarget::is_postgres(store), "{store}");
-        }
+    fn connection_uses_tls(client: &mut Client) -> bool {
+        client.query_one("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[]).expect("pg_stat_ssl").get(0)
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub(super) enum Command {
         command: McpCommand,
     },
     /// The audit chain (spec §5a): `permitc audit verify FILE` checks a store (an SQLite file, or a PostgreSQL
-    /// database as `postgres://…`) or a JSON-lines export.
+    /// database as `postgres://…` or `host=… dbname=…`) or a JSON-lines export.
     Audit {
         #[command(subcommand)]
         command: AuditCommand,
@@ -266,8 +266,8 @@ pub(super) enum AuditCommand {
     /// Exit 0 when it verifies, 1 when it does not, 2 when the file or the database cannot be read.
     Verify {
         /// An SQLite store (the runtime's ledger), a JSON-lines export (`Runtime::export_audit`), or a
-        /// PostgreSQL ledger as `postgres://…` (`sslmode`, `sslrootcert` as the hosts give them; needs the
-        /// feature `postgres`).
+        /// PostgreSQL ledger as `postgres://…` or libpq's key-value form `host=… dbname=…` (`sslmode`,
+        /// `sslrootcert` as the hosts give them; needs the feature `postgres`).
         file: PathBuf,
         /// The head the chain must end at, as `SEQ:HASH` (from `Runtime::audit_head`): a truncated chain
         /// fails.

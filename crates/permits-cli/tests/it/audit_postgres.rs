@@ -11,6 +11,13 @@ use permits_runtime::{
 };
 use serde_json::json;
 
+use crate::holes::BROKEN_HELP;
+use crate::support::diagnostic_words;
+
+/// The help of `permits::audit::unreadable` for a PostgreSQL ledger.
+const POSTGRES_HELP: &str = "help: check the connection string (`sslmode`, `sslrootcert`), that the server is up, and \
+                             that it names the database the hosts use";
+
 type R = Result<(), Box<dyn std::error::Error>>;
 
 fn permitc(args: &[&str]) -> Result<(i32, String, String), Box<dyn std::error::Error>> {
@@ -30,6 +37,19 @@ fn with_database(url: &str, name: &str) -> Result<String, String> {
         None => base,
     };
     Ok(format!("{server}/{name}{query}"))
+}
+
+/// `postgres://user[:password]@host:port/dbname` as libpq's key-value form (the query's options ignored:
+/// the test server's URL has none).
+fn key_value(url: &str) -> Result<String, String> {
+    let rest = url.split_once("://").map(|(_, r)| r).ok_or("not a URL")?;
+    let rest = rest.split_once('?').map_or(rest, |(r, _)| r);
+    let (user, rest) = rest.rsplit_once('@').ok_or("no user")?;
+    let (user, password) = user.split_once(':').map_or((user, None), |(u, p)| (u, Some(p)));
+    let (server, dbname) = rest.split_once('/').ok_or("no database")?;
+    let (host, port) = server.rsplit_once(':').map_or((server, "5432"), |(h, p)| (h, p));
+    let password = password.map(|p| format!(" password={p}")).unwrap_or_default();
+    Ok(format!("host={host} port={port} user={user}{password} dbname={dbname}"))
 }
 
 #[test]
@@ -71,8 +91,11 @@ fn permitc_audit_verify_checks_a_postgres_ledger_and_finds_an_edited_row() -> R 
     let (code, stdout, stderr) = permitc(&["audit", "verify", &url])?;
     assert_eq!((code, stdout.as_str()), (1, ""));
     assert_eq!(
-        stderr,
-        format!("error: `{url}`: event 2 was changed after it was written: its content does not match its hash\n")
+        diagnostic_words(&stderr),
+        format!(
+            "permits::audit::broken × `{url}`: event 2 was changed after it was written: its content does not match \
+             its hash {BROKEN_HELP}"
+        )
     );
 
     // The last row deleted: the chain still links, but not to the head it had.
@@ -84,9 +107,10 @@ fn permitc_audit_verify_checks_a_postgres_ledger_and_finds_an_edited_row() -> R 
     assert_eq!((code, stdout.as_str()), (1, ""));
     let last = chain.get(events - 2).ok_or("no event before the head")?;
     assert_eq!(
-        stderr,
+        diagnostic_words(&stderr),
         format!(
-            "error: `{url}`: the chain ends at event {} with hash {}, not at the expected head (event {})\n",
+            "permits::audit::broken × `{url}`: the chain ends at event {} with hash {}, not at the expected head \
+             (event {}) {BROKEN_HELP}",
             last.seq, last.hash, head.seq
         )
     );
@@ -96,17 +120,38 @@ fn permitc_audit_verify_checks_a_postgres_ledger_and_finds_an_edited_row() -> R 
     let (code, stdout, stderr) = permitc(&["audit", "verify", &no_ledger])?;
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert_eq!(
-        stderr,
+        diagnostic_words(&stderr),
         format!(
-            "error: `{no_ledger}`: the database holds no permits ledger (it has no `permits_schema` table): name the \
-             database the hosts use\n"
+            "permits::audit::unreadable × `{no_ledger}`: the database holds no permits ledger (it has no \
+             `permits_schema` table): name the database the hosts use {POSTGRES_HELP}"
         )
     );
 
     // A server that is not there: exit 2, and the password is not shown.
     let (code, stdout, stderr) = permitc(&["audit", "verify", "postgres://permits:hunter2@127.0.0.1:1/ledger"])?;
     assert_eq!((code, stdout.as_str()), (2, ""));
-    assert!(stderr.starts_with("error: `postgres://permits:***@127.0.0.1:1/ledger`: "), "{stderr}");
+    let words = diagnostic_words(&stderr);
+    assert!(
+        words.starts_with("permits::audit::unreadable × `postgres://permits:***@127.0.0.1:1/ledger`: "),
+        "{stderr}"
+    );
+    assert!(words.ends_with(POSTGRES_HELP), "{stderr}");
+    assert!(!stderr.contains("hunter2"), "{stderr}");
+
+    // The key-value form is a PostgreSQL ledger too, not a file: it verifies as its URL does, and a server
+    // that is not there is exit 2 with the password not shown.
+    let conninfo = key_value(&url)?;
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &conninfo])?;
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let shown = PostgresTarget::redact(&conninfo);
+    assert_eq!(stdout, format!("ok: `{shown}`: {} events, head {}:{}\n", events - 1, last.seq, last.hash));
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &conninfo, "--head", &head_arg])?;
+    assert_eq!((code, stdout.as_str()), (1, ""), "the last row is still deleted: {stderr}");
+    assert!(diagnostic_words(&stderr).starts_with(&format!("permits::audit::broken × `{shown}`: ")), "{stderr}");
+    let (code, stdout, stderr) =
+        permitc(&["audit", "verify", "host=127.0.0.1 port=1 user=permits password=hunter2 dbname=x"])?;
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert!(diagnostic_words(&stderr).starts_with("permits::audit::unreadable × `"), "{stderr}");
     assert!(!stderr.contains("hunter2"), "{stderr}");
 
     drop((rt, db));

@@ -105,20 +105,89 @@ mod coding_agent {
 // ---------------------------------------------------------------------------------------------------------
 // Hole 5: `permitc audit verify` checks a store and an export.
 
+/// What a permitc built without the feature `postgres` says of a PostgreSQL ledger: the way out, exit 2.
+#[cfg(not(feature = "postgres"))]
+const NO_POSTGRES: &str = "permits::audit::no_postgres × this permitc was built without PostgreSQL help: build it \
+                           with `cargo build -p permits-cli --features postgres`, or verify an export \
+                           (`Runtime::export_audit`)";
+
 /// A PostgreSQL ledger needs the feature `postgres` (`audit_postgres.rs` checks one with it): without, the
 /// way out is named, exit 2.
 #[cfg(not(feature = "postgres"))]
 #[test]
 fn permitc_audit_verify_of_a_postgres_url_without_the_feature_says_how_to_build_it() -> R {
-    let (code, stdout, stderr) = permitc(&["audit", "verify", "postgres://permits@127.0.0.1:1/ledger"])?;
+    for url in ["postgres://permits@127.0.0.1:1/ledger", "postgresql://permits:hunter2@db.internal/ledger"] {
+        let (code, stdout, stderr) = permitc(&["audit", "verify", url])?;
+        assert_eq!((code, stdout.as_str()), (2, ""), "{url}");
+        assert_eq!(crate::support::diagnostic_words(&stderr), NO_POSTGRES, "{url}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+    Ok(())
+}
+
+/// libpq's key-value connection string is a PostgreSQL ledger too (`permits_runtime::is_postgres_target`),
+/// never a file path: without the feature, the same way out, exit 2, the password not shown.
+#[cfg(not(feature = "postgres"))]
+#[test]
+fn permitc_audit_verify_of_a_key_value_connection_string_without_the_feature_says_how_to_build_it() -> R {
+    for conninfo in [
+        "host=/tmp dbname=x user=y",
+        "dbname=permits",
+        "  user = permits host=/tmp password=hunter2",
+        "host=db.internal dbname=permits sslmode=require sslrootcert=/etc/ca.pem",
+    ] {
+        let (code, stdout, stderr) = permitc(&["audit", "verify", conninfo])?;
+        assert_eq!((code, stdout.as_str()), (2, ""), "{conninfo}");
+        assert_eq!(crate::support::diagnostic_words(&stderr), NO_POSTGRES, "{conninfo}: {stderr}");
+        assert!(!stderr.contains("hunter2"), "{stderr}");
+    }
+    Ok(())
+}
+
+/// The ways `permitc audit verify` cannot read what it is given are miette diagnostics, exit 2: a file that
+/// is not there, one that is neither an SQLite store nor an export, and a `--head` that is not `SEQ:HASH`.
+#[test]
+fn permitc_audit_verify_that_cannot_read_is_a_diagnostic_and_exit_2() -> R {
+    let t = crate::support::Temp::new("audit-unreadable");
+    let missing = t.path("missing.db");
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &missing.to_string_lossy()])?;
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    let words = crate::support::diagnostic_words(&stderr);
+    let start = format!("permits::audit::unreadable × cannot read `{}`: ", missing.display());
+    assert!(words.starts_with(&start), "{stderr}");
+    assert!(
+        words.ends_with(
+            "help: name an SQLite store, a JSON-lines export of its chain (`Runtime::export_audit`) or a \
+             PostgreSQL ledger (`postgres://…` or `host=… dbname=…`)"
+        ),
+        "{stderr}"
+    );
+    let binary = t.write("binary.db", [0xffu8, 0xfe, 0x00, 0x01]);
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &binary.to_string_lossy()])?;
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert_eq!(
-        stderr,
-        "error: this permitc was built without PostgreSQL: build it with `cargo build -p permits-cli --features \
-         postgres`, or verify an export (`Runtime::export_audit`)\n"
+        crate::support::diagnostic_words(&stderr),
+        format!(
+            "permits::audit::unreadable × `{}`: it is neither an SQLite store nor a JSON-lines export help: name an \
+             SQLite store, a JSON-lines export of its chain (`Runtime::export_audit`) or a PostgreSQL ledger \
+             (`postgres://…` or `host=… dbname=…`)",
+            binary.display()
+        )
+    );
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &binary.to_string_lossy(), "--head", "12"])?;
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        crate::support::diagnostic_words(&stderr),
+        "permits::usage::head × `--head 12` is not `SEQ:HASH` help: give the head as `Runtime::audit_head` \
+         reports it, its place and its hash: `--head 12:3fa9…`"
     );
     Ok(())
 }
+
+/// The help of `permits::audit::broken`: what to do about a chain that does not verify.
+pub(crate) const BROKEN_HELP: &str = "help: the store was changed outside permits from that event on: compare it \
+                                      with an earlier export (`Runtime::export_audit`) or a backup, and find who \
+                                      can write the store";
 
 #[test]
 fn hole_5_permitc_audit_verify_checks_a_store_and_its_export() -> R {
@@ -149,14 +218,24 @@ fn hole_5_permitc_audit_verify_checks_a_store_and_its_export() -> R {
     // An edited export, and a truncated one checked against the head, fail.
     let text = String::from_utf8(out)?;
     std::fs::write(&export, text.replacen("\"Sam\"", "\"Max\"", 1))?;
-    let (code, _, stderr) = permitc(&["audit", "verify", &export.to_string_lossy()])?;
-    assert_eq!(code, 1);
-    assert!(stderr.contains("was changed after it was written"), "{stderr}");
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &export.to_string_lossy()])?;
+    assert_eq!((code, stdout.as_str()), (1, ""));
+    let words = crate::support::diagnostic_words(&stderr);
+    let broken = format!("permits::audit::broken × `{}`: ", export.display());
+    assert!(words.starts_with(&format!("{broken}event ")), "{stderr}");
+    assert!(
+        words.contains(" was changed after it was written: its content does not match its hash help: "),
+        "{stderr}"
+    );
+    assert!(words.ends_with(BROKEN_HELP), "{stderr}");
     let first_lines: String = text.lines().take(2).map(|l| format!("{l}\n")).collect();
     std::fs::write(&export, first_lines)?;
     let (code, _, stderr) = permitc(&["audit", "verify", &export.to_string_lossy(), "--head", &head_arg])?;
     assert_eq!(code, 1);
-    assert!(stderr.contains("not at the expected head"), "{stderr}");
+    let words = crate::support::diagnostic_words(&stderr);
+    assert!(words.starts_with(&format!("{broken}the chain ends at event 2 with hash ")), "{stderr}");
+    assert!(words.contains(&format!(", not at the expected head (event {}) help: ", head.seq)), "{stderr}");
+    assert!(words.ends_with(BROKEN_HELP), "{stderr}");
     drop(rt);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

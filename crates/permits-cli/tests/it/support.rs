@@ -108,3 +108,18 @@ pub(crate) fn permitc<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Run {
     assert!(status.code().is_some(), "permitc {shown} was killed by a signal (stack overflow?): {status:?}");
     run
 }
+
+/// A miette diagnostic as rendered on stderr (no colour), as its words: the code, `×`, the message, `help:`
+/// and the help, joined by single spaces, the `│` of a wrapped line dropped and a word miette broke after a
+/// hyphen (`JSON-` ⏎ `lines`) joined again. What the diagnostic says, whatever the width it was wrapped at.
+pub(crate) fn diagnostic_words(stderr: &str) -> String {
+    let mut out = String::new();
+    for word in stderr.split_whitespace().filter(|w| *w != "│") {
+        let broken_after_hyphen = out.ends_with('-') && !out.ends_with(" -");
+        if !out.is_empty() && !broken_after_hyphen {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}

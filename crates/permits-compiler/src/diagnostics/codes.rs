@@ -158,6 +158,14 @@ codes! {
     TestDependsOnArguments = "permits::test::depends_on_arguments", Error, "an expectation written without arguments whose level depends on the arguments";
     /// A `--via` link of `permitc decide` or `explain` that is not `AGENT.SKILL`, or names an agent or skill the package does not declare.
     UsageVia = "permits::usage::via", Error, "a `--via` link that is not `AGENT.SKILL`, or names an agent or skill the package does not declare";
+    /// A `--head` of `permitc audit verify` that is not `SEQ:HASH`.
+    UsageHead = "permits::usage::head", Error, "a `--head` of `permitc audit verify` that is not `SEQ:HASH`";
+    /// `permitc audit verify` cannot read the store or export it is given (exit 2).
+    AuditUnreadable = "permits::audit::unreadable", Error, "`permitc audit verify` cannot read the store or export it is given (exit 2)";
+    /// `permitc audit verify` of a PostgreSQL ledger by a permitc built without the feature `postgres` (exit 2).
+    AuditNoPostgres = "permits::audit::no_postgres", Error, "`permitc audit verify` of a PostgreSQL ledger by a permitc built without the feature `postgres` (exit 2)";
+    /// An audit chain that does not verify: an event changed after it was written, a broken link, or not the expected head (exit 1).
+    AuditBroken = "permits::audit::broken", Error, "an audit chain that does not verify: an event changed after it was written, a broken link, or not the expected head (exit 1)";
 }
 
 impl Code {

@@ -290,6 +290,103 @@ queue Q {} // an empty queue
     assert_eq!(format(&out), out);
 }
 
+/// Formats `input`, checks the exact layout and that formatting the output changes nothing.
+fn assert_formats_to(input: &str, expected: &str) {
+    let once = format(input);
+    assert_eq!(once, expected, "got:\n{once}");
+    let twice = format(&once);
+    assert_eq!(twice, once, "not idempotent, second pass:\n{twice}");
+}
+
+#[test]
+fn comments_after_an_extern_tools_claim_stay_before_the_next_declaration() {
+    // A one-class claim's span runs over the trivia after it (pest looked there for `+ class`): when the
+    // parameters are written one per line, the comments after the claim went into the parameter list.
+    let input = "\
+extern tool WebSearch \"Search the web for the question that the user asked\" (query: string, limit?: number, filter?: json) : reaches_out
+// a comment after the claim
+// and another
+tool Research \"Research a question\" (question: string) {
+    call WebSearch
+}
+";
+    let expected = "\
+extern tool WebSearch \"Search the web for the question that the user asked\" (
+    query: string,
+    limit?: number,
+    filter?: json,
+) : reaches_out
+
+// a comment after the claim
+// and another
+tool Research \"Research a question\" (question: string) {
+    call WebSearch
+}
+";
+    assert_formats_to(input, expected);
+}
+
+#[test]
+fn comments_after_claims_pins_parameter_lists_and_rules_stay_put() {
+    let pin = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let input = format!(
+        "\
+extern tool Fetch \"Fetch a page from the web, following redirects, and return its text\" (url: string, depth?: number) : reaches_out // trailing the claim
+// after the trailing one
+
+extern tool Pinned \"Search the web for the question that the user asked\" (query: string, limit?: number) : reaches_out pinned \"{pin}\"
+// after the pin
+extern tool Short \"Search\" (query: string) : reads
+// after a short claim
+tool Research \"Research a question\" (question: string) // after the parameter list
+{{
+    call Fetch
+    // between rules
+    call Pinned
+    call Short // trailing a rule
+}}
+// after the body
+extern tool Last \"The last one, with a label long enough to wrap its parameters\" (query: string, limit?: number) : sends
+// at the end of the file
+"
+    );
+    let expected = format!(
+        "\
+extern tool Fetch \"Fetch a page from the web, following redirects, and return its text\" (
+    url: string,
+    depth?: number,
+) : reaches_out // trailing the claim
+
+// after the trailing one
+
+extern tool Pinned \"Search the web for the question that the user asked\" (
+    query: string,
+    limit?: number,
+) : reaches_out pinned \"{pin}\"
+
+// after the pin
+extern tool Short \"Search\" (query: string) : reads
+
+// after a short claim
+// after the parameter list
+tool Research \"Research a question\" (question: string) {{
+    call Fetch
+    // between rules
+    call Pinned
+    call Short // trailing a rule
+}}
+
+// after the body
+extern tool Last \"The last one, with a label long enough to wrap its parameters\" (
+    query: string,
+    limit?: number,
+) : sends
+// at the end of the file
+"
+    );
+    assert_formats_to(&input, &expected);
+}
+
 #[test]
 fn a_file_with_a_syntax_error_is_refused_unchanged() {
     let text = "role A\ntool T \"x\" () { wirte Repair }\n";

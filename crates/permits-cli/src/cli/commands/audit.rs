@@ -1,27 +1,46 @@
-//! `permitc audit verify`: the store's audit chain (spec §5a).
+//! `permitc audit verify`: the store's audit chain (spec §5a). Exit 0 when it verifies, 1 when it does not
+//! (`permits::audit::broken`), 2 when it cannot be read (`permits::audit::unreadable`,
+//! `permits::audit::no_postgres`, `permits::usage::head`); every failure is a miette diagnostic on stderr.
 
 use super::*;
+use crate::diagnostics::Code;
+
+/// The way out when a store or an export cannot be read.
+const UNREADABLE_HELP: &str = "name an SQLite store, a JSON-lines export of its chain (`Runtime::export_audit`) or a \
+                               PostgreSQL ledger (`postgres://…` or `host=… dbname=…`)";
+
+/// The way out when a chain does not verify.
+const BROKEN_HELP: &str = "the store was changed outside permits from that event on: compare it with an earlier \
+                           export (`Runtime::export_audit`) or a backup, and find who can write the store";
+
+/// Prints `d` as a miette diagnostic on stderr, as `check` and `compile` do; returns `exit`.
+fn fail(d: Diagnostic, exit: u8) -> u8 {
+    err!("{}", render(&[d], &Sources::default(), colour()));
+    exit
+}
 
 pub(in crate::cli) fn audit_verify(file: &Path, head: Option<&str>) -> u8 {
     use crate::runtime::{AuditHead, SqliteStore, read_export};
-    let parsed = head.map(|h| h.split_once(':').and_then(|(seq, hash)| Some((seq.parse::<u64>().ok()?, hash))));
-    let expected = match parsed {
+    let expected = match head {
         None => None,
-        Some(Some((seq, hash))) => Some(AuditHead { seq, hash: hash.to_string() }),
-        Some(None) => {
-            errln!("error: `--head` is `SEQ:HASH`, e.g. `12:3fa9…`");
-            return 2;
-        }
+        Some(h) => match h.split_once(':').and_then(|(seq, hash)| Some((seq.parse::<u64>().ok()?, hash))) {
+            Some((seq, hash)) => Some(AuditHead { seq, hash: hash.to_string() }),
+            None => {
+                let help =
+                    "give the head as `Runtime::audit_head` reports it, its place and its hash: `--head 12:3fa9…`";
+                return fail(Diagnostic::new(Code::UsageHead, format!("`--head {h}` is not `SEQ:HASH`")).help(help), 2);
+            }
+        },
     };
     let text = file.to_string_lossy();
-    if text.starts_with("postgres://") || text.starts_with("postgresql://") {
+    if crate::runtime::is_postgres_target(&text) {
         return verify_postgres(&text, expected.as_ref());
     }
     let bytes = match std::fs::read(file) {
         Ok(b) => b,
         Err(e) => {
-            errln!("error: cannot read `{}`: {e}", file.display());
-            return 2;
+            let message = format!("cannot read `{}`: {e}", file.display());
+            return fail(Diagnostic::new(Code::AuditUnreadable, message).help(UNREADABLE_HELP), 2);
         }
     };
     let chain = if bytes.starts_with(b"SQLite format 3\0") {
@@ -35,8 +54,8 @@ pub(in crate::cli) fn audit_verify(file: &Path, head: Option<&str>) -> u8 {
     let chain = match chain {
         Ok(c) => c,
         Err(e) => {
-            errln!("error: `{}`: {e}", file.display());
-            return 2;
+            let message = format!("`{}`: {e}", file.display());
+            return fail(Diagnostic::new(Code::AuditUnreadable, message).help(UNREADABLE_HELP), 2);
         }
     };
     report(&file.display().to_string(), &chain, expected.as_ref())
@@ -53,15 +72,12 @@ fn report(name: &str, chain: &[crate::runtime::ChainedEvent], expected: Option<&
             outln!("ok: `{name}`: no events");
             0
         }
-        Err(e) => {
-            errln!("error: `{name}`: {e}");
-            1
-        }
+        Err(e) => fail(Diagnostic::new(Code::AuditBroken, format!("`{name}`: {e}")).help(BROKEN_HELP), 1),
     }
 }
 
-/// A PostgreSQL ledger (`postgres://…`, with `sslmode` and `sslrootcert` as the hosts give them), read
-/// without changing it; the URL is shown with its password as `***`.
+/// A PostgreSQL ledger (`postgres://…` or libpq's key-value form, with `sslmode` and `sslrootcert` as the
+/// hosts give them), read without changing it; the connection string is shown with its password as `***`.
 #[cfg(feature = "postgres")]
 fn verify_postgres(url: &str, expected: Option<&crate::runtime::AuditHead>) -> u8 {
     use crate::runtime::{PostgresStore, PostgresTarget};
@@ -70,16 +86,18 @@ fn verify_postgres(url: &str, expected: Option<&crate::runtime::AuditHead>) -> u
     match chain {
         Ok(chain) => report(&name, &chain, expected),
         Err(e) => {
-            errln!("error: `{name}`: {e}");
-            2
+            let help = "check the connection string (`sslmode`, `sslrootcert`), that the server is up, and that it \
+                        names the database the hosts use";
+            fail(Diagnostic::new(Code::AuditUnreadable, format!("`{name}`: {e}")).help(help), 2)
         }
     }
 }
 
+/// Without the feature `postgres` there is no PostgreSQL client: the way out is named (the connection string
+/// is not shown: it may hold a password, and this build cannot tell where).
 #[cfg(not(feature = "postgres"))]
 fn verify_postgres(_url: &str, _expected: Option<&crate::runtime::AuditHead>) -> u8 {
-    errln!(
-        "error: this permitc was built without PostgreSQL: build it with `cargo build -p permits-cli --features postgres`, or verify an export (`Runtime::export_audit`)"
-    );
-    2
+    let help =
+        "build it with `cargo build -p permits-cli --features postgres`, or verify an export (`Runtime::export_audit`)";
+    fail(Diagnostic::new(Code::AuditNoPostgres, "this permitc was built without PostgreSQL").help(help), 2)
 }
