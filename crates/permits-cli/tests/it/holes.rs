@@ -108,7 +108,7 @@ mod coding_agent {
 /// What a permitc built without the feature `postgres` says of a PostgreSQL ledger: the way out, exit 2.
 #[cfg(not(feature = "postgres"))]
 const NO_POSTGRES: &str = "permits::audit::no_postgres × this permitc was built without PostgreSQL help: build it \
-                           with `cargo build -p permits-cli --features postgres`, or verify an export \
+                           with `cargo build --release -p permits-cli --features postgres`, or verify an export \
                            (`Runtime::export_audit`)";
 
 /// A PostgreSQL ledger needs the feature `postgres` (`audit_postgres.rs` checks one with it): without, the
