@@ -5,7 +5,9 @@
 //! Lowering happens in `check` (each list entry's condition against the named tool); the analysis runs
 //! on the lowered tree, so it sees exactly what the runtime will evaluate.
 
+use std::cmp::Ordering;
 use std::collections::BTreeSet;
+use std::ops::Bound;
 
 use crate::diagnostics::{Code, Diagnostic, closest};
 use crate::syntax::Span;
@@ -468,12 +470,20 @@ pub fn constant(c: &Condition) -> Option<Constant> {
     }
 }
 
-/// The arguments that satisfy a condition on one parameter: an interval set for numbers, a finite or
-/// cofinite set for strings and booleans.
+/// The arguments that satisfy a condition on one parameter: an interval set for whole numbers and for
+/// decimals, a finite or cofinite set for strings and booleans.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Set {
-    /// Sorted, disjoint, inclusive intervals within the i64 range.
+    /// Sorted, disjoint, inclusive intervals within the i64 range (`int` and `money`).
     Ints(Vec<(i128, i128)>),
+    /// Sorted, disjoint, non-empty intervals of exact decimals (`number`), each bound open or closed;
+    /// `Unbounded` is −∞ as a lower bound and +∞ as an upper one. No two intervals touch, so one set has
+    /// one spelling (every number is `[(Unbounded, Unbounded)]`).
+    ///
+    /// The domain is every decimal: an argument is always one (spec §2), so a set empty here holds for no
+    /// argument and a full one for every argument. The converse need not be true (no `f64` lies strictly
+    /// between two decimals a hair apart): such a condition is left undecided, never wrongly warned about.
+    Numbers(Vec<(Bound<Decimal>, Bound<Decimal>)>),
     /// `false`: exactly these values; `true`: every value except these.
     Strings(bool, BTreeSet<String>),
     /// Which of false/true.
@@ -487,6 +497,7 @@ impl Set {
     fn is_empty(&self) -> bool {
         match self {
             Set::Ints(v) => v.is_empty(),
+            Set::Numbers(v) => v.is_empty(),
             Set::Strings(co, s) => !co && s.is_empty(),
             Set::Bools(b) => !b[0] && !b[1],
         }
@@ -495,6 +506,7 @@ impl Set {
     fn is_full(&self) -> bool {
         match self {
             Set::Ints(v) => v.as_slice() == [(MIN, MAX)],
+            Set::Numbers(v) => v.as_slice() == [(Bound::Unbounded, Bound::Unbounded)],
             Set::Strings(co, s) => *co && s.is_empty(),
             Set::Bools(b) => b[0] && b[1],
         }
@@ -516,6 +528,23 @@ impl Set {
                 }
                 Set::Ints(out)
             }
+            Set::Numbers(v) => {
+                // The gaps: before the first interval, between each two, after the last.
+                let mut out = Vec::new();
+                let mut next = Some(Bound::Unbounded);
+                for (lo, hi) in v {
+                    if let (Some(from), Some(to)) = (next.take(), flip(lo)) {
+                        if nonempty(&from, &to) {
+                            out.push((from, to));
+                        }
+                    }
+                    next = flip(hi);
+                }
+                if let Some(from) = next {
+                    out.push((from, Bound::Unbounded));
+                }
+                Set::Numbers(out)
+            }
             Set::Strings(co, s) => Set::Strings(!co, s),
             Set::Bools(b) => Set::Bools([!b[0], !b[1]]),
         }
@@ -536,6 +565,19 @@ impl Set {
                 }
                 Set::Ints(out)
             }
+            (Set::Numbers(a), Set::Numbers(b)) => {
+                let mut out = Vec::new();
+                let (mut i, mut j) = (0, 0);
+                while i < a.len() && j < b.len() {
+                    let lo = if lower_cmp(&a[i].0, &b[j].0) == Ordering::Less { &b[j].0 } else { &a[i].0 };
+                    let hi = if upper_cmp(&a[i].1, &b[j].1) == Ordering::Less { &a[i].1 } else { &b[j].1 };
+                    if nonempty(lo, hi) {
+                        out.push((lo.clone(), hi.clone()));
+                    }
+                    if upper_cmp(&a[i].1, &b[j].1) == Ordering::Less { i += 1 } else { j += 1 }
+                }
+                Set::Numbers(out)
+            }
             (Set::Strings(ca, a), Set::Strings(cb, b)) => match (ca, cb) {
                 (false, false) => Set::Strings(false, a.intersection(&b).cloned().collect()),
                 (false, true) => Set::Strings(false, a.difference(&b).cloned().collect()),
@@ -550,6 +592,54 @@ impl Set {
     fn union(self, other: Set) -> Option<Set> {
         // A ∪ B = ¬(¬A ∩ ¬B)
         Some(self.complement().intersect(other.complement())?.complement())
+    }
+}
+
+/// The other side's bound at the same point: the upper bound just below a lower bound (`[x` → `x)`,
+/// `(x` → `x]`) and the other way round. `None` for an unbounded end (nothing lies beyond it).
+fn flip(b: Bound<Decimal>) -> Option<Bound<Decimal>> {
+    match b {
+        Bound::Included(x) => Some(Bound::Excluded(x)),
+        Bound::Excluded(x) => Some(Bound::Included(x)),
+        Bound::Unbounded => None,
+    }
+}
+
+/// Orders lower bounds by how much they leave out: −∞ first; at one value, closed (`[x`) before open (`(x`).
+fn lower_cmp(a: &Bound<Decimal>, b: &Bound<Decimal>) -> Ordering {
+    match (a, b) {
+        (Bound::Unbounded, Bound::Unbounded) => Ordering::Equal,
+        (Bound::Unbounded, _) => Ordering::Less,
+        (_, Bound::Unbounded) => Ordering::Greater,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            x.cmp(y).then_with(|| open_last(a).cmp(&open_last(b)))
+        }
+    }
+}
+
+/// Orders upper bounds by how much they take in: at one value, open (`x)`) before closed (`x]`); +∞ last.
+fn upper_cmp(a: &Bound<Decimal>, b: &Bound<Decimal>) -> Ordering {
+    match (a, b) {
+        (Bound::Unbounded, Bound::Unbounded) => Ordering::Equal,
+        (Bound::Unbounded, _) => Ordering::Greater,
+        (_, Bound::Unbounded) => Ordering::Less,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => {
+            x.cmp(y).then_with(|| open_last(b).cmp(&open_last(a)))
+        }
+    }
+}
+
+/// 1 for an open bound, 0 for a closed one, to break a tie at one value.
+fn open_last(b: &Bound<Decimal>) -> u8 {
+    u8::from(matches!(b, Bound::Excluded(_)))
+}
+
+/// Whether some decimal lies between a lower and an upper bound: `[x, x]` holds x, `[x, x)` nothing.
+fn nonempty(lo: &Bound<Decimal>, hi: &Bound<Decimal>) -> bool {
+    match (lo, hi) {
+        (Bound::Unbounded, _) | (_, Bound::Unbounded) => true,
+        (Bound::Included(x), Bound::Included(y)) => x <= y,
+        (Bound::Included(x) | Bound::Excluded(x), Bound::Included(y) | Bound::Excluded(y)) => x < y,
     }
 }
 
@@ -602,8 +692,19 @@ fn set_of<'c>(c: &'c Condition, param: &mut Option<&'c str>) -> Option<Set> {
                         CompareOp::Gt => Set::Ints(interval(n + 1, MAX)),
                     })
                 }
-                // Decimals are not analysed: the condition may go either way as far as this knows.
-                Value::Number(_) => None,
+                Value::Number(d) => {
+                    let one = |lo, hi| Set::Numbers(vec![(lo, hi)]);
+                    let at = || Bound::Included(d.clone());
+                    let past = || Bound::Excluded(d.clone());
+                    Some(match op {
+                        CompareOp::Lt => one(Bound::Unbounded, past()),
+                        CompareOp::Le => one(Bound::Unbounded, at()),
+                        CompareOp::Eq => one(at(), at()),
+                        CompareOp::Ne => one(at(), at()).complement(),
+                        CompareOp::Ge => one(at(), Bound::Unbounded),
+                        CompareOp::Gt => one(past(), Bound::Unbounded),
+                    })
+                }
                 Value::String(s) => {
                     let one = Set::Strings(false, BTreeSet::from([s.clone()]));
                     Some(if *op == CompareOp::Ne { one.complement() } else { one })
@@ -647,18 +748,53 @@ mod tests {
         assert_eq!(constant(&Condition::Not(Box::new(cmp("a", CompareOp::Le, i64::MAX)))), Some(Constant::Never));
     }
 
-    /// Decimal comparisons are not analysed: even a contradiction is "may go either way", never a wrong
-    /// `never`/`always` warning.
+    fn n(op: CompareOp, text: &str) -> Condition {
+        Condition::Compare { param: "ratio".into(), op, value: Value::Number(Decimal::parse(text).expect("decimal")) }
+    }
+
+    /// Decimal comparisons are analysed on exact decimals, with open (`<`, `>`) and closed (`<=`, `>=`)
+    /// bounds: a contradiction is `never`, a cover of every number `always`, and bounds that meet or come
+    /// close leave the condition undecided.
     #[test]
-    fn number_conditions_are_left_undecided() {
-        let n = |op, text: &str| Condition::Compare {
-            param: "ratio".into(),
-            op,
-            value: Value::Number(Decimal::parse(text).expect("decimal")),
-        };
+    fn number_conditions_are_decided_on_exact_decimals() {
         assert_eq!(constant(&n(CompareOp::Lt, "0.5")), None);
-        assert_eq!(constant(&Condition::All(vec![n(CompareOp::Lt, "0.5"), n(CompareOp::Gt, "1.5")])), None);
-        assert_eq!(constant(&Condition::Any(vec![n(CompareOp::Lt, "0.5"), n(CompareOp::Ge, "0.5")])), None);
+        assert_eq!(
+            constant(&Condition::All(vec![n(CompareOp::Gt, "0.3"), n(CompareOp::Lt, "0.2")])),
+            Some(Constant::Never)
+        );
+        assert_eq!(
+            constant(&Condition::All(vec![n(CompareOp::Lt, "0"), n(CompareOp::Gt, "10")])),
+            Some(Constant::Never)
+        );
+        assert_eq!(
+            constant(&Condition::All(vec![n(CompareOp::Lt, "0.5"), n(CompareOp::Ge, "0.5")])),
+            Some(Constant::Never)
+        );
+        assert_eq!(constant(&Condition::All(vec![n(CompareOp::Le, "0.5"), n(CompareOp::Ge, "0.5")])), None);
+        assert_eq!(constant(&Condition::All(vec![n(CompareOp::Gt, "0.2"), n(CompareOp::Lt, "0.2000001")])), None);
+        // No whole number lies in (9, 10), but 9.5 does.
+        assert_eq!(constant(&Condition::All(vec![n(CompareOp::Gt, "9"), n(CompareOp::Lt, "10")])), None);
+        assert_eq!(
+            constant(&Condition::Any(vec![n(CompareOp::Lt, "0.5"), n(CompareOp::Ge, "0.5")])),
+            Some(Constant::Always)
+        );
+        assert_eq!(constant(&Condition::Any(vec![n(CompareOp::Lt, "0.5"), n(CompareOp::Gt, "0.5")])), None);
+        assert_eq!(
+            constant(&Condition::Any(vec![n(CompareOp::Lt, "0.5"), n(CompareOp::Gt, "0.5"), n(CompareOp::Eq, "0.50")])),
+            Some(Constant::Always)
+        );
+        assert_eq!(
+            constant(&Condition::All(vec![n(CompareOp::Eq, "1.5"), n(CompareOp::Ne, "1.50")])),
+            Some(Constant::Never)
+        );
+        assert_eq!(
+            constant(&Condition::Any(vec![n(CompareOp::Le, "-1"), n(CompareOp::Gt, "-1")])),
+            Some(Constant::Always)
+        );
+        let not_between =
+            Condition::Not(Box::new(Condition::All(vec![n(CompareOp::Gt, "1.5"), n(CompareOp::Lt, "1.5")])));
+        assert_eq!(constant(&not_between), Some(Constant::Always));
+        assert_eq!(constant(&Condition::Not(Box::new(n(CompareOp::Ne, "2")))), None);
     }
 
     #[test]

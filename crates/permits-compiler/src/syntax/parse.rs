@@ -1009,7 +1009,7 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
         ErrorVariant::CustomError { .. } => Vec::new(),
     };
     let found = if token.is_empty() {
-        "the end of the file".to_string()
+        "end of file".to_string()
     } else if token.trim().is_empty() || token.chars().all(char::is_control) {
         format!("{token:?}")
     } else {
@@ -1024,9 +1024,12 @@ fn syntax_error(file: FileId, text: &str, e: &pest::error::Error<Rule>) -> Diagn
         }
     };
     let help = if rest.starts_with("///") {
-        "doc comments go only above top-level declarations; inside a block write an ordinary `//` comment"
+        "doc comments go only above top-level declarations; inside a block write an ordinary `//` comment".to_string()
+    } else if token.is_empty() {
+        // At the end of the file the label has no character to stand under: say what was expected here.
+        format!("the file ends too soon ({label}): is it cut short, or is a `}}`, `]` or `)` missing?")
     } else {
-        "see the grammar in `grammar/permits.pest` and the language tour in the README"
+        "see the grammar in `grammar/permits.pest` and the language tour in the README".to_string()
     };
     Diagnostic::new(Code::SyntaxParse, format!("unexpected {found}")).at(span, label).help(help)
 }
@@ -1202,6 +1205,19 @@ mod tests {
         assert_eq!(diags[0].message, "unexpected `wirte`");
         let label = &diags[0].primary.as_ref().expect("a label").message;
         assert!(label.contains("an operation"), "{label}");
+    }
+
+    /// A file cut off inside a block: the message names the end of the file in plain words.
+    #[test]
+    fn a_truncated_file_says_unexpected_end_of_file() {
+        let (file, diags) =
+            parse("agent Clerk \"Keeps notes.\" {\n    sponsor Pat\n    may {\n        alone [ReadNote]");
+        assert!(file.is_none());
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].code, Code::SyntaxParse);
+        assert_eq!(diags[0].message, "unexpected end of file");
+        let label = &diags[0].primary.as_ref().expect("a label").message;
+        assert!(label.contains("a rule"), "{label}");
     }
 
     #[test]
