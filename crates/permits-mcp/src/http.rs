@@ -122,7 +122,12 @@ impl Http {
             .agent
             .post(&self.url)
             .config()
-            .timeout_global(Some(timeout))
+            // Each phase bounded, not the whole: a global timeout makes ureq resolve the host on a thread
+            // of its own for every request (`Service::new` says more).
+            .timeout_send_request(Some(timeout))
+            .timeout_send_body(Some(timeout))
+            .timeout_recv_response(Some(timeout))
+            .timeout_recv_body(Some(timeout))
             .build()
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream");
@@ -267,7 +272,9 @@ impl Http {
                 .agent
                 .delete(&self.url)
                 .config()
-                .timeout_global(Some(Duration::from_secs(CONNECT_SECONDS)))
+                .timeout_send_request(Some(Duration::from_secs(CONNECT_SECONDS)))
+                .timeout_recv_response(Some(Duration::from_secs(CONNECT_SECONDS)))
+                .timeout_recv_body(Some(Duration::from_secs(CONNECT_SECONDS)))
                 .build();
             let _ = self.with_headers(request).call();
         }

@@ -5,8 +5,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-/// The longest one request may take, in seconds: a long poll (at most 60 s on the service) and a margin.
+/// The longest each phase of one request may take, in seconds (sending it, waiting for the answer, reading
+/// it): a long poll (at most 60 s on the service) and a margin.
 pub const REQUEST_SECONDS: u64 = 90;
+
+/// The longest a connection to the service may take to open, in seconds.
+pub const CONNECT_SECONDS: u64 = 10;
 
 /// The largest answer read, in bytes (64 MiB).
 pub const MAX_ANSWER_BYTES: u64 = 64 * 1024 * 1024;
@@ -63,9 +67,18 @@ pub struct Service {
 impl Service {
     /// A client of `base` with `key` (sent as `Authorization: Bearer KEY`). No proxy is used.
     pub fn new(base: &str, key: &str) -> Service {
+        // Every phase bounded, none on the whole: with a global (or per-call) timeout ureq resolves the
+        // host's name on a thread of its own for every request — a thread started and joined on the path
+        // of every call (BENCHMARKS.md "The MCP gateway"). Without one an IP address is read at once and a
+        // name is resolved within the system resolver's own timeouts.
+        let phase = Some(Duration::from_secs(REQUEST_SECONDS));
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(REQUEST_SECONDS)))
+            .timeout_connect(Some(Duration::from_secs(CONNECT_SECONDS)))
+            .timeout_send_request(phase)
+            .timeout_send_body(phase)
+            .timeout_recv_response(phase)
+            .timeout_recv_body(phase)
             .proxy(None)
             .build()
             .into();

@@ -240,9 +240,16 @@ struct Client {
 
 impl Client {
     fn new(base: &str, key: &str) -> Client {
+        // Each phase bounded, not the whole: a global timeout makes ureq resolve the host on a thread of its
+        // own for every request, which would be timed as the service's.
+        let phase = Some(Duration::from_secs(30));
         let agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
+            .timeout_connect(phase)
+            .timeout_send_request(phase)
+            .timeout_send_body(phase)
+            .timeout_recv_response(phase)
+            .timeout_recv_body(phase)
             .proxy(None)
             .build()
             .into();

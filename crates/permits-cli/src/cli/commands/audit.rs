@@ -97,7 +97,6 @@ fn verify_postgres(url: &str, expected: Option<&crate::runtime::AuditHead>) -> u
 /// is not shown: it may hold a password, and this build cannot tell where).
 #[cfg(not(feature = "postgres"))]
 fn verify_postgres(_url: &str, _expected: Option<&crate::runtime::AuditHead>) -> u8 {
-    let help =
-        "build it with `cargo build --release -p permits-cli --features postgres`, or verify an export (`Runtime::export_audit`)";
+    let help = "build it with `cargo build --release -p permits-cli --features postgres`, or verify an export (`Runtime::export_audit`)";
     fail(Diagnostic::new(Code::AuditNoPostgres, "this permitc was built without PostgreSQL").help(help), 2)
 }
