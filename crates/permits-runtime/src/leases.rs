@@ -21,11 +21,14 @@ pub const MAX_LEASE_SECONDS: u64 = 24 * 60 * 60;
 
 impl Runtime {
     /// Takes the task `key` for `holder` for `seconds` (spec §5a "Leases"; 1 to [`MAX_LEASE_SECONDS`]). A
-    /// key never leased gets fence 1; a key whose lease expired or was released, or that `holder` holds
-    /// already, gets the next fence — so every lease handed out before is fenced. The task need not be bound
-    /// yet (a worker takes it before its first call); taking binds nothing.
+    /// key never leased gets fence 1; a key whose lease expired or was released gets the next fence — so
+    /// every lease handed out before is fenced. A lease held now is not taken again, not even by its own
+    /// holder (which renews it; taking it again would fence the holder's own handle out): a holder that wants
+    /// a new fence releases the lease first. The task need not be bound yet (a worker takes it before its
+    /// first call); taking binds nothing.
     ///
-    /// Errors: [`Refusal::NotHolder`] (another holder's lease is held: "task `K` is held by `H` until T"),
+    /// Errors: [`Refusal::NotHolder`] (a lease is held: another holder's, "task `K` is held by `H` until T",
+    /// or `holder`'s own, "… held by `H` already …: renew it"),
     /// [`Refusal::TooLarge`] (a key or holder over [`limits::MAX_KEY_BYTES`], an empty one, or `seconds`
     /// out of range), [`RuntimeError::Store`].
     pub fn take_task(&self, key: &str, holder: &str, seconds: u64) -> Result<Lease, RuntimeError> {
@@ -33,11 +36,19 @@ impl Runtime {
         self.transact(|tx, events| {
             check_lease_input(self, events, key, holder, seconds)?;
             let previous = tx.lease(key)?;
-            if let Some(held) = previous.as_ref().filter(|l| l.held_at(now) && l.holder != holder) {
-                let message = format!(
-                    "task `{key}` is held by `{}` until {}: take it after that, or when `{}` releases it",
-                    held.holder, held.expires_at, held.holder
-                );
+            if let Some(held) = previous.as_ref().filter(|l| l.held_at(now)) {
+                let message = if held.holder == holder {
+                    format!(
+                        "task `{key}` is held by `{holder}` already, with fence {} until {}: renew it to hold it \
+                         longer (or release it and take it again for a new fence)",
+                        held.fence, held.expires_at
+                    )
+                } else {
+                    format!(
+                        "task `{key}` is held by `{}` until {}: take it after that, or when `{}` releases it",
+                        held.holder, held.expires_at, held.holder
+                    )
+                };
                 return Err(self.refuse(events, holder, About::Operation(key), Refusal::NotHolder, message));
             }
             let lease = Lease {
@@ -118,7 +129,7 @@ impl Runtime {
     ) -> Result<Lease, RuntimeError> {
         match tx.lease(&lease.key)? {
             Some(current) if current.holder == lease.holder && current.fence == lease.fence => Ok(current),
-            current => Err(self.fenced(events, &lease.key, &lease.holder, current.as_ref())),
+            current => Err(self.fenced(events, &lease.key, lease, current.as_ref())),
         }
     }
 
@@ -155,12 +166,24 @@ impl Runtime {
                 );
                 Err(self.refuse(events, who, About::Operation(key), Refusal::NotHolder, message))
             }
-            (stored, Some(l)) => Err(self.fenced(events, key, &l.holder, stored.as_ref())),
+            (stored, Some(l)) => Err(self.fenced(events, key, l, stored.as_ref())),
         }
     }
 
-    fn fenced(&self, events: &mut Vec<AuditEvent>, key: &str, holder: &str, current: Option<&Lease>) -> RuntimeError {
+    /// The refusal of `presented`, a lease that is not the key's `current` one.
+    fn fenced(
+        &self,
+        events: &mut Vec<AuditEvent>,
+        key: &str,
+        presented: &Lease,
+        current: Option<&Lease>,
+    ) -> RuntimeError {
+        let holder = &presented.holder;
         let now_held = match current {
+            // The same holder, an older (or forged) fence: the fence is stale, not the holder replaced.
+            Some(c) if c.holder == *holder => {
+                format!("fence {} is not the current fence {} of `{}`'s lease", presented.fence, c.fence, c.holder)
+            }
             Some(c) => format!("`{}` holds it now (fence {})", c.holder, c.fence),
             None => "the store has no lease on it".to_string(),
         };
@@ -212,12 +235,12 @@ fn check_lease_input(
         } else {
             Ok(())
         },
-        if (1..=MAX_LEASE_SECONDS).contains(&seconds) {
-            Ok(())
-        } else {
-            Err(format!(
+        match seconds {
+            0 => Err(format!("a lease is taken for 1 to {MAX_LEASE_SECONDS} seconds, not 0")),
+            1..=MAX_LEASE_SECONDS => Ok(()),
+            _ => Err(format!(
                 "a lease is taken for 1 to {MAX_LEASE_SECONDS} seconds, not {seconds}: renew it to hold it longer"
-            ))
+            )),
         },
     ];
     for check in checks {

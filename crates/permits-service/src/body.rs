@@ -1,8 +1,8 @@
 //! Bounded request bodies and queries (spec §5a "Bounded input"): a body is at most [`MAX_BODY`] bytes (a
 //! table upload [`MAX_TABLE_BODY`]) → else 413; its JSON nests at most [`MAX_DEPTH`] deep → else 400
-//! `too_deep`; it must parse (`malformed_json`) into the route's type, which refuses unknown fields
-//! (`unknown_field`) and wrong types (`invalid_request`). Every refusal is JSON, and is decided before the
-//! runtime is called, so nothing is stored.
+//! `too_deep`; it must be JSON (`malformed_json`) and fit the route's type, which refuses unknown fields
+//! (`unknown_field`) and values that do not fit, `null` included (`invalid_request`, naming the field).
+//! Every refusal is JSON, and is decided before the runtime is called, so nothing is stored.
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::StatusCode;
@@ -110,17 +110,26 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             format!("the body's JSON nests {depth} deep, more than {MAX_DEPTH}: nothing was done"),
         ));
     }
-    serde_json::from_slice(bytes).map_err(|e| {
-        use serde_json::error::Category;
+    // Syntax first, on its own: serde_json reports some values of the wrong shape (`null` where an enum is
+    // expected) as syntax errors, so only a body that is not JSON at all is `malformed_json`.
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        return Err(ApiError::bad_request("malformed_json", format!("the body is not JSON: {e}")));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let field = e.path().to_string();
+        let e = e.into_inner();
+        let syntax = e.classify() == serde_json::error::Category::Syntax;
         let message = e.to_string();
-        match e.classify() {
-            Category::Syntax | Category::Eof | Category::Io => {
-                ApiError::bad_request("malformed_json", format!("the body is not JSON: {message}"))
-            }
-            Category::Data if message.starts_with("unknown field") => {
-                ApiError::bad_request("unknown_field", format!("the body has an {message}"))
-            }
-            Category::Data => ApiError::bad_request("invalid_request", format!("the body does not fit: {message}")),
+        match (field.as_str(), message.strip_prefix("unknown field ")) {
+            (".", Some(_)) => ApiError::bad_request("unknown_field", format!("the body has an {message}")),
+            (_, Some(_)) => ApiError::bad_request("unknown_field", format!("the body has in `{field}` an {message}")),
+            (".", None) => ApiError::bad_request("invalid_request", format!("the body does not fit: {message}")),
+            _ if syntax => ApiError::bad_request(
+                "invalid_request",
+                format!("the body does not fit: `{field}` has a value of another kind ({message})"),
+            ),
+            _ => ApiError::bad_request("invalid_request", format!("the body does not fit: `{field}`: {message}")),
         }
     })
 }

@@ -241,9 +241,9 @@ fn people(command: PeopleCommand) -> Result<(), String> {
     }
 }
 
-/// A line on stderr; a closed stderr is ignored (`eprintln!` would panic).
+/// A line on stderr; a closed stderr is ignored (`eprintln!` would panic): [`crate::say!`].
 fn say(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
+    crate::say!("{line}");
 }
 
 fn keys(command: KeysCommand) -> Result<(), String> {

@@ -31,6 +31,17 @@
 //! | `audit` | the host sink: the audit events as JSON lines beside the store (the store's chain is the record) |
 //! | `error` | every error as `{"error": {"code", "message"}}` with its HTTP status |
 
+/// A line on stderr, as `eprintln!` writes it, except that a failed write is ignored: `eprintln!` panics
+/// when stderr is closed (a supervisor that stopped reading the log: EPIPE), and a log line must never
+/// take down the task that writes it (the `SIGHUP` reload, a webhook's notice, the inbox).
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+pub(crate) use say;
+
 pub mod cli;
 pub mod inbox;
 pub mod keys;

@@ -114,7 +114,7 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         writeln!(stdout, "listening on {scheme}://{addr}").and_then(|()| stdout.flush()).map_err(|e| e.to_string())?;
         drop(stdout);
         app.webhooks.bound(format!("{scheme}://{addr}"));
-        eprintln!(
+        crate::say!(
             "permitd: store `{}` (journal_mode={}, synchronous={})",
             args.store.display(),
             app.storage.journal_mode,
@@ -171,7 +171,7 @@ async fn reload_on_hangup(app: Arc<App>) {
     {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut hangups) = signal(SignalKind::hangup()) else {
-            eprintln!("permitd: cannot listen for SIGHUP: reload with POST /v1/admin/table");
+            crate::say!("permitd: cannot listen for SIGHUP: reload with POST /v1/admin/table");
             return;
         };
         while hangups.recv().await.is_some() {
@@ -191,9 +191,9 @@ async fn reload_on_hangup(app: Arc<App>) {
             })
             .await;
             match outcome {
-                Ok(Ok(digest)) => eprintln!("permitd: SIGHUP: installed the table {digest}"),
-                Ok(Err(e)) => eprintln!("permitd: SIGHUP: {e}"),
-                Err(e) => eprintln!("permitd: SIGHUP: the reload failed, the old table stays: {e}"),
+                Ok(Ok(digest)) => crate::say!("permitd: SIGHUP: installed the table {digest}"),
+                Ok(Err(e)) => crate::say!("permitd: SIGHUP: {e}"),
+                Err(e) => crate::say!("permitd: SIGHUP: the reload failed, the old table stays: {e}"),
             }
         }
     }

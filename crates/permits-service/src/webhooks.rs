@@ -208,8 +208,8 @@ pub(crate) fn notify(app: &Arc<App>, p: Proposal) {
         match tokio::task::spawn_blocking(move || keys.keys.first_notice(&id)).await {
             Ok(Ok(true)) => {}
             Ok(Ok(false)) => return,
-            Ok(Err(e)) => return eprintln!("permitd: webhooks: {e}"),
-            Err(_) => return eprintln!("permitd: webhooks: the notice failed inside the service"),
+            Ok(Err(e)) => return crate::say!("permitd: webhooks: {e}"),
+            Err(_) => return crate::say!("permitd: webhooks: the notice failed inside the service"),
         }
         let body: Arc<str> = app.webhooks.body(&p).to_string().into();
         for (url, targets) in app.webhooks.for_proposal(&p) {
@@ -229,17 +229,17 @@ async fn deliver(url: String, body: Arc<str>, names: String, id: String) {
                 format!("the webhook of {names} answered {status} for {id}")
             }
             Ok(Ok(status)) => {
-                return eprintln!("permitd: the webhook of {names} answered {status} for {id}: not tried again");
+                return crate::say!("permitd: the webhook of {names} answered {status} for {id}: not tried again");
             }
             Ok(Err(e)) => format!("the webhook of {names} failed for {id}: {e}"),
             Err(_) => format!("the webhook of {names} did not answer in {} s for {id}", TIMEOUT.as_secs()),
         };
         match BACKOFF.get(attempt - 1) {
             Some(wait) => {
-                eprintln!("permitd: {again} (attempt {attempt} of {ATTEMPTS}; again in {} s)", wait.as_secs());
+                crate::say!("permitd: {again} (attempt {attempt} of {ATTEMPTS}; again in {} s)", wait.as_secs());
                 tokio::time::sleep(*wait).await;
             }
-            None => eprintln!("permitd: {again} (attempt {attempt} of {ATTEMPTS}): given up"),
+            None => crate::say!("permitd: {again} (attempt {attempt} of {ATTEMPTS}): given up"),
         }
     }
 }

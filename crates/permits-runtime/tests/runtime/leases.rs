@@ -158,10 +158,30 @@ fn renewal_release_and_takeover_move_the_fence_and_are_audited() -> R {
     clock.advance(20);
     let renewed = rt.renew_task(&first, 60)?;
     assert_eq!((renewed.fence, renewed.expires_at), (1, START + 80));
-    // The same holder taking again gets a new fence: its older handle is fenced too.
+    // The holder does not take its own live lease again (that would fence its own handle out): it renews.
+    let (r, message) = refusal(rt.take_task("order-1", "host-a", 60))?;
+    assert_eq!(
+        (r, message.as_str()),
+        (
+            Refusal::NotHolder,
+            "task `order-1` is held by `host-a` already, with fence 1 until 1767225680: renew it to hold it longer \
+             (or release it and take it again for a new fence)"
+        )
+    );
+    assert_eq!(rt.lease("order-1")?, Some(renewed.clone()), "the refused take changed nothing");
+    // Released and taken again, it has a new fence: its older handle is fenced, and told its fence is stale.
+    rt.release_task(&first)?;
     let again = rt.take_task("order-1", "host-a", 60)?;
-    assert_eq!(again.fence, 2);
-    assert_eq!(refusal(rt.renew_task(&first, 30))?.0, Refusal::NotHolder);
+    assert_eq!((again.fence, again.expires_at), (2, START + 80));
+    let (r, message) = refusal(rt.renew_task(&first, 30))?;
+    assert_eq!(
+        (r, message.as_str()),
+        (
+            Refusal::NotHolder,
+            "this host no longer holds the task `order-1`: fence 1 is not the current fence 2 of `host-a`'s lease; \
+             `host-a` may not act under it"
+        )
+    );
     // An expired lease nobody took renews (nothing acted in between).
     clock.advance(61);
     assert_eq!(rt.renew_task(&again, 30)?.expires_at, START + 111);
@@ -184,6 +204,7 @@ fn renewal_release_and_takeover_move_the_fence_and_are_audited() -> R {
         [
             "task `order-1` leased: `host-a` holds it with fence 1 until 1767225630",
             "task `order-1` renewed: `host-a` holds it with fence 1 until 1767225680",
+            "task `order-1` released: `host-a` holds it with fence 1 until 1767225620",
             "task `order-1` leased: `host-a` holds it with fence 2 until 1767225680",
             "task `order-1` renewed: `host-a` holds it with fence 2 until 1767225711",
             "task `order-1` released: `host-a` holds it with fence 2 until 1767225681",
@@ -198,7 +219,7 @@ fn bad_lease_input_is_refused_and_stores_nothing() -> R {
     let (rt, _clock) = runtime();
     let long = "k".repeat(600);
     for (key, holder, seconds, expected) in [
-        ("order-1", "host-a", 0, "a lease is taken for 1 to 86400 seconds, not 0: renew it to hold it longer"),
+        ("order-1", "host-a", 0, "a lease is taken for 1 to 86400 seconds, not 0"),
         (
             "order-1",
             "host-a",

@@ -362,7 +362,9 @@ async fn version_check(app: &Arc<App>, p: &Proposal) -> Option<VersionCheck> {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RejectBody {
-    /// Why: given back to the agent as the tool's answer; must contain a visible character.
+    /// Why: given back to the agent as the tool's answer; must contain a visible character. A missing one
+    /// is the runtime's refusal of a blank one (422 `reason_required`), not a body that does not fit.
+    #[serde(default)]
     reason: String,
 }
 

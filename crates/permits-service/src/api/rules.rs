@@ -91,6 +91,8 @@ pub(crate) async fn allow_alone(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RevokeRuleBody {
+    /// Why; a missing one is refused as a blank one (422 `reason_required`).
+    #[serde(default)]
     why: String,
 }
 

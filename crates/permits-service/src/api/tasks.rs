@@ -99,6 +99,18 @@ fn may_lease(app: &App, caller: &Caller, key: &str) -> Result<(), ApiError> {
     }
 }
 
+/// A lease of 0 seconds does not fit the body (400 `invalid_request`): it would be over before it is taken.
+/// Too long a lease is the runtime's refusal (413 `too_large`, with its help: renew it).
+fn some_seconds(seconds: u64) -> Result<(), ApiError> {
+    if seconds == 0 {
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("a lease is taken for 1 to {} seconds, not 0", permits_runtime::MAX_LEASE_SECONDS),
+        ));
+    }
+    Ok(())
+}
+
 /// `GET /v1/tasks/{key}/lease`: the key's lease as the store has it (expired and released ones included),
 /// `null` when it was never leased. For a bound task, what may read the task reads it.
 pub(crate) async fn lease(
@@ -116,13 +128,14 @@ pub(crate) async fn lease(
 }
 
 /// `POST /v1/tasks/{key}/lease`: takes the task for `holder` for `seconds`; the lease, with its fence.
-/// Refused (`not_holder`, 409) while another holder's lease is held.
+/// Refused (`not_holder`, 409) while a lease is held: another holder's, or `holder`'s own (renew it).
 pub(crate) async fn take(
     State(app): State<Arc<App>>,
     caller: Caller,
     Path(key): Path<String>,
     Json(body): Json<TakeBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
+    some_seconds(body.seconds)?;
     app.change(move |app| {
         may_lease(app, &caller, &key)?;
         Ok(axum::Json(json!({"lease": app.rt.take_task(&key, &body.holder, body.seconds)?})))
@@ -138,6 +151,7 @@ pub(crate) async fn renew(
     Path(key): Path<String>,
     Json(body): Json<RenewBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
+    some_seconds(body.seconds)?;
     app.change(move |app| {
         may_lease(app, &caller, &key)?;
         let lease = presented(&key, LeaseBody { holder: body.holder, fence: body.fence });

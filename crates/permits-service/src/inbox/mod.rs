@@ -339,7 +339,7 @@ fn vouched(app: &App, parts: &Parts) -> Result<String, Box<Response>> {
     match trusted.vouched(&parts.headers) {
         Ok(Some(person)) if app.rt.table().persons.contains_key(&person) => Ok(person),
         Ok(Some(person)) => {
-            eprintln!(
+            crate::say!(
                 "permitd: inbox: the proxy named {:?} in `{}`, who is not a person of the table (from {peer})",
                 permits_runtime::display::visible(&person),
                 trusted.user
@@ -356,7 +356,7 @@ fn vouched(app: &App, parts: &Parts) -> Result<String, Box<Response>> {
             "this inbox signs persons in through its single sign-on proxy only: open it through the proxy",
         ))),
         Err(()) => {
-            eprintln!(
+            crate::say!(
                 "permitd: inbox: refused a request naming a person in `{}` without the proxy's secret in `{PROXY_SECRET_HEADER}` ({} {} from {peer}): nobody is signed in",
                 trusted.user,
                 parts.method,

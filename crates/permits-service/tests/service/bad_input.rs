@@ -94,3 +94,39 @@ fn bad_routes_methods_and_queries_are_json_errors() -> R {
     nothing_stored(&host);
     Ok(())
 }
+
+/// A `null` (or any value of the wrong kind) in a field is JSON that does not fit, on every route: 400
+/// `invalid_request` naming the field, never `malformed_json` ("the body is not JSON").
+#[test]
+fn null_values_are_invalid_requests_naming_the_field() -> R {
+    let server = Server::start("workshop");
+    let host = server.host("Estimator");
+    let noor = server.person("Noor");
+    let rule = json!({"agent": "Estimator", "tool": "ScrapRepair", "work_for": null, "scope": "any_arguments"});
+    let mut call = call();
+    call["operation_key"] = json!(null);
+    let cases = [
+        (&noor, "/v1/rules", rule, "`work_for`"),
+        (
+            &noor,
+            "/v1/rules",
+            json!({"agent": "Estimator", "tool": "ScrapRepair", "work_for": "nobody",
+            "scope": ["any_arguments"]}),
+            "`scope`",
+        ),
+        (&noor, "/v1/proposals/P-1/approve", json!({"fingerprint": "f", "mode": null}), "`mode`"),
+        (&host, "/v1/calls", call, "`operation_key`"),
+    ];
+    for (client, path, body, field) in cases {
+        let answer = client.post(path, &body);
+        assert_eq!((answer.status, answer.code()), (400, "invalid_request"), "{path} {body}: {}", answer.body);
+        assert!(answer.message().starts_with("the body does not fit: "), "{path}: {}", answer.message());
+        assert!(answer.message().contains(field), "{path}: {}", answer.message());
+    }
+    // Not JSON at all is still `malformed_json`.
+    let answer = noor.post_raw("/v1/rules", br#"{"agent": "Estimator", "work_for": nul}"#);
+    assert_eq!((answer.status, answer.code()), (400, "malformed_json"), "{}", answer.body);
+    nothing_stored(&host);
+    assert_eq!(noor.get("/v1/rules").ok()["rules"], json!([]));
+    Ok(())
+}

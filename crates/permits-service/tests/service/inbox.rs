@@ -770,3 +770,60 @@ fn rule_choices_are_offered_only_to_a_person_who_may_make_the_rule() -> R {
     assert!(page.body.contains("id=\"approve-task\"") && page.body.contains("id=\"approve-always\""), "{}", page.body);
     Ok(())
 }
+
+/// An extern tool's effect reads on the proposal page like any tool's: its class, what shows it (for an
+/// extern tool, its claim: there is no body) and where, marked assumed — not the claim's own text again
+/// (`sends: : sends`).
+#[test]
+fn an_extern_tools_effects_read_like_any_tools() -> R {
+    let dir = super::Temp::new("inbox-extern");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/workshop");
+    let pkg = dir.path("workshop");
+    std::fs::create_dir_all(&pkg)?;
+    for entry in std::fs::read_dir(&src)? {
+        let path = entry?.path();
+        let text = std::fs::read_to_string(&path)?.replace(
+            "tools [PartsFor, NoteRepair, SetPrice, ScrapRepair]",
+            "tools [PartsFor, NoteRepair, SetPrice, ScrapRepair, SendQuote]",
+        );
+        std::fs::write(pkg.join(path.file_name().ok_or("a file name")?), text)?;
+    }
+    let mut tools = std::fs::read_to_string(pkg.join("tools.permits"))?;
+    tools.push_str("\n/// Mails the quote to the customer, by the workshop's mail tool.\n");
+    tools.push_str("extern tool SendQuote \"Send the quote\" (repair: Repair) : sends\n");
+    let line = tools.lines().count();
+    std::fs::write(pkg.join("tools.permits"), tools)?;
+    let table = dir.path("table.json");
+    std::fs::write(&table, serde_json::to_vec(&permits_compiler::compile::compile_path(&pkg)?)?)?;
+    let store = dir.path("ledger.db");
+    set_password(&store, "Noor", NOOR_PASSWORD);
+    let server = Server::on(&table, &store);
+    let host = server.host("Estimator");
+    let answer = host
+        .post(
+            "/v1/calls",
+            &json!({"agent": "Estimator", "skill": "EstimateRepair", "tool": "SendQuote",
+                "arguments": {"repair": "T-7"}, "requester": "Noor", "operation_key": "k1",
+                "claim_token": "k1-send", "why": "the quote is ready"}),
+        )
+        .ok();
+    assert_eq!(answer["outcome"], "proposed", "{answer}");
+    let mut noor = Web::new(&server.url);
+    noor.sign_in("Noor", NOOR_PASSWORD);
+    let page = noor.get("/inbox/proposals/P-1");
+    assert_eq!(page.status, 200);
+    let effects = page.body.split("<ul id=\"effects\">").nth(1).and_then(|rest| rest.split("</ul>").next());
+    assert_eq!(
+        effects,
+        Some(
+            format!(
+                "<li><strong>sends</strong>: claimed by the extern tool <span class=\"muted\">(tools.permits:{line})\
+                 </span> <em>assumed</em></li>"
+            )
+            .as_str()
+        ),
+        "{}",
+        page.body
+    );
+    Ok(())
+}

@@ -165,7 +165,8 @@ fn an_alone_call_of_a_leased_task_needs_the_lease() -> R {
     call["lease"] = forged;
     refused_not_holder(
         &b.post("/v1/calls", &call),
-        "this host no longer holds the task `order-1`: `host-a` holds it now (fence 1); `host-a` may not act under it",
+        "this host no longer holds the task `order-1`: fence 2 is not the current fence 1 of `host-a`'s lease; \
+         `host-a` may not act under it",
     );
     let ran = a.post("/v1/calls", &stock("order-1", "tok-a", Some(&lease))).ok();
     assert_eq!((&ran["outcome"], &ran["execution"]["id"]), (&json!("alone"), &json!("A-1")));
@@ -238,9 +239,9 @@ fn bad_lease_bodies_are_refused_and_store_nothing() -> R {
         (
             "/v1/tasks/order-1/lease".into(),
             json!({"holder": "host-a", "seconds": 0}),
-            413,
-            "too_large",
-            "a lease is taken for 1 to 86400 seconds, not 0: renew it to hold it longer",
+            400,
+            "invalid_request",
+            "a lease is taken for 1 to 86400 seconds, not 0",
         ),
         (
             "/v1/tasks/order-1/lease".into(),
@@ -306,5 +307,67 @@ fn bad_lease_bodies_are_refused_and_store_nothing() -> R {
     );
     assert_eq!((answer.status, answer.code()), (400, "unknown_field"), "{}", answer.body);
     assert_eq!(host.get("/v1/proposals").ok()["proposals"], json!([]));
+    Ok(())
+}
+
+/// A lease of 0 seconds is a request that does not fit (400 `invalid_request`, no "renew it" help), taken or
+/// renewed; too long a lease stays `too_large` with the help to renew it.
+#[test]
+fn a_lease_of_zero_seconds_is_an_invalid_request_and_too_long_one_too_large() -> R {
+    let server = Server::start("holes.table");
+    let host = server.host("Clerkbot");
+    let zero = take(&host, "order-1", "host-a", 0);
+    assert_eq!(
+        (zero.status, zero.code(), zero.message()),
+        (400, "invalid_request", "a lease is taken for 1 to 86400 seconds, not 0"),
+        "{}",
+        zero.body
+    );
+    let long = take(&host, "order-1", "host-a", 86401);
+    assert_eq!(
+        (long.status, long.code(), long.message()),
+        (413, "too_large", "a lease is taken for 1 to 86400 seconds, not 86401: renew it to hold it longer")
+    );
+    let lease = take(&host, "order-1", "host-a", 60).ok()["lease"].clone();
+    let mut renew = presented(&lease);
+    renew["seconds"] = json!(0);
+    let zero = host.post("/v1/tasks/order-1/lease/renew", &renew);
+    assert_eq!(
+        (zero.status, zero.code(), zero.message()),
+        (400, "invalid_request", "a lease is taken for 1 to 86400 seconds, not 0")
+    );
+    assert_eq!(host.get("/v1/tasks/order-1/lease").ok()["lease"], lease, "nothing changed");
+    Ok(())
+}
+
+/// The holder of a live lease that takes it again is refused (it renews instead: a new fence would fence
+/// its own handle out); released and taken again it has a new fence, and its old one is told it is stale.
+#[test]
+fn the_holder_renews_its_live_lease_instead_of_taking_it_again() -> R {
+    let server = Server::start("holes.table");
+    let host = server.host("Clerkbot");
+    let first = take(&host, "order-1", "host-a", 600).ok()["lease"].clone();
+    assert_eq!(first["fence"], 1);
+    refused_not_holder(
+        &take(&host, "order-1", "host-a", 30),
+        &format!(
+            "task `order-1` is held by `host-a` already, with fence 1 until {}: renew it to hold it longer (or \
+             release it and take it again for a new fence)",
+            first["expires_at"]
+        ),
+    );
+    assert_eq!(host.get("/v1/tasks/order-1/lease").ok()["lease"], first, "the refused take changed nothing");
+    let mut renew = presented(&first);
+    renew["seconds"] = json!(900);
+    let renewed = host.post("/v1/tasks/order-1/lease/renew", &renew).ok()["lease"].clone();
+    assert_eq!(renewed["fence"], 1);
+    host.post("/v1/tasks/order-1/lease/release", &presented(&first)).ok();
+    let second = take(&host, "order-1", "host-a", 60).ok()["lease"].clone();
+    assert_eq!(second["fence"], 2);
+    refused_not_holder(
+        &host.post("/v1/calls", &order("order-1", "call-1", Some(&presented(&first)))),
+        "this host no longer holds the task `order-1`: fence 1 is not the current fence 2 of `host-a`'s lease; \
+         `host-a` may not act under it",
+    );
     Ok(())
 }

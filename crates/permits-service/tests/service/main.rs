@@ -108,6 +108,21 @@ impl Server {
             ),
             None => Stdio::inherit(),
         };
+        Server::spawned(table, store, more, stderr, false)
+    }
+
+    /// A server on a copy of the fixture table `name` whose stderr is a pipe nobody reads: its reading end
+    /// is closed before the server writes a line, so every write to stderr fails (EPIPE).
+    fn deaf(name: &str) -> Server {
+        let dir = Temp::new(name);
+        let table = dir.path("table.json");
+        std::fs::copy(fixture(name), &table).unwrap_or_else(|e| panic!("cannot copy the fixture {name}: {e}"));
+        let mut server = Server::spawned(&table, &dir.path("ledger.db"), &[], Stdio::piped(), true);
+        server._dir = Some(dir);
+        server
+    }
+
+    fn spawned(table: &Path, store: &Path, more: &[&str], stderr: Stdio, close_stderr: bool) -> Server {
         let mut child = permitd()
             .args(["serve", "--listen", "127.0.0.1:0", "--table"])
             .arg(table)
@@ -119,6 +134,9 @@ impl Server {
             .stderr(stderr)
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start permitd: {e}"));
+        if close_stderr {
+            drop(child.stderr.take());
+        }
         let stdout = child.stdout.take().unwrap_or_else(|| panic!("permitd's stdout"));
         let (send, receive) = mpsc::channel();
         std::thread::spawn(move || {

@@ -130,3 +130,19 @@ fn with_trusted_keys_an_older_looser_table_is_refused() -> R {
     assert_eq!(verified["events"], json!(events.as_array().map(Vec::len)));
     Ok(())
 }
+
+/// With its stderr a closed pipe (a supervisor that stopped reading its log), the service still starts,
+/// serves and reloads: its log lines are dropped, not a panic. Two SIGHUPs with two different tables both
+/// install (a panic in the reload task on the first log line would leave the second undone).
+#[test]
+fn a_closed_stderr_loses_log_lines_but_not_reloads() -> R {
+    let server = Server::deaf("workshop");
+    assert_eq!(digest(&server), digest_of("workshop")?);
+    for name in ["workshop-never-setprice", "workshop-new-body"] {
+        std::fs::copy(super::fixture(name), &server.table)?;
+        server.signal("HUP");
+        assert!(wait_for(&server, &digest_of(name)?), "{name} was not installed");
+    }
+    assert_eq!(Client::anonymous(&server.url).get("/healthz").ok()["ok"], true);
+    Ok(())
+}

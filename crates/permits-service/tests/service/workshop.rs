@@ -243,6 +243,14 @@ fn outcome_5_a_no_gives_the_reason() -> R {
     let blank = w.noor.post("/v1/proposals/P-1/reject", &json!({"reason": ""}));
     assert_eq!((blank.status, blank.code()), (422, "reason_required"));
     assert_eq!(blank.message(), "a rejection needs a reason: the agent is told it");
+    // No `reason` at all is the same refusal as a blank one (the README's 422), not a body that does not fit.
+    let missing = w.noor.post("/v1/proposals/P-1/reject", &json!({}));
+    assert_eq!(
+        (missing.status, missing.code(), missing.message()),
+        (422, "reason_required", "a rejection needs a reason: the agent is told it"),
+        "{}",
+        missing.body
+    );
     assert_eq!(w.host.get("/v1/proposals/P-1").ok()["status"], "waiting");
     let p = w.noor.post("/v1/proposals/P-1/reject", &json!({"reason": "Quote the cable separately."})).ok();
     assert_eq!(p["status"], "rejected");
