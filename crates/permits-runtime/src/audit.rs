@@ -109,8 +109,8 @@ pub struct ChainedEvent {
     pub event: AuditEvent,
 }
 
-/// The end of a chain: the last event's place and hash. A host that keeps the head it last saw can tell
-/// a truncated chain from a whole one.
+/// The end of a chain: the last event's place and hash. A head kept where the store's writers cannot
+/// reach tells a truncated or rewritten chain from a whole one later ([`verify_chain`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AuditHead {
     /// The last event's place (the number of events).
@@ -168,14 +168,26 @@ pub enum ChainError {
         /// The event's place.
         seq: u64,
     },
-    /// The chain ends before the head it should reach (truncated), or at another.
-    #[error("the chain ends at event {found} with hash {found_hash}, not at the expected head (event {expected})")]
+    /// The chain ends before the head it should reach: events were taken off its end.
+    #[error("the chain ends at event {found}, before the kept head (event {expected}): events were taken off its end")]
     Head {
-        /// The expected head's place.
+        /// The kept head's place.
         expected: u64,
-        /// The last event's place.
+        /// The last event's place (0 for an empty chain).
         found: u64,
-        /// The last event's hash.
+        /// The last event's hash (empty for an empty chain).
+        found_hash: String,
+    },
+    /// The event at the kept head's place has another hash: the chain was rewritten at or before it.
+    #[error(
+        "event {seq} has hash {found_hash}, not the kept head's {expected_hash}: the chain was rewritten at or before it"
+    )]
+    Rewritten {
+        /// The kept head's place.
+        seq: u64,
+        /// The kept head's hash.
+        expected_hash: String,
+        /// The hash of the event at that place now.
         found_hash: String,
     },
     /// A line of an export that is not a chained event.
@@ -189,15 +201,19 @@ pub enum ChainError {
 }
 
 /// Verifies a chain from its first event (spec §5a): places from 1 without gaps, each `prev` the hash of
-/// the event before, each hash the hash of its content; and, when `expected` is given, that it ends at
-/// that head (so a truncated chain shows). Returns the head (`None` for an empty chain).
+/// the event before, each hash the hash of its content; and, when `expected` is given (a head kept
+/// earlier, where the store's writers cannot reach), that the chain reaches that head: its event at that
+/// place has that hash. A chain that has grown since verifies; one cut before the head, or rewritten up to
+/// it, does not. Returns the chain's own head (`None` for an empty chain).
 ///
-/// Errors: the first [`ChainError`] found.
+/// Errors: the first [`ChainError`] found; [`ChainError::Head`] for a chain that ends before the kept
+/// head, [`ChainError::Rewritten`] for one whose event there has another hash.
 pub fn verify_chain<'e>(
     events: impl IntoIterator<Item = &'e ChainedEvent>,
     expected: Option<&AuditHead>,
 ) -> Result<Option<AuditHead>, ChainError> {
     let mut head: Option<AuditHead> = None;
+    let mut at_kept: Option<String> = None;
     for e in events {
         let (seq, prev) = match &head {
             Some(h) => (h.seq.saturating_add(1), h.hash.as_str()),
@@ -212,12 +228,21 @@ pub fn verify_chain<'e>(
         if chain_hash(e.seq, &e.prev, &e.event) != e.hash {
             return Err(ChainError::Tampered { seq });
         }
+        if expected.is_some_and(|want| want.seq == e.seq) {
+            at_kept = Some(e.hash.clone());
+        }
         head = Some(e.head());
     }
     if let Some(want) = expected {
-        if head.as_ref() != Some(want) {
-            let (found, found_hash) = head.as_ref().map_or((0, String::new()), |h| (h.seq, h.hash.clone()));
-            return Err(ChainError::Head { expected: want.seq, found, found_hash });
+        match at_kept {
+            None => {
+                let (found, found_hash) = head.as_ref().map_or((0, String::new()), |h| (h.seq, h.hash.clone()));
+                return Err(ChainError::Head { expected: want.seq, found, found_hash });
+            }
+            Some(found_hash) if found_hash != want.hash => {
+                return Err(ChainError::Rewritten { seq: want.seq, expected_hash: want.hash.clone(), found_hash });
+            }
+            Some(_) => {}
         }
     }
     Ok(head)

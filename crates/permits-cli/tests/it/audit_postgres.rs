@@ -11,7 +11,7 @@ use permits_runtime::{
 };
 use serde_json::json;
 
-use crate::holes::BROKEN_HELP;
+use crate::holes::{BROKEN_HELP, CUT_HELP};
 use crate::support::diagnostic_words;
 
 /// The help of `permits::audit::unreadable` for a PostgreSQL ledger.
@@ -109,9 +109,9 @@ fn permitc_audit_verify_checks_a_postgres_ledger_and_finds_an_edited_row() -> R 
     assert_eq!(
         diagnostic_words(&stderr),
         format!(
-            "permits::audit::broken × `{url}`: the chain ends at event {} with hash {}, not at the expected head \
-             (event {}) {BROKEN_HELP}",
-            last.seq, last.hash, head.seq
+            "permits::audit::broken × `{url}`: the chain ends at event {}, before the kept head (event {}): events \
+             were taken off its end {CUT_HELP}",
+            last.seq, head.seq
         )
     );
 

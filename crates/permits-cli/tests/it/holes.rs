@@ -178,8 +178,8 @@ fn permitc_audit_verify_that_cannot_read_is_a_diagnostic_and_exit_2() -> R {
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert_eq!(
         crate::support::diagnostic_words(&stderr),
-        "permits::usage::head × `--head 12` is not `SEQ:HASH` help: give the head as `Runtime::audit_head` \
-         reports it, its place and its hash: `--head 12:3fa9…`"
+        "permits::usage::head × `--head 12` is not `SEQ:HASH` help: give the head as `ok:` printed it (or \
+         `Runtime::audit_head` reports it): its place from 1 and its 64-digit hash, `--head 12:3fa9…`"
     );
     Ok(())
 }
@@ -188,6 +188,11 @@ fn permitc_audit_verify_that_cannot_read_is_a_diagnostic_and_exit_2() -> R {
 pub(crate) const BROKEN_HELP: &str = "help: the store was changed outside permits from that event on: compare it \
                                       with an earlier export (`Runtime::export_audit`) or a backup, and find who \
                                       can write the store";
+
+/// The help of `permits::audit::broken` for a chain that ends before the head kept earlier.
+pub(crate) const CUT_HELP: &str = "help: events were deleted from the end of the chain since that head was kept: \
+                                   restore them from a backup or an export (`Runtime::export_audit`), and find who \
+                                   can write the store";
 
 #[test]
 fn hole_5_permitc_audit_verify_checks_a_store_and_its_export() -> R {
@@ -233,9 +238,37 @@ fn hole_5_permitc_audit_verify_checks_a_store_and_its_export() -> R {
     let (code, _, stderr) = permitc(&["audit", "verify", &export.to_string_lossy(), "--head", &head_arg])?;
     assert_eq!(code, 1);
     let words = crate::support::diagnostic_words(&stderr);
-    assert!(words.starts_with(&format!("{broken}the chain ends at event 2 with hash ")), "{stderr}");
-    assert!(words.contains(&format!(", not at the expected head (event {}) help: ", head.seq)), "{stderr}");
-    assert!(words.ends_with(BROKEN_HELP), "{stderr}");
+    assert_eq!(
+        words,
+        format!(
+            "{broken}the chain ends at event 2, before the kept head (event {}): events were taken off its end {CUT_HELP}",
+            head.seq
+        )
+    );
+    // The store grown since the head was kept: it still reaches that head, and verifies.
+    let call = Call::new("Clerkbot", "ClearStock", "MarkDown").with_arguments(json!({"sku": "vanilla", "percent": 10}));
+    rt.propose(&ProposalRequest::new(call.for_person("Sam"), "clear-2", "another slow seller"))?;
+    assert!(rt.audit_head()?.ok_or("no head")?.seq > head.seq);
+    let (code, stdout, stderr) = permitc(&["audit", "verify", &db.to_string_lossy(), "--head", &head_arg])?;
+    assert_eq!(code, 0, "a chain grown past the kept head verifies: {stderr}");
+    assert!(stdout.starts_with("ok: "), "{stdout}");
+    // A head of the right place but another hash: rewritten. A hash that is not 64 hex digits: usage, exit 2.
+    let other = format!("{}:{}", head.seq, "0".repeat(64));
+    let (code, _, stderr) = permitc(&["audit", "verify", &db.to_string_lossy(), "--head", &other])?;
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        crate::support::diagnostic_words(&stderr).contains(&format!(
+            "event {} has hash {}, not the kept head's {}: the chain was rewritten at or before it",
+            head.seq,
+            head.hash,
+            "0".repeat(64)
+        )),
+        "{stderr}"
+    );
+    let (code, _, stderr) =
+        permitc(&["audit", "verify", &db.to_string_lossy(), "--head", &format!("{}:xyz", head.seq)])?;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("permits::usage::head"), "{stderr}");
     drop(rt);
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())

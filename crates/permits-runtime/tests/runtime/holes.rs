@@ -657,7 +657,17 @@ fn hole_5_every_operation_is_one_event_in_the_stores_chain_saying_how_it_was_aut
     dropped.remove(3);
     assert!(matches!(verify_chain(&dropped, None), Err(ChainError::Order { expected: 4, found: 5 })));
     assert_eq!(w.rt.installed_tables()?.len(), 2);
-    assert!(matches!(verify_chain(&chain[..10], Some(&head)), Err(ChainError::Head { .. })));
+    assert!(
+        matches!(verify_chain(&chain[..10], Some(&head)), Err(ChainError::Head { expected, found: 10, .. }) if expected == head.seq)
+    );
+    // A head kept earlier: the chain grown since still reaches it; rewritten up to it, it does not.
+    let earlier = chain[9].head();
+    assert_eq!(verify_chain(&chain, Some(&earlier))?, Some(head.clone()));
+    let other = permits_runtime::AuditHead { seq: 10, hash: "0".repeat(64) };
+    assert!(matches!(
+        verify_chain(&chain, Some(&other)),
+        Err(ChainError::Rewritten { seq: 10, ref found_hash, .. }) if *found_hash == chain[9].hash
+    ));
     Ok(())
 }
 

@@ -13,6 +13,10 @@ const UNREADABLE_HELP: &str = "name an SQLite store, a JSON-lines export of its 
 const BROKEN_HELP: &str = "the store was changed outside permits from that event on: compare it with an earlier \
                            export (`Runtime::export_audit`) or a backup, and find who can write the store";
 
+/// The way out when a chain ends before the head kept earlier.
+const CUT_HELP: &str = "events were deleted from the end of the chain since that head was kept: restore them from \
+                        a backup or an export (`Runtime::export_audit`), and find who can write the store";
+
 /// Prints `d` as a miette diagnostic on stderr, as `check` and `compile` do; returns `exit`.
 fn fail(d: Diagnostic, exit: u8) -> u8 {
     err!("{}", render(&[d], &Sources::default(), colour()));
@@ -24,10 +28,13 @@ pub(in crate::cli) fn audit_verify(file: &Path, head: Option<&str>) -> u8 {
     let expected = match head {
         None => None,
         Some(h) => match h.split_once(':').and_then(|(seq, hash)| Some((seq.parse::<u64>().ok()?, hash))) {
-            Some((seq, hash)) => Some(AuditHead { seq, hash: hash.to_string() }),
-            None => {
-                let help =
-                    "give the head as `Runtime::audit_head` reports it, its place and its hash: `--head 12:3fa9…`";
+            // A place from 1 and a SHA-256 in hex, as `ok:` prints it.
+            Some((seq, hash)) if seq > 0 && hash.len() == 64 && hash.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                Some(AuditHead { seq, hash: hash.to_ascii_lowercase() })
+            }
+            _ => {
+                let help = "give the head as `ok:` printed it (or `Runtime::audit_head` reports it): its place from 1 \
+                            and its 64-digit hash, `--head 12:3fa9…`";
                 return fail(Diagnostic::new(Code::UsageHead, format!("`--head {h}` is not `SEQ:HASH`")).help(help), 2);
             }
         },
@@ -72,7 +79,13 @@ fn report(name: &str, chain: &[crate::runtime::ChainedEvent], expected: Option<&
             outln!("ok: `{name}`: no events");
             0
         }
-        Err(e) => fail(Diagnostic::new(Code::AuditBroken, format!("`{name}`: {e}")).help(BROKEN_HELP), 1),
+        Err(e) => {
+            let help = match e {
+                crate::runtime::ChainError::Head { .. } => CUT_HELP,
+                _ => BROKEN_HELP,
+            };
+            fail(Diagnostic::new(Code::AuditBroken, format!("`{name}`: {e}")).help(help), 1)
+        }
     }
 }
 
