@@ -47,7 +47,8 @@ pub(super) enum Command {
     },
     /// Make an Ed25519 key pair for signing tables: the secret key in FILE, the public key in FILE.pub.
     Keygen {
-        /// Where to write the secret key (it must not exist); the public key goes to `FILE.pub`.
+        /// Where to write the secret key (a file, not `-`; neither it nor `FILE.pub` may exist); the public
+        /// key goes to `FILE.pub`.
         #[arg(short, long)]
         output: PathBuf,
     },

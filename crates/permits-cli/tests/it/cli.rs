@@ -845,3 +845,46 @@ fn decide_lists_the_parts_of_a_command_line() {
         "`Coder` / `FixBug` / `RunCommand`: propose (waits on a decision from Ada); parts: `cargo test --all` alone, `npm install x\\u{202e}` propose"
     );
 }
+
+/// `permitc keygen -o FILE` writes nothing when `FILE.pub` exists already (as when `FILE` does): the
+/// public key beside another secret key is never overwritten, and no secret key is left without it.
+#[test]
+fn keygen_never_overwrites_an_existing_public_key() {
+    let t = Temp::new("keygen-pub");
+    let secret = t.path("release.key");
+    let public = t.write("release.key.pub", "the old public key\n");
+    let run = permitc(&["keygen", "-o", &secret.to_string_lossy()]);
+    assert_eq!((run.code, run.stdout.as_str()), (2, ""), "{}", run.stderr);
+    assert_eq!(run.stderr.trim_end(), format!("error: `{}` exists: a key is never overwritten", public.display()));
+    assert!(!secret.exists(), "no secret key was written");
+    assert_eq!(std::fs::read_to_string(&public).expect("read"), "the old public key\n");
+    // Neither existing: both are written, the public key also on stdout.
+    std::fs::remove_file(&public).expect("remove");
+    let run = permitc(&["keygen", "-o", &secret.to_string_lossy()]);
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(std::fs::read_to_string(&public).expect("read"), run.stdout);
+    assert_eq!(std::fs::read_to_string(&secret).expect("read").trim().len(), 64);
+}
+
+/// `permitc keygen -o -` is a usage error (exit 2): a secret key is never written to stdout, and no file
+/// named `-` (or `-.pub`) is written either.
+#[test]
+fn keygen_refuses_stdout_for_the_secret_key() {
+    let t = Temp::new("keygen-stdout");
+    let out = Command::new(env!("CARGO_BIN_EXE_permitc"))
+        .args(["keygen", "-o", "-"])
+        .current_dir(&t.0)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null())
+        .output()
+        .expect("permitc runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!((out.status.code(), out.stdout.as_slice()), (Some(2), &b""[..]), "{stderr}");
+    assert_eq!(
+        stderr.trim_end(),
+        "error: `-o -` would write the secret key to stdout, and a secret key is never written there: give \
+         `-o FILE` (the public key goes to `FILE.pub`)"
+    );
+    let left: Vec<_> = std::fs::read_dir(&t.0).expect("read dir").map(|e| e.expect("entry").file_name()).collect();
+    assert!(left.is_empty(), "nothing written: {left:?}");
+}

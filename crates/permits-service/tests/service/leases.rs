@@ -253,8 +253,8 @@ fn bad_lease_bodies_are_refused_and_store_nothing() -> R {
         (
             "/v1/tasks/order-1/lease".into(),
             json!({"holder": "", "seconds": 30}),
-            413,
-            "too_large",
+            400,
+            "invalid_request",
             "a lease needs an operation key and a holder: neither may be empty",
         ),
         (
@@ -335,6 +335,32 @@ fn a_lease_of_zero_seconds_is_an_invalid_request_and_too_long_one_too_large() ->
     assert_eq!(
         (zero.status, zero.code(), zero.message()),
         (400, "invalid_request", "a lease is taken for 1 to 86400 seconds, not 0")
+    );
+    assert_eq!(host.get("/v1/tasks/order-1/lease").ok()["lease"], lease, "nothing changed");
+    Ok(())
+}
+
+/// An empty holder is a request that does not fit (400 `invalid_request`), not one too large: taken or
+/// renewed, refused before the runtime is asked, and nothing changes.
+#[test]
+fn an_empty_holder_is_an_invalid_request_not_too_large() -> R {
+    let server = Server::start("holes.table");
+    let host = server.host("Clerkbot");
+    let empty = take(&host, "order-1", "", 5);
+    assert_eq!(
+        (empty.status, empty.code(), empty.message()),
+        (400, "invalid_request", "a lease needs an operation key and a holder: neither may be empty"),
+        "{}",
+        empty.body
+    );
+    assert_eq!(host.get("/v1/tasks/order-1/lease").ok()["lease"], Value::Null, "nothing was taken");
+    let lease = take(&host, "order-1", "host-a", 60).ok()["lease"].clone();
+    let empty = host.post("/v1/tasks/order-1/lease/renew", &json!({"holder": "", "fence": 1, "seconds": 30}));
+    assert_eq!(
+        (empty.status, empty.code(), empty.message()),
+        (400, "invalid_request", "a lease needs an operation key and a holder: neither may be empty"),
+        "{}",
+        empty.body
     );
     assert_eq!(host.get("/v1/tasks/order-1/lease").ok()["lease"], lease, "nothing changed");
     Ok(())

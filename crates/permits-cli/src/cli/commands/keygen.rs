@@ -8,9 +8,19 @@ pub(in crate::cli) fn keygen(output: &Path) -> u8 {
         name.push(".pub");
         PathBuf::from(name)
     };
-    if output.exists() {
-        errln!("error: `{}` exists: a key is never overwritten", output.display());
+    if output == Path::new("-") {
+        errln!(
+            "error: `-o -` would write the secret key to stdout, and a secret key is never written there: give \
+             `-o FILE` (the public key goes to `FILE.pub`)"
+        );
         return 2;
+    }
+    // Neither file may exist: the secret key, or the public key beside another secret key.
+    for path in [output, public.as_path()] {
+        if path.exists() {
+            errln!("error: `{}` exists: a key is never overwritten", path.display());
+            return 2;
+        }
     }
     let mut seed = [0u8; 32];
     if let Err(e) = getrandom::fill(&mut seed) {
@@ -34,7 +44,17 @@ pub(in crate::cli) fn keygen(output: &Path) -> u8 {
         let mut f = options.open(output)?;
         f.write_all(format!("{secret}\n").as_bytes())?;
         f.sync_all()?;
-        std::fs::write(&public, format!("{key}\n"))
+        // Created new as well: a public key written meanwhile is not overwritten either, and the secret
+        // key just written goes with the pair.
+        let public_written = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&public)
+            .and_then(|mut f| f.write_all(format!("{key}\n").as_bytes()));
+        if public_written.is_err() {
+            let _ = std::fs::remove_file(output);
+        }
+        public_written
     })();
     match written {
         Ok(()) => {
