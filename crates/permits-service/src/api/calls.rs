@@ -23,8 +23,9 @@ pub(crate) struct DecideBody {
     agent: String,
     skill: String,
     tool: String,
-    #[serde(default = "empty_object")]
-    arguments: Value,
+    /// The call's arguments: an object (absent: `{}`); anything else is a body that does not fit.
+    #[serde(default)]
+    arguments: Map<String, Value>,
     #[serde(default)]
     requester: Option<String>,
     /// The mode the call is made in (spec §3c); none for no mode.
@@ -43,8 +44,9 @@ pub(crate) struct CallBody {
     agent: String,
     skill: String,
     tool: String,
-    #[serde(default = "empty_object")]
-    arguments: Value,
+    /// The call's arguments: an object (absent: `{}`); anything else is a body that does not fit.
+    #[serde(default)]
+    arguments: Map<String, Value>,
     #[serde(default)]
     requester: Option<String>,
     /// The mode the call is made in (spec §3c); the task's first call binds it, and a later call of the
@@ -86,13 +88,10 @@ pub(crate) struct CallBody {
 #[serde(deny_unknown_fields)]
 pub(crate) struct EvidenceBody {
     tool: String,
-    #[serde(default = "empty_object")]
-    arguments: Value,
+    /// The call's arguments: an object (absent: `{}`); anything else is a body that does not fit.
+    #[serde(default)]
+    arguments: Map<String, Value>,
     answer: Value,
-}
-
-fn empty_object() -> Value {
-    Value::Object(Map::new())
 }
 
 /// The triple, arguments, person and mode of a request body.
@@ -125,7 +124,7 @@ pub(crate) async fn decide(
         agent: body.agent,
         skill: body.skill,
         tool: body.tool,
-        arguments: body.arguments,
+        arguments: Value::Object(body.arguments),
         requester: body.requester,
         mode: body.mode,
         via: body.via,
@@ -151,7 +150,7 @@ pub(crate) async fn call(
         agent: body.agent,
         skill: body.skill,
         tool: body.tool,
-        arguments: body.arguments,
+        arguments: Value::Object(body.arguments),
         requester: body.requester,
         mode: body.mode,
         via: body.via,
@@ -163,7 +162,7 @@ pub(crate) async fn call(
         evidence: body
             .evidence
             .into_iter()
-            .map(|e| Evidence { tool: e.tool, arguments: e.arguments, answer: e.answer })
+            .map(|e| Evidence { tool: e.tool, arguments: Value::Object(e.arguments), answer: e.answer })
             .collect(),
         destination: body.destination,
         lifetime_seconds: body.lifetime_seconds,

@@ -116,7 +116,27 @@ fn null_values_are_invalid_requests_naming_the_field() -> R {
         ),
         (&noor, "/v1/proposals/P-1/approve", json!({"fingerprint": "f", "mode": null}), "`mode`"),
         (&host, "/v1/calls", call, "`operation_key`"),
+        // Arguments that are not an object do not fit the body: refused before anything is decided or recorded.
+        (
+            &host,
+            "/v1/calls",
+            {
+                let mut c = self::call();
+                c["arguments"] = json!(null);
+                c
+            },
+            "`arguments`",
+        ),
+        (
+            &host,
+            "/v1/decide",
+            json!({"agent": "Estimator", "skill": "EstimateRepair", "tool": "SetPrice",
+            "arguments": [1]}),
+            "`arguments`",
+        ),
     ];
+    let events = || noor.get("/v1/audit?limit=1000").ok()["events"].as_array().map_or(0, Vec::len);
+    let before = events();
     for (client, path, body, field) in cases {
         let answer = client.post(path, &body);
         assert_eq!((answer.status, answer.code()), (400, "invalid_request"), "{path} {body}: {}", answer.body);
@@ -128,5 +148,6 @@ fn null_values_are_invalid_requests_naming_the_field() -> R {
     assert_eq!((answer.status, answer.code()), (400, "malformed_json"), "{}", answer.body);
     nothing_stored(&host);
     assert_eq!(noor.get("/v1/rules").ok()["rules"], json!([]));
+    assert_eq!(events(), before, "no decision recorded for a body that does not fit");
     Ok(())
 }
