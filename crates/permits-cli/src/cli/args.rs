@@ -42,7 +42,7 @@ pub(super) enum Command {
         #[arg(long, requires = "serial")]
         sign: Option<PathBuf>,
         /// The signature's serial: a positive integer that grows with each release (a CI build number).
-        #[arg(long, requires = "sign")]
+        #[arg(long, requires = "sign", value_parser = clap::value_parser!(u64).range(1..))]
         serial: Option<u64>,
     },
     /// Make an Ed25519 key pair for signing tables: the secret key in FILE, the public key in FILE.pub.

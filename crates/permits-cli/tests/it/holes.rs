@@ -291,6 +291,13 @@ fn hole_7_permitc_signs_tables_and_decide_trusts_only_its_keys() -> R {
     assert_eq!(std::fs::read_to_string(dir.join("release.key.pub"))?.trim(), public);
     assert_eq!(permitc(&["keygen", "-o", &path("release.key")])?.0, 2, "a key is never overwritten");
     assert_eq!(permitc(&["keygen", "-o", &path("other.key")])?.0, 0);
+    // A serial of 0 is a usage error of `--serial` (not of the key file), and nothing is written.
+    let (code, _, stderr) =
+        permitc(&["compile", &package, "-o", &path("zero.json"), "--sign", &path("release.key"), "--serial", "0"])?;
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--serial"), "{stderr}");
+    assert!(!stderr.contains("release.key"), "the key file is not at fault: {stderr}");
+    assert!(!dir.join("zero.json").exists() && !dir.join("zero.json.sig").exists());
     // A signed compile writes the same table bytes, and a signature beside them.
     let (code, _, stderr) =
         permitc(&["compile", &package, "-o", &path("table.json"), "--sign", &path("release.key"), "--serial", "7"])?;
