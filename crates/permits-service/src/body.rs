@@ -110,13 +110,13 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             format!("the body's JSON nests {depth} deep, more than {MAX_DEPTH}: nothing was done"),
         ));
     }
-    // Syntax first, on its own: serde_json reports some values of the wrong shape (`null` where an enum is
-    // expected) as syntax errors, so only a body that is not JSON at all is `malformed_json`.
-    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
-        return Err(ApiError::bad_request("malformed_json", format!("the body is not JSON: {e}")));
-    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        // Only then, syntax on its own: serde_json reports some values of the wrong shape (`null` where an
+        // enum is expected) as syntax errors, so only a body that is not JSON at all is `malformed_json`.
+        if let Err(syntax) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            return ApiError::bad_request("malformed_json", format!("the body is not JSON: {syntax}"));
+        }
         let field = e.path().to_string();
         let e = e.into_inner();
         let syntax = e.classify() == serde_json::error::Category::Syntax;
@@ -131,7 +131,10 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             ),
             _ => ApiError::bad_request("invalid_request", format!("the body does not fit: `{field}`: {message}")),
         }
-    })
+    })?;
+    // Nothing but whitespace after the value, as `serde_json::from_slice` requires.
+    de.end().map_err(|e| ApiError::bad_request("malformed_json", format!("the body is not JSON: {e}")))?;
+    Ok(value)
 }
 
 /// The deepest nesting of arrays and objects in `bytes`, strings skipped (a malformed text gives some
