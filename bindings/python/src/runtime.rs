@@ -746,8 +746,9 @@ impl PyRuntime {
     /// (1 to 86400) (spec §5a "Leases"): the `Lease`, with its fence. A key never leased gets fence 1; a key
     /// whose lease expired or was released, the next one — every lease handed out before is fenced. Taking
     /// binds nothing (the task need not be bound yet). `Refused(kind="not_holder")` while a lease is held,
-    /// another holder's or `holder`'s own (renew that one instead); `kind="too_large"` for an empty
-    /// or over-long key or holder, or `seconds` out of range.
+    /// another holder's or `holder`'s own (renew that one instead); `kind="too_large"` for an
+    /// over-long key or holder or more than 86400 seconds, `kind="invalid_request"` for an empty key or
+    /// holder or 0 seconds.
     fn take_task(&self, py: Python<'_>, operation_key: Text, holder: Text, seconds: Seconds) -> PyResult<Lease> {
         self.op(py, |rt| rt.take_task(&operation_key.0, &holder.0, seconds.0)).map(Lease)
     }

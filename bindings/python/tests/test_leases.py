@@ -125,14 +125,14 @@ def test_call_and_run_alone_present_the_lease() -> None:
 
 def test_bad_lease_input_raises_and_stores_nothing() -> None:
     rt, _ = shop()
-    for key, holder, seconds, message in [
-        ("order-1", "host-a", 0, "a lease is taken for 1 to 86400 seconds, not 0"),
-        ("order-1", "host-a", 86401, "a lease is taken for 1 to 86400 seconds, not 86401: renew it to hold it longer"),
-        ("order-1", "", 30, "a lease needs an operation key and a holder: neither may be empty"),
+    for key, holder, seconds, kind, message in [
+        ("order-1", "host-a", 0, "invalid_request", "a lease is taken for 1 to 86400 seconds, not 0"),
+        ("order-1", "host-a", 86401, "too_large", "a lease is taken for 1 to 86400 seconds, not 86401: renew it to hold it longer"),
+        ("order-1", "", 30, "invalid_request", "a lease needs an operation key and a holder: neither may be empty"),
     ]:
         with pytest.raises(permits.Refused) as e:
             rt.take_task(key, holder, seconds)
-        assert (e.value.kind, e.value.message) == ("too_large", message)
+        assert (e.value.kind, e.value.message) == (kind, message)
     for bad in (-1, True, 1.5, "30"):
         with pytest.raises(permits.InputError):
             rt.take_task("order-1", "host-a", bad)  # type: ignore[arg-type]
@@ -219,7 +219,7 @@ def test_the_client_refuses_bad_leases_before_sending_and_the_service_refuses_ot
     with pytest.raises(permits.Refused) as refused:
         other.take_task("order-1", "host-z", 30)
     assert refused.value.kind == "not_your_agent"
-    # 0 seconds does not fit the service's body (400 `invalid_request`), before the runtime is asked.
+    # 0 seconds is an input the runtime does not take: 400 `invalid_request`, the client's InputError.
     with pytest.raises(permits.InputError, match=r"\(invalid_request\): a lease is taken for 1 to 86400 seconds, not 0$"):
         host.take_task("order-1", "host-a", 0)
     with pytest.raises(permits.InputError):

@@ -55,6 +55,9 @@ pub enum Refusal {
     /// An input over one of the runtime's documented limits (spec §5a "Bounded input", [`crate::limits`]):
     /// nothing is stored.
     TooLarge,
+    /// An input outside what the operation takes, though within every limit: empty where a value is needed,
+    /// a lease of 0 seconds (spec §5a "Leases"). Nothing is stored. (Over a limit is [`Refusal::TooLarge`].)
+    InvalidRequest,
     /// An execution under a claim token other than the one that consumed the grant (spec §5a "Idempotent
     /// execution"): nothing runs.
     Claimed,

@@ -29,8 +29,9 @@ impl Runtime {
     ///
     /// Errors: [`Refusal::NotHolder`] (a lease is held: another holder's, "task `K` is held by `H` until T",
     /// or `holder`'s own, "… held by `H` already …: renew it"),
-    /// [`Refusal::TooLarge`] (a key or holder over [`limits::MAX_KEY_BYTES`], an empty one, or `seconds`
-    /// out of range), [`RuntimeError::Store`].
+    /// [`Refusal::TooLarge`] (a key or holder over [`limits::MAX_KEY_BYTES`], or `seconds` over
+    /// [`MAX_LEASE_SECONDS`]), [`Refusal::InvalidRequest`] (an empty key or holder, 0 seconds),
+    /// [`RuntimeError::Store`].
     pub fn take_task(&self, key: &str, holder: &str, seconds: u64) -> Result<Lease, RuntimeError> {
         let now = self.clock.now();
         self.transact(|tx, events| {
@@ -74,7 +75,7 @@ impl Runtime {
     /// older fence always).
     ///
     /// Errors: [`Refusal::NotHolder`] ("this host no longer holds the task": another fence is current),
-    /// [`Refusal::TooLarge`], [`RuntimeError::Store`].
+    /// [`Refusal::TooLarge`], [`Refusal::InvalidRequest`] (as [`Runtime::take_task`]), [`RuntimeError::Store`].
     pub fn renew_task(&self, lease: &Lease, seconds: u64) -> Result<Lease, RuntimeError> {
         let now = self.clock.now();
         self.transact(|tx, events| {
@@ -228,24 +229,32 @@ fn check_lease_input(
     seconds: u64,
 ) -> Result<(), RuntimeError> {
     let checks = [
-        limits::check_text("the operation key", key, limits::MAX_KEY_BYTES),
-        limits::check_text("the lease's holder", holder, limits::MAX_KEY_BYTES),
+        limits::check_text("the operation key", key, limits::MAX_KEY_BYTES).map_err(|m| (Refusal::TooLarge, m)),
+        limits::check_text("the lease's holder", holder, limits::MAX_KEY_BYTES).map_err(|m| (Refusal::TooLarge, m)),
         if key.is_empty() || holder.is_empty() {
-            Err("a lease needs an operation key and a holder: neither may be empty".to_string())
+            Err((
+                Refusal::InvalidRequest,
+                "a lease needs an operation key and a holder: neither may be empty".to_string(),
+            ))
         } else {
             Ok(())
         },
         match seconds {
-            0 => Err(format!("a lease is taken for 1 to {MAX_LEASE_SECONDS} seconds, not 0")),
+            0 => {
+                Err((Refusal::InvalidRequest, format!("a lease is taken for 1 to {MAX_LEASE_SECONDS} seconds, not 0")))
+            }
             1..=MAX_LEASE_SECONDS => Ok(()),
-            _ => Err(format!(
-                "a lease is taken for 1 to {MAX_LEASE_SECONDS} seconds, not {seconds}: renew it to hold it longer"
+            _ => Err((
+                Refusal::TooLarge,
+                format!(
+                    "a lease is taken for 1 to {MAX_LEASE_SECONDS} seconds, not {seconds}: renew it to hold it longer"
+                ),
             )),
         },
     ];
     for check in checks {
-        if let Err(message) = check {
-            return Err(rt.refuse(events, holder, About::Operation(key), Refusal::TooLarge, message));
+        if let Err((refusal, message)) = check {
+            return Err(rt.refuse(events, holder, About::Operation(key), refusal, message));
         }
     }
     Ok(())

@@ -60,7 +60,8 @@ impl From<RuntimeError> for ApiError {
 }
 
 /// The HTTP status of a refusal: 403 when the policy or who asks forbids it, 422 when the request lacks what
-/// the runtime needs (a reason, a covered version), 409 when the state of the proposal, grant, claim or
+/// the runtime needs (a reason, a covered version), 400 for an input the operation does not take
+/// (`invalid_request`, the code of a body that does not fit), 413 for one over a limit, 409 when the state of the proposal, grant, claim or
 /// budget refuses it now.
 fn refusal_status(refusal: Refusal) -> StatusCode {
     match refusal {
@@ -69,6 +70,7 @@ fn refusal_status(refusal: Refusal) -> StatusCode {
         }
         Refusal::ReasonRequired | Refusal::UnknownVersion => StatusCode::UNPROCESSABLE_ENTITY,
         Refusal::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        Refusal::InvalidRequest => StatusCode::BAD_REQUEST,
         _ => StatusCode::CONFLICT,
     }
 }

@@ -21,7 +21,7 @@ class Refused(Error):
     `kind` is the runtime's refusal kind (`never`, `must_propose`, `not_decider`, `wrong_fingerprint`, `stale`,
     `now_never`, `not_approved`, `proposal_expired`, `grant_expired`, `basis`, `authority`, `destination`,
     `reason_required`, `status`, `rule`, `unresolved`, `budget`, `not_conclusive`, `unknown_version`, `too_large`,
-    `claimed`, `not_sent`, `not_holder`: spec §5a "Leases", the task is leased to another holder, or the
+    `invalid_request` (an empty lease holder or key, a lease of 0 seconds), `claimed`, `not_sent`, `not_holder`: spec §5a "Leases", the task is leased to another holder, or the
     lease presented is no longer its current one — "this host no longer holds the task" — or has expired), or
     one of
     the service's own refusals of a key, from `permits.Client`: `not_your_agent` (a host key for other

@@ -218,19 +218,21 @@ fn renewal_release_and_takeover_move_the_fence_and_are_audited() -> R {
 fn bad_lease_input_is_refused_and_stores_nothing() -> R {
     let (rt, _clock) = runtime();
     let long = "k".repeat(600);
-    for (key, holder, seconds, expected) in [
-        ("order-1", "host-a", 0, "a lease is taken for 1 to 86400 seconds, not 0"),
+    let empty = "a lease needs an operation key and a holder: neither may be empty";
+    for (key, holder, seconds, kind, expected) in [
+        ("order-1", "host-a", 0, Refusal::InvalidRequest, "a lease is taken for 1 to 86400 seconds, not 0"),
         (
             "order-1",
             "host-a",
             MAX_LEASE_SECONDS + 1,
+            Refusal::TooLarge,
             "a lease is taken for 1 to 86400 seconds, not 86401: renew it to hold it longer",
         ),
-        ("order-1", "", 30, "a lease needs an operation key and a holder: neither may be empty"),
-        ("", "host-a", 30, "a lease needs an operation key and a holder: neither may be empty"),
+        ("order-1", "", 30, Refusal::InvalidRequest, empty),
+        ("", "host-a", 30, Refusal::InvalidRequest, empty),
     ] {
         let (r, message) = refusal(rt.take_task(key, holder, seconds))?;
-        assert_eq!((r, message.as_str()), (Refusal::TooLarge, expected));
+        assert_eq!((r, message.as_str()), (kind, expected));
     }
     let (r, message) = refusal(rt.take_task(&long, "host-a", 30))?;
     assert_eq!(r, Refusal::TooLarge);

@@ -99,25 +99,6 @@ fn may_lease(app: &App, caller: &Caller, key: &str) -> Result<(), ApiError> {
     }
 }
 
-/// A lease of 0 seconds or for an empty holder does not fit the body (400 `invalid_request`): it would be
-/// over before it is taken, or held by no one. Too long a lease, or too long a holder, is the runtime's
-/// refusal (413 `too_large`, with its help: renew it).
-fn fits(holder: &str, seconds: u64) -> Result<(), ApiError> {
-    if holder.is_empty() {
-        return Err(ApiError::bad_request(
-            "invalid_request",
-            "a lease needs an operation key and a holder: neither may be empty",
-        ));
-    }
-    if seconds == 0 {
-        return Err(ApiError::bad_request(
-            "invalid_request",
-            format!("a lease is taken for 1 to {} seconds, not 0", permits_runtime::MAX_LEASE_SECONDS),
-        ));
-    }
-    Ok(())
-}
-
 /// `GET /v1/tasks/{key}/lease`: the key's lease as the store has it (expired and released ones included),
 /// `null` when it was never leased. For a bound task, what may read the task reads it.
 pub(crate) async fn lease(
@@ -142,7 +123,6 @@ pub(crate) async fn take(
     Path(key): Path<String>,
     Json(body): Json<TakeBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    fits(&body.holder, body.seconds)?;
     app.change(move |app| {
         may_lease(app, &caller, &key)?;
         Ok(axum::Json(json!({"lease": app.rt.take_task(&key, &body.holder, body.seconds)?})))
@@ -158,7 +138,6 @@ pub(crate) async fn renew(
     Path(key): Path<String>,
     Json(body): Json<RenewBody>,
 ) -> Result<axum::Json<Value>, ApiError> {
-    fits(&body.holder, body.seconds)?;
     app.change(move |app| {
         may_lease(app, &caller, &key)?;
         let lease = presented(&key, LeaseBody { holder: body.holder, fence: body.fence });
