@@ -1,5 +1,6 @@
 """The gateway's benchmark (issue #19, BENCHMARKS.md): the latency `permitc mcp proxy` adds to an `alone`
-`tools/call`, against the same call made directly to the server, and `tools/list` of a 1,000-tool server,
+`tools/call`, against the same call made directly to the server (with `--service URL`, and in the local mode
+`--store FILE --table TABLE`, where the proxy runs alone calls on the store itself), and `tools/list` of a 1,000-tool server,
 directly and through the proxy; then the alone call again with the server over streamable HTTP (direct: one
 `POST` per call on a kept-alive connection; through `permitc mcp proxy --url`). Bounded: CALLS calls and LISTS
 lists each way.
@@ -136,6 +137,12 @@ def main() -> None:
             timed(proxy, "tools/call", call, 50)
             p = timed(proxy, "tools/call", call, calls)
             proxy.stop()
+            # The local mode (`--store FILE --table TABLE`): the proxy starts its own `permitd` on the store
+            # and runs the alone calls on it in its own process (`permits_mcp::lane`).
+            local = Peer([str(permitc), *world.local_args(Path(folder) / "local.db")], env)
+            timed(local, "tools/call", call, 50)
+            lo = timed(local, "tools/call", call, calls)
+            local.stop()
             # The same direct calls, each after a pause as long as the proxy adds (its p50): how much slower
             # the server itself answers a call that does not follow the last one at once (its threads asleep).
             added = (statistics.median(p) - statistics.median(d)) / 1000
@@ -148,6 +155,8 @@ def main() -> None:
             print(f"{'added by the proxy':<44} p50 {statistics.median(p) - statistics.median(d):7.3f} ms   p99 {pct(p, 0.99) - pct(d, 0.99):7.3f} ms")
             show("alone tools/call, direct, paced", paced)
             print(f"{'added, against the paced direct call':<44} p50 {statistics.median(p) - statistics.median(paced):7.3f} ms   p99 {pct(p, 0.99) - pct(paced, 0.99):7.3f} ms")
+            show("alone tools/call, through the local proxy", lo)
+            print(f"{'added by the local proxy (--store)':<44} p50 {statistics.median(lo) - statistics.median(d):7.3f} ms   p99 {pct(lo, 0.99) - pct(d, 0.99):7.3f} ms")
             big = [*server_command(), "--tools", "1000"]
             direct = Peer(big, env)
             show("tools/list of 1,000 tools, direct", timed(direct, "tools/list", {}, lists))

@@ -188,6 +188,16 @@ class World:
             "--agent", self.agent, "--skill", self.skill, "--for", "Ana", *extra, *server,
         ]
 
+    def local_args(self, store: Path, *extra: str) -> list[str]:
+        """`permitc` arguments: `mcp proxy` in the local mode on `store` (a private `permitd` on it, started by
+        the proxy, with this world's table), as this world's agent and skill for Ana, `EXTRA…`, then the
+        server's command."""
+        return [
+            "mcp", "proxy", "--store", str(store), "--table", str(self.folder / "table.json"),
+            "--permitd", str(self.service.permitd), "--agent", self.agent, "--skill", self.skill, "--for", "Ana",
+            *extra, "--", *server_command(self.script),
+        ]
+
     def calls(self, tool: str) -> int:
         log = self.notes / "calls.log"
         return log.read_text().splitlines().count(tool) if log.exists() else 0

@@ -60,6 +60,9 @@ def test_the_proxy_starts_its_own_service_on_a_local_store_and_a_person_approves
                     said = re.search(r"the approval service on \S+ is (http://127\.0\.0\.1:\d+)", log.read_text())
                     assert said, log.read_text()
                     seen["url"] = url = said.group(1)
+                    # The alone call ran on the store in the proxy's own process (`permits_mcp::lane`): the
+                    # service was asked no `/v1/calls`.
+                    seen["after_read"] = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
 
                     def approve() -> None:
                         for _ in range(600):
@@ -73,6 +76,7 @@ def test_the_proxy_starts_its_own_service_on_a_local_store_and_a_person_approves
                     async with anyio.create_task_group() as group:
                         group.start_soon(anyio.to_thread.run_sync, approve)
                         sent = await s.call_tool("send_mail", {"to": "ben@example.com", "subject": "Lunch", "body": "At noon?"})
+                    seen["after_send"] = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
                     return listed, read_note, sent
 
     listed, read_note, sent = anyio.run(main)
@@ -95,6 +99,29 @@ def test_the_proxy_starts_its_own_service_on_a_local_store_and_a_person_approves
     assert keys[1]["label"].startswith("permitc mcp proxy (process ")
     # The decision and the run are in the store, for `permitd` and the next run.
     assert "the approval service on" in log.read_text()
+    assert "go through the approval service" not in log.read_text(), log.read_text()
+    calls = lambda metrics: [line for line in metrics.splitlines() if 'route="/v1/calls"' in line]
+    assert calls(seen["after_read"]) == [], seen["after_read"]
+    # The proposal was made through the service (announced and decided there).
+    assert calls(seen["after_send"]) == ['permits_requests_total{route="/v1/calls",status="200"} 1'], seen["after_send"]
+    # One chain, written by the two processes, and the service's audit copy with every event of both.
+    verified = subprocess.run([str(permitc), "audit", "verify", str(store)], capture_output=True, text=True)
+    assert verified.returncode == 0 and verified.stdout.startswith(f"ok: `{store}`: 12 events"), verified
+    copy = [json.loads(line) for line in Path(f"{store}.audit.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["outcome"], e["tool"]) for e in copy] == [
+        ("table_installed", "installed", ""),
+        ("decision", "alone", "read_note"),
+        ("task", "bound", ""),
+        ("execution", "claimed", "read_note"),
+        ("execution", "sending", "read_note"),
+        ("execution", "done", "read_note"),
+        ("decision", "propose", "send_mail"),
+        ("proposal", "waiting", "send_mail"),
+        ("grant", "granted", "send_mail"),
+        ("execution", "claimed", "send_mail"),
+        ("execution", "sending", "send_mail"),
+        ("execution", "done", "send_mail"),
+    ], copy
 
 
 def test_without_a_service_or_a_store_the_proxy_says_what_to_give(permitc: Path, world: World) -> None:

@@ -7,7 +7,9 @@
 //! - [`proxy`]: an MCP server on stdio for the agent, an MCP client of the upstream server, and a host of the
 //!   approval service (`permitd`): `tools/list` offers only what the skill offers, not `never`, and still
 //!   matching its pin; every `tools/call` goes through the service's `/v1/calls`, exactly as any remote host.
-//! - [`local`]: for one person on one machine, a private `permitd` beside the proxy on a local SQLite store.
+//! - [`local`]: for one person on one machine, a private `permitd` beside the proxy on a local SQLite store;
+//!   [`lane`]: the proxy then runs the alone calls on that store itself (one durable transaction, no HTTP
+//!   round trip), and the service makes and decides the proposals.
 //!
 //! The transport is JSON-RPC 2.0, hand-written on serde_json and std threads: one message per line on stdio
 //! ([`jsonrpc`]) to the agent and to a server started as a command, or streamable HTTP ([`http`], [`sse`]) to
@@ -17,6 +19,7 @@ pub mod canonical;
 pub mod http;
 pub mod import;
 pub mod jsonrpc;
+pub mod lane;
 pub mod local;
 pub mod proxy;
 pub mod service;

@@ -1,6 +1,8 @@
 //! `permitc mcp proxy`: an MCP server on stdio for the agent, an MCP client of the upstream server, and a
 //! host of the approval service. Nothing reaches the upstream server's tools but through the service's
-//! `/v1/calls` and the execution protocol, exactly as for any remote host; the proxy never touches the store.
+//! `/v1/calls` and the execution protocol, exactly as for any remote host; the proxy never touches the store
+//! — but in the local mode, where it started the service on the store itself and runs the alone calls there
+//! ([`crate::lane`]).
 //!
 //! - `tools/list` offers the upstream tools whose permits name ([`crate::import::permits_name`]) the skill
 //!   offers the agent (so not `never`) and whose tool object still has the table's pin; any other is withheld
@@ -39,6 +41,7 @@ use crate::jsonrpc::{
     self, Frame, FrameReader, INTERNAL_ERROR, INVALID_PARAMS, MAX_FRAME_BYTES, METHOD_NOT_FOUND, Message, Writer,
     error_object, error_response,
 };
+use crate::lane::{Lane, LaneOptions, Laned};
 use crate::service::{Answer, Service, segment};
 use crate::upstream::{Handler, Incoming, Server, Upstream, UpstreamError};
 
@@ -92,6 +95,9 @@ pub struct Options {
     pub allow_prompts: bool,
     /// The upstream server: a command, or a streamable-HTTP URL.
     pub server: Server,
+    /// The local mode's store, where the proxy runs the alone calls itself ([`crate::lane`]); `None`: every
+    /// call goes through the service.
+    pub lane: Option<LaneOptions>,
 }
 
 /// Why the proxy could not start.
@@ -146,6 +152,8 @@ struct ServerRequest {
 struct State {
     options: Options,
     service: Service,
+    /// The local mode's lane for alone calls, when it opened.
+    lane: Option<Lane>,
     agent_out: Writer,
     upstream: OnceLock<Upstream>,
     catalog: Mutex<Catalog>,
@@ -237,7 +245,8 @@ impl Drop for Sending<'_> {
     }
 }
 
-fn log(message: &str) {
+/// One line on stderr, `permitc mcp proxy: MESSAGE`.
+pub(crate) fn log(message: &str) {
     eprintln!("permitc mcp proxy: {message}");
 }
 
@@ -257,8 +266,16 @@ pub fn run(
     let mut secret = [0u8; 32];
     getrandom::fill(&mut secret).map_err(|e| ProxyError::Random(e.to_string()))?;
     let task = options.task.clone().unwrap_or_else(|| format!("mcp-{}-{}", options.agent, hex(&secret[..6])));
+    let lane = options.lane.as_ref().and_then(|l| match Lane::open(l) {
+        Ok(lane) => Some(lane),
+        Err(e) => {
+            log(&format!("alone calls go through the approval service: the store cannot be opened here ({e})"));
+            None
+        }
+    });
     let state = Arc::new(State {
         service: Service::new(&options.service, &options.key),
+        lane,
         options,
         agent_out: Writer::new(output),
         upstream: OnceLock::new(),
@@ -608,6 +625,33 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
     let evidence: Vec<Value> = state.evidence.lock().map(|e| e.iter().cloned().collect()).unwrap_or_default();
     let mut token = [0u8; 16];
     getrandom::fill(&mut token).map_err(|e| error_object(INTERNAL_ERROR, format!("no random bytes: {e}")))?;
+    let forward_params = {
+        let mut p = json!({"name": mcp, "arguments": arguments});
+        if let Some(m) = &meta {
+            p["_meta"] = m.clone();
+        }
+        p
+    };
+    if let Some(lane) = state.lane.as_ref() {
+        let request = lane_request(state, &name, &arguments, &why, &evidence);
+        match lane.call(&request, &hex(&token)) {
+            Laned::Alone(claimed) => {
+                let execution = serde_json::to_value(&*claimed)
+                    .map_err(|e| error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}")))?;
+                return run_execution(
+                    state,
+                    flight,
+                    Host::Lane(lane),
+                    &execution,
+                    &hex(&token),
+                    &name,
+                    &forward_params,
+                );
+            }
+            Laned::Refused { code, message } => return Ok(tool_result(format!("refused ({code}): {message}"), true)),
+            Laned::Service => {}
+        }
+    }
     let body = json!({
         "agent": state.options.agent,
         "skill": state.options.skill,
@@ -629,23 +673,88 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
         let (code, message) = answer.error();
         return Ok(tool_result(format!("refused ({code}): {message}"), true));
     }
-    let forward_params = {
-        let mut p = json!({"name": mcp, "arguments": arguments});
-        if let Some(m) = meta {
-            p["_meta"] = m;
-        }
-        p
-    };
     match answer.body.get("outcome").and_then(Value::as_str) {
         Some("alone") => {
             let execution = answer.body.get("execution").cloned().unwrap_or(Value::Null);
-            run_execution(state, flight, true, &execution, &hex(&token), &name, &forward_params)
+            run_execution(state, flight, Host::AloneService, &execution, &hex(&token), &name, &forward_params)
         }
         Some("proposed") => {
             let proposal = answer.body.get("proposal").cloned().unwrap_or(Value::Null);
             proposed(state, flight, proposal, &name, &forward_params)
         }
         _ => Err(error_object(INTERNAL_ERROR, "the approval service's answer to the call has no outcome")),
+    }
+}
+
+/// The call as the runtime takes it, for the lane: what `POST /v1/calls` would be sent.
+fn lane_request(
+    state: &State,
+    tool: &str,
+    arguments: &Value,
+    why: &str,
+    evidence: &[Value],
+) -> permits_runtime::ProposalRequest {
+    use permits_runtime::table::ChainLink;
+    let mut call =
+        permits_runtime::Call::new(&state.options.agent, &state.options.skill, tool).with_arguments(arguments.clone());
+    call.requester = state.options.requester.clone();
+    call.mode = state.options.mode.clone();
+    call.via = state
+        .options
+        .via
+        .iter()
+        .map(|(agent, skill)| ChainLink { agent: agent.clone(), skill: skill.clone() })
+        .collect();
+    let evidence = evidence
+        .iter()
+        .map(|e| permits_runtime::Evidence {
+            tool: text_of(e, "tool"),
+            arguments: e.get("arguments").cloned().unwrap_or_else(|| json!({})),
+            answer: e.get("answer").cloned().unwrap_or(Value::Null),
+        })
+        .collect();
+    let mut request = permits_runtime::ProposalRequest::new(call, state.task.clone(), why);
+    request.evidence = evidence;
+    request
+}
+
+/// Who a run's steps go to: the service (a proposal's run, or an alone call's it claimed), or the lane
+/// (an alone call's it claimed).
+#[derive(Clone, Copy)]
+enum Host<'a> {
+    /// A granted proposal's run, claimed through the service: confirmed, then its receipt recorded, there.
+    Proposal,
+    /// An alone call's run the service claimed and confirmed.
+    AloneService,
+    /// An alone call's run the lane claimed and confirmed.
+    Lane(&'a Lane),
+}
+
+impl Host<'_> {
+    fn alone(self) -> bool {
+        !matches!(self, Host::Proposal)
+    }
+}
+
+/// Records a run's outcome where it was claimed, logging what fails (the run stays `sending`: never run
+/// again).
+fn record_receipt(state: &State, host: Host<'_>, id: &str, token: &str, outcome: permits_runtime::RunOutcome) {
+    use permits_runtime::RunOutcome;
+    if let Host::Lane(lane) = host {
+        if let Err(e) = lane.receipt(id, token, outcome) {
+            log(&format!("the receipt of {id} could not be recorded: {e}"));
+        }
+        return;
+    }
+    let body = match outcome {
+        RunOutcome::Done(result) => json!({"token": token, "outcome": "done", "receipt": result}),
+        RunOutcome::Failed(reason) => json!({"token": token, "outcome": "failed", "reason": reason}),
+        RunOutcome::Unknown(reason) => json!({"token": token, "outcome": "unknown", "reason": reason}),
+    };
+    match service_call(state, &format!("/v1/executions/{}/receipt", segment(id)), &body) {
+        Ok(a) if a.ok() => {}
+        Ok(a) => log(&format!("the receipt of {id} was refused: {:?}", a.error())),
+        Err(e) => log(&format!("the receipt of {id} could not be sent: {e}")),
     }
 }
 
@@ -718,7 +827,7 @@ fn proposed(
                 let (code, message) = claim.error();
                 return Ok(tool_result(format!("refused at the claim ({code}): {message}"), true));
             }
-            run_execution(state, flight, false, &claim.body, &token, name, forward_params)
+            run_execution(state, flight, Host::Proposal, &claim.body, &token, name, forward_params)
         }
         "done" => Ok(done_result(&proposal)),
         "sending" | "unknown" => Ok(tool_result(
@@ -748,24 +857,26 @@ fn done_result(record: &Value) -> Value {
     }
 }
 
-/// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt. `alone`: the
-/// execution of an alone call (not a proposal's), which comes confirmed (`sending`) with its claim.
+/// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt. An alone
+/// call's run ([`Host::alone`]) comes confirmed (`sending`) with its claim, from the service or the lane.
 fn run_execution(
     state: &Arc<State>,
     flight: &Flight,
-    alone: bool,
+    host: Host<'_>,
     execution: &Value,
     token: &str,
     name: &str,
     forward_params: &Value,
 ) -> Result<Value, Value> {
+    use permits_runtime::RunOutcome;
+    let alone = host.alone();
     let id = text_of(execution, "id");
     let status = text_of(execution, "status");
     let confirmed = execution.get("confirmed").and_then(Value::as_bool).unwrap_or(false);
     if status == "done" {
         return Ok(done_result(execution));
     }
-    // An alone call's run comes confirmed with its claim (`"confirm": true` above): `sending`, to be sent.
+    // An alone call's run comes confirmed with its claim (`"confirm": true`, or the lane's): `sending`.
     let sending = alone && status == "sending" && confirmed;
     if !sending && (status != "granted" || confirmed) {
         let reason = execution.get("reason").and_then(Value::as_str).unwrap_or("");
@@ -789,9 +900,9 @@ fn run_execution(
         log(&format!("the agent cancelled its call of `{name}` (execution {id}) before it was sent: not sent"));
         return Err(error_object(INTERNAL_ERROR, "cancelled"));
     }
-    let path = |step: &str| format!("/v1/executions/{}/{step}", segment(&id));
     if !sending {
-        let confirm = service_call(state, &path("confirm"), &json!({"token": token}))?;
+        let path = format!("/v1/executions/{}/confirm", segment(&id));
+        let confirm = service_call(state, &path, &json!({"token": token}))?;
         if !confirm.ok() || text_of(&confirm.body, "status") != "sending" {
             let (code, message) = confirm.error();
             return Ok(tool_result(format!("refused at the confirmation ({code}): {message}"), true));
@@ -801,49 +912,46 @@ fn run_execution(
         // Cancelled before the send (an alone call, or between the confirmation and the send): nothing was
         // sent, so it certainly did not act.
         let reason = "the agent cancelled the call before it was sent: not sent";
-        let receipt = json!({"token": token, "outcome": "failed", "reason": reason});
-        match service_call(state, &path("receipt"), &receipt) {
-            Ok(a) if a.ok() => {}
-            Ok(a) => log(&format!("the receipt of {id} was refused: {:?}", a.error())),
-            Err(e) => log(&format!("the receipt of {id} could not be sent: {e}")),
-        }
+        record_receipt(state, host, &id, token, RunOutcome::Failed(reason.into()));
         log(&format!("the agent cancelled its call of `{name}` (execution {id}) before it was sent: not sent"));
         return Err(error_object(INTERNAL_ERROR, "cancelled"));
     }
     let outcome = forward(state, flight, "tools/call", Some(forward_params.clone()));
     let receipt = match &outcome {
-        Ok(result) => json!({"token": token, "outcome": "done", "receipt": result}),
-        Err(UpstreamError::Cancelled) => json!({
-            "token": token,
-            "outcome": "unknown",
-            "reason": "the agent cancelled the call while the upstream server ran it: it may have acted",
-        }),
+        Ok(result) => RunOutcome::Done(result.clone()),
+        Err(UpstreamError::Cancelled) => RunOutcome::Unknown(
+            "the agent cancelled the call while the upstream server ran it: it may have acted".into(),
+        ),
         Err(UpstreamError::Rpc { error, .. })
             if !flight.is_cancelled() && error.get("code").is_some_and(|c| c != INTERNAL_ERROR) =>
         {
             // The server answered with a JSON-RPC error (not an internal one): it refused the request, so
             // nothing took effect.
-            json!({"token": token, "outcome": "failed", "reason": format!("the upstream server answered an error: {error}")})
+            RunOutcome::Failed(format!("the upstream server answered an error: {error}"))
         }
-        Err(e) => {
-            json!({"token": token, "outcome": "unknown", "reason": format!("no answer from the upstream server: {e}")})
-        }
-    };
-    let record = {
-        let (state, path) = (Arc::clone(state), path("receipt"));
-        move || match service_call(&state, &path, &receipt) {
-            Ok(a) if a.ok() => {}
-            Ok(a) => log(&format!("the receipt of {id} was refused: {:?}", a.error())),
-            Err(e) => log(&format!("the receipt of {id} could not be sent: {e}")),
-        }
+        Err(e) => RunOutcome::Unknown(format!("no answer from the upstream server: {e}")),
     };
     if alone && outcome.is_ok() {
         // An alone call's result goes to the agent first: its run is `sending` (never run again) until the
         // receipt is recorded. A proposal's receipt is recorded before the answer, with the run still
         // marked as being sent by this gateway (`_sending`).
-        AfterAnswer::later(Box::new(record));
+        match host {
+            Host::Lane(_) => {
+                // The lane is the state's: the receipt is recorded through it after the answer.
+                let (state, id, token) = (Arc::clone(state), id.clone(), token.to_string());
+                AfterAnswer::later(Box::new(move || {
+                    if let Some(lane) = state.lane.as_ref() {
+                        record_receipt(&state, Host::Lane(lane), &id, &token, receipt);
+                    }
+                }));
+            }
+            _ => {
+                let (state, id, token) = (Arc::clone(state), id.clone(), token.to_string());
+                AfterAnswer::later(Box::new(move || record_receipt(&state, Host::AloneService, &id, &token, receipt)));
+            }
+        }
     } else {
-        record();
+        record_receipt(state, host, &id, token, receipt);
     }
     if let Ok(result) = &outcome {
         remember(state, name, forward_params.get("arguments").cloned().unwrap_or(Value::Null), result);

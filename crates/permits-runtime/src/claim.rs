@@ -297,6 +297,36 @@ impl Runtime {
         })
     }
 
+    /// [`Runtime::decide_and_claim`] for a host that makes every call that is not `alone` another way: an
+    /// MCP gateway that runs the alone calls on the store itself and sends the others to the approval
+    /// service on the same store (`permitc mcp proxy --store`; spec §5 "Decide", "Execution admission").
+    /// An `alone` call is decided and claimed (and, with [`Claiming::ClaimAndConfirm`], confirmed) in one
+    /// durable transaction exactly as there, and its run answered. Any other call is answered `None` and
+    /// **nothing** is recorded — the transaction is rolled back, the decision's event with it — so that the
+    /// call made the other way is recorded once.
+    ///
+    /// Errors: those of [`Runtime::decide_and_claim`] (a refusal of the claim is recorded, as there).
+    pub fn claim_if_alone(
+        &self,
+        request: &ProposalRequest,
+        token: &str,
+        claiming: Claiming,
+    ) -> Result<Option<Claimed>, RuntimeError> {
+        use crate::Kept;
+        let table = self.table();
+        let now = self.clock.now();
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        self.transact_kept(crate::Commit::Durable, |tx, events| {
+            let decision = self.decide_in(tx, events, &table, &call, now)?;
+            if decision.level != Level::Alone {
+                return Ok(Kept::RollBack(None));
+            }
+            let confirm = claiming == Claiming::ClaimAndConfirm;
+            let execution = self.claim_alone_in(tx, events, &table, now, None, request, token, confirm)?;
+            Ok(Kept::Commit(Some(execution)))
+        })
+    }
+
     /// The body of [`Runtime::claim_alone_as`], inside the caller's transaction.
     #[allow(clippy::too_many_arguments)]
     fn claim_alone_in(

@@ -423,6 +423,16 @@ impl Runtime {
         commit: Commit,
         f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<R, RuntimeError>,
     ) -> Result<R, RuntimeError> {
+        self.transact_kept(commit, |tx, events| f(tx, events).map(Kept::Commit))
+    }
+
+    /// [`Runtime::transact_as`] where `f` may also answer [`Kept::RollBack`]: nothing it did is kept, its
+    /// events included (the store rolls the transaction back).
+    pub(crate) fn transact_kept<R>(
+        &self,
+        commit: Commit,
+        f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<Kept<R>, RuntimeError>,
+    ) -> Result<R, RuntimeError> {
         let mut tx = self.store.begin()?;
         let mut events = Vec::new();
         // Spec §5a: a runtime whose table is not the store's current one changes nothing (the refusal
@@ -431,9 +441,13 @@ impl Runtime {
             Ok(()) => f(tx.as_mut(), &mut events),
             Err(e) => Err(e),
         };
-        if let Err(RuntimeError::Store(_)) = &result {
-            return result;
-        }
+        let result = match result {
+            Err(RuntimeError::Store(e)) => return Err(RuntimeError::Store(e)),
+            // Dropped uncommitted: rolled back.
+            Ok(Kept::RollBack(r)) => return Ok(r),
+            Ok(Kept::Commit(r)) => Ok(r),
+            Err(e) => Err(e),
+        };
         // Spec §5a: every event joins the store's one chain in the transaction of the change it records.
         let mut head = tx.audit_head()?;
         for event in &events {
@@ -500,9 +514,17 @@ impl Runtime {
     }
 }
 
+/// What [`Runtime::transact_kept`] does with a transaction that answered.
+pub(crate) enum Kept<R> {
+    /// Commit it (with its events) and answer `R`.
+    Commit(R),
+    /// Roll it back (nothing recorded) and answer `R`.
+    RollBack(R),
+}
+
 /// How [`Runtime::transact_as`] commits.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Commit {
+pub(crate) enum Commit {
     /// Durably, before the answer: every state change.
     Durable,
     /// A question's audit event only: [`Transaction::commit_lazily`].

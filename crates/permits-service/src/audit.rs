@@ -46,9 +46,12 @@ pub(crate) struct Sink(pub(crate) Arc<AuditLog>);
 
 impl AuditSink for Sink {
     fn record(&self, event: &AuditEvent) {
-        let line = serde_json::to_string(event).unwrap_or_default();
+        let mut line = serde_json::to_string(event).unwrap_or_default();
+        line.push('\n');
         let mut inner = self.0.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let written = inner.file.write_all(line.as_bytes()).and_then(|()| inner.file.write_all(b"\n"));
+        // One `write` of the whole line to a file opened to append: another process appending to the same
+        // copy (the MCP gateway's lane, `permits_mcp::lane`) never splits it.
+        let written = inner.file.write_all(line.as_bytes());
         if written.is_err() {
             inner.failures += 1;
         }

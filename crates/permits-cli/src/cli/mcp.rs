@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use permits_mcp::import::{changes, import, read_existing, render};
+use permits_mcp::lane::LaneOptions;
 use permits_mcp::local::{LocalOptions, LocalService};
 use permits_mcp::proxy::{Options, run};
 use permits_mcp::upstream::{Handler, Server};
@@ -162,6 +163,9 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
     }
     // Kept until the proxy ends: dropping it stops the private service and revokes its key.
     let mut local = None;
+    // The local mode runs the alone calls on the store itself (`permits_mcp::lane`): a SQLite file, with the
+    // key it minted (a key given limits the agents, which only the service checks).
+    let mut lane = None;
     let (service, key) = match (a.service, a.local) {
         (Some(service), _) => {
             if !(service.starts_with("http://") || service.starts_with("https://")) {
@@ -202,6 +206,9 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
                 started.url,
                 l.store.display()
             );
+            if given.is_none() && !permits_runtime::is_postgres_target(&l.store.to_string_lossy()) {
+                lane = Some(LaneOptions::beside(&options.table, &l.store));
+            }
             let key = given.unwrap_or_else(|| started.key.clone());
             let url = started.url.clone();
             local = Some(started);
@@ -227,6 +234,7 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
         allow_resources: a.allow_resources,
         allow_prompts: a.allow_prompts,
         server,
+        lane,
     };
     let stdin = std::io::stdin();
     let code = match run(options, stdin.lock(), std::io::stdout()) {

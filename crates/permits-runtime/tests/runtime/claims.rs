@@ -310,6 +310,43 @@ fn a_call_decided_and_claimed_at_once_records_what_the_two_steps_record() -> R {
     Ok(())
 }
 
+/// `claim_if_alone`: an alone call is decided and claimed as `decide_and_claim` does it, event for event;
+/// a call that is not alone (proposed, never) answers `None` and leaves the store as it was — no event, no
+/// reservation, no run — so that the host that makes it another way records it once.
+#[test]
+fn a_call_claimed_only_if_alone_records_nothing_when_it_is_not() -> R {
+    let (one, two) = (runtime(), runtime());
+    let (rule, _) = (small_orders_alone(&one)?, small_orders_alone(&two)?);
+    let request = ProposalRequest::new(order("mint", 300), "order-1", "a tub of mint");
+    let Some(claimed) = one.claim_if_alone(&request, "tok-a", Claiming::ClaimAndConfirm)? else {
+        return Err("a small order under the rule is alone".into());
+    };
+    let CallClaim::Alone { execution, .. } = two.decide_and_claim(&request, "tok-a", Claiming::ClaimAndConfirm)? else {
+        return Err("the same call on the other runtime is alone".into());
+    };
+    assert_eq!(claimed, *execution);
+    assert_eq!((claimed.id.as_str(), claimed.status, claimed.confirmed), ("A-1", Status::Sending, true));
+    assert_eq!(chain_steps(&one)?, chain_steps(&two)?);
+    assert_eq!(one.rules()?.iter().find(|r| r.id == rule).map(|r| r.uses), Some(1));
+    // A retry with the same token answers the same run.
+    assert_eq!(one.claim_if_alone(&request, "tok-a", Claiming::ClaimAndConfirm)?, Some(claimed));
+    // Over the rule's reach (propose), and a tool the table does not have (never): nothing at all.
+    let before = (chain_steps(&one)?, supplies(&one)?);
+    let big = ProposalRequest::new(order("mint", 900), "order-3", "a big order");
+    assert_eq!(one.claim_if_alone(&big, "tok-c", Claiming::ClaimAndConfirm)?, None);
+    let unknown = ProposalRequest::new(Call::new("Clerkbot", "Reorder", "Shred").for_person("Sam"), "order-4", "");
+    assert_eq!(one.claim_if_alone(&unknown, "tok-d", Claiming::ClaimAndConfirm)?, None);
+    assert_eq!((chain_steps(&one)?, supplies(&one)?), before);
+    assert!(matches!(one.execution("A-2"), Err(RuntimeError::UnknownExecution(_))));
+    assert!(one.proposals()?.is_empty());
+    // The call made the other way afterwards is recorded once: its decision, then the proposal.
+    let proposal = one.propose(&big)?;
+    assert_eq!(proposal.status, Status::Waiting);
+    let steps = chain_steps(&one)?;
+    assert_eq!(steps.len(), before.0.len() + 2, "{steps:?}");
+    Ok(())
+}
+
 #[test]
 fn an_alone_run_refused_by_the_host_releases_its_reservation() -> R {
     let rt = runtime();
