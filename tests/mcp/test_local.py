@@ -140,3 +140,36 @@ def test_without_a_service_or_a_store_the_proxy_says_what_to_give(permitc: Path,
         text=True,
     )
     assert missing.returncode == 2 and "the private approval service on" in missing.stderr and "did not start" in missing.stderr, missing.stderr
+
+
+def test_the_audit_copy_goes_where_audit_says_for_the_service_and_the_proxy_alike(
+    permitc: Path, permitd: Path, world: World, tmp_path: Path
+) -> None:
+    (world.notes / "groceries.txt").write_text("milk, eggs")
+    store, copy = tmp_path / "mine.db", tmp_path / "logs" / "audit.jsonl"
+    copy.parent.mkdir()
+    frames = [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "read_note", "arguments": {"title": "groceries"}}},
+    ]
+    env = {k: v for k, v in {**os.environ, "NOTES_DIR": str(world.notes)}.items() if k != "PERMITS_HOST_KEY"}
+    out = subprocess.run(
+        [str(permitc), *world.local_args(store, "--audit", str(copy))],
+        input="".join(json.dumps(f) + "\n" for f in frames), capture_output=True, text=True, env=env, timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    answers = {a["id"]: a for a in map(json.loads, out.stdout.splitlines())}
+    assert answers[2]["result"]["content"][0]["text"] == "milk, eggs", answers
+    # The service's events (the table installed) and the proxy's own (the alone call) in the one file given,
+    # none beside the store.
+    events = [json.loads(line) for line in copy.read_text().splitlines()]
+    assert [(e["kind"], e["outcome"]) for e in events] == [
+        ("table_installed", "installed"),
+        ("decision", "alone"),
+        ("task", "bound"),
+        ("execution", "claimed"),
+        ("execution", "sending"),
+        ("execution", "done"),
+    ], events
+    assert not Path(f"{store}.audit.jsonl").exists()

@@ -96,6 +96,7 @@ pub fn main() -> ExitCode {
                     table,
                     listen,
                     permitd,
+                    audit,
                     key,
                     agent,
                     skill,
@@ -111,7 +112,7 @@ pub fn main() -> ExitCode {
                 },
         } => mcp_proxy(ProxyArgs {
             service,
-            local: store.zip(table).map(|(store, table)| LocalArgs { store, table, listen, permitd }),
+            local: store.zip(table).map(|(store, table)| LocalArgs { store, table, listen, permitd, audit }),
             key,
             agent,
             skill,

@@ -30,6 +30,9 @@ pub struct LocalOptions {
     pub listen: String,
     /// The agents the minted host key is for (the proxy's agent and every agent of its chain).
     pub agents: Vec<String>,
+    /// The service's audit copy (`permitd serve --audit`); `None`: `permitd`'s default, the store's path with
+    /// `.audit.jsonl` appended (a PostgreSQL store needs one).
+    pub audit: Option<PathBuf>,
 }
 
 /// Why the private service could not start.
@@ -90,6 +93,7 @@ impl LocalService {
             .arg(&options.table)
             .arg("--store")
             .arg(&options.store)
+            .args(options.audit.iter().flat_map(|a| [std::ffi::OsStr::new("--audit"), a.as_os_str()]))
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -208,6 +212,7 @@ mod tests {
             store: dir.join("s.db"),
             listen: "127.0.0.1:0".into(),
             agents: vec!["Scribe".into()],
+            audit: None,
         };
         let Err(e) = LocalService::start(&options) else { panic!("a missing permitd started") };
         assert!(matches!(&e, LocalError::Run { permitd, .. } if permitd.ends_with("no-such-permitd")), "{e}");

@@ -216,6 +216,10 @@ pub(super) enum McpCommand {
         /// With --store: the `permitd` binary (by default the one beside `permitc`, else `permitd` on PATH).
         #[arg(long, requires = "store")]
         permitd: Option<PathBuf>,
+        /// With --store: the private service's audit copy, JSON lines (`permitd serve --audit`; by default
+        /// the store's path with `.audit.jsonl` appended; needed with a PostgreSQL --store).
+        #[arg(long, requires = "store")]
+        audit: Option<PathBuf>,
         /// The host key (`permitd keys add --agents AGENT`); or set PERMITS_HOST_KEY. With --store, one is
         /// minted for the run when none is given.
         #[arg(long)]

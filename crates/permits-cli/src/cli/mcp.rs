@@ -116,6 +116,7 @@ pub(crate) struct LocalArgs {
     pub(crate) table: PathBuf,
     pub(crate) listen: Option<String>,
     pub(crate) permitd: Option<PathBuf>,
+    pub(crate) audit: Option<PathBuf>,
 }
 
 /// The `permitd` beside this `permitc`, else `permitd` (on PATH).
@@ -191,6 +192,7 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
                 store: l.store.clone(),
                 listen: l.listen.unwrap_or_else(|| "127.0.0.1:0".into()),
                 agents,
+                audit: l.audit.clone(),
             };
             let started = match LocalService::start(&options) {
                 Ok(s) => s,
@@ -207,7 +209,11 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
                 l.store.display()
             );
             if given.is_none() && !permits_runtime::is_postgres_target(&l.store.to_string_lossy()) {
-                lane = Some(LaneOptions::beside(&options.table, &l.store));
+                let mut options = LaneOptions::beside(&options.table, &l.store);
+                if let Some(audit) = l.audit {
+                    options.audit = audit;
+                }
+                lane = Some(options);
             }
             let key = given.unwrap_or_else(|| started.key.clone());
             let url = started.url.clone();
