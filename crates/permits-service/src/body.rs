@@ -110,6 +110,24 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
             format!("the body's JSON nests {depth} deep, more than {MAX_DEPTH}: nothing was done"),
         ));
     }
+    // An object, as every route documents: serde would also read a struct from an array of its fields in
+    // order.
+    if let Some(first) = bytes.iter().find(|b| !b.is_ascii_whitespace()).filter(|b| **b != b'{') {
+        if let Err(syntax) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+            return Err(ApiError::bad_request("malformed_json", format!("the body is not JSON: {syntax}")));
+        }
+        let kind = match first {
+            b'[' => "an array",
+            b'"' => "a string",
+            b't' | b'f' => "a boolean",
+            b'n' => "null",
+            _ => "a number",
+        };
+        return Err(ApiError::bad_request(
+            "invalid_request",
+            format!("the body does not fit: it must be a JSON object, not {kind}"),
+        ));
+    }
     let mut de = serde_json::Deserializer::from_slice(bytes);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         // Only then, syntax on its own: serde_json reports some values of the wrong shape (`null` where an
@@ -120,10 +138,15 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         let field = e.path().to_string();
         let e = e.into_inner();
         let syntax = e.classify() == serde_json::error::Category::Syntax;
-        let message = e.to_string();
+        let message = plain(&e.to_string());
         match (field.as_str(), message.strip_prefix("unknown field ")) {
-            (".", Some(_)) => ApiError::bad_request("unknown_field", format!("the body has an {message}")),
-            (_, Some(_)) => ApiError::bad_request("unknown_field", format!("the body has in `{field}` an {message}")),
+            // The path ends with the unknown field itself: where it is, is its parent.
+            (_, Some(_)) => match field.rsplit_once('.').map(|(parent, _)| parent).filter(|p| !p.is_empty()) {
+                Some(parent) => {
+                    ApiError::bad_request("unknown_field", format!("`{parent}` in the body has an {message}"))
+                }
+                None => ApiError::bad_request("unknown_field", format!("the body has an {message}")),
+            },
             (".", None) => ApiError::bad_request("invalid_request", format!("the body does not fit: {message}")),
             _ if syntax => ApiError::bad_request(
                 "invalid_request",
@@ -135,6 +158,26 @@ pub(crate) fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     // Nothing but whitespace after the value, as `serde_json::from_slice` requires.
     de.end().map_err(|e| ApiError::bad_request("malformed_json", format!("the body is not JSON: {e}")))?;
     Ok(value)
+}
+
+/// serde's words for a value that does not fit, in the caller's terms: the service's own type names
+/// (`expected struct ChainLink`) are "an object", and the position (` at line 1 column 207`) is left out —
+/// the field's path says where.
+fn plain(message: &str) -> String {
+    let mut message = match message.rfind(" at line ") {
+        Some(i)
+            if message[i + 9..].split(" column ").all(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) =>
+        {
+            message[..i].to_string()
+        }
+        _ => message.to_string(),
+    };
+    while let Some(i) = message.find("expected struct ") {
+        let name = &message[i + 16..];
+        let end = name.find(|c: char| !(c.is_ascii_alphanumeric() || c == '_')).unwrap_or(name.len());
+        message.replace_range(i..i + 16 + end, "expected an object");
+    }
+    message
 }
 
 /// The deepest nesting of arrays and objects in `bytes`, strings skipped (a malformed text gives some

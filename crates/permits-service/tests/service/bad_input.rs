@@ -151,3 +151,44 @@ fn null_values_are_invalid_requests_naming_the_field() -> R {
     assert_eq!(events(), before, "no decision recorded for a body that does not fit");
     Ok(())
 }
+
+/// What a body that does not fit is told names the body's fields and plain JSON kinds, never the service's
+/// own type names (`struct ChainLink`, `struct CallBody`), and an unknown field says where it is.
+#[test]
+fn errors_name_json_kinds_and_fields_not_internal_types() -> R {
+    let server = Server::start("workshop");
+    let host = server.host("Estimator");
+    let mut link = call();
+    link["via"] = json!(["Scheduler.Plan"]);
+    let mut nested = call();
+    nested["evidence"] = json!([{"tool": "SetPrice", "arguments": {}, "answer": 1, "seen": true}]);
+    let cases = [
+        (
+            "/v1/calls",
+            link,
+            "invalid_request",
+            "the body does not fit: `via[0]`: invalid type: string \"Scheduler.Plan\", expected an object",
+        ),
+        // An array of the fields in order is not an object, though serde would read one.
+        (
+            "/v1/calls",
+            json!(["Estimator", "EstimateRepair", "SetPrice", {}, "Noor", null, [], "k", "t"]),
+            "invalid_request",
+            "the body does not fit: it must be a JSON object, not an array",
+        ),
+        ("/v1/calls", json!("x"), "invalid_request", "the body does not fit: it must be a JSON object, not a string"),
+        (
+            "/v1/calls",
+            nested,
+            "unknown_field",
+            "`evidence[0]` in the body has an unknown field `seen`, expected one of `tool`, `arguments`, `answer`",
+        ),
+    ];
+    for (path, body, code, message) in cases {
+        let answer = host.post(path, &body);
+        assert_eq!((answer.status, answer.code()), (400, code), "{body}: {}", answer.body);
+        assert_eq!(answer.message(), message, "{body}");
+    }
+    nothing_stored(&host);
+    Ok(())
+}
