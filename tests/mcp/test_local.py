@@ -173,3 +173,42 @@ def test_the_audit_copy_goes_where_audit_says_for_the_service_and_the_proxy_alik
         ("execution", "done"),
     ], events
     assert not Path(f"{store}.audit.jsonl").exists()
+
+
+def _children(pid: int) -> list[int]:
+    return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def test_the_private_service_stops_and_its_key_is_revoked_however_the_proxy_ends(
+    permitc: Path, permitd: Path, world: World, tmp_path: Path
+) -> None:
+    import signal
+    import time
+
+    env = {k: v for k, v in {**os.environ, "NOTES_DIR": str(world.notes)}.items() if k != "PERMITS_HOST_KEY"}
+    for n, how in enumerate([signal.SIGTERM, signal.SIGKILL]):
+        store = tmp_path / f"mine{n}.db"
+        proxy = subprocess.Popen(
+            [str(permitc), *world.local_args(store)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        )
+        assert proxy.stdin and proxy.stdout
+        hello = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        proxy.stdin.write((json.dumps(hello) + "\n").encode())
+        proxy.stdin.flush()
+        assert json.loads(proxy.stdout.readline())["id"] == 1
+        services = [c for c in _children(proxy.pid) if "permitd" in Path(f"/proc/{c}/cmdline").read_text()]
+        assert len(services) == 1, services
+        proxy.send_signal(how)
+        proxy.wait(timeout=30)
+        deadline = time.monotonic() + 20
+        while Path(f"/proc/{services[0]}").exists() and time.monotonic() < deadline:
+            # Reaped by init once it ends (it is the proxy's child no longer).
+            if Path(f"/proc/{services[0]}/stat").read_text().split()[2] == "Z":
+                break
+            time.sleep(0.05)
+        alive = Path(f"/proc/{services[0]}").exists() and Path(f"/proc/{services[0]}/stat").read_text().split()[2] != "Z"
+        assert not alive, f"the private permitd outlived a proxy ended by {how.name}"
+        listed = subprocess.run([str(permitd), "keys", "list", "--store", str(store)], capture_output=True, text=True, check=True)
+        keys = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert [(k["kind"], k["revoked_at"] is not None) for k in keys] == [("host", True)], (how.name, keys)

@@ -16,6 +16,10 @@ use std::time::Duration;
 /// How long `permitd serve` may take to say where it listens, in seconds.
 pub const START_SECONDS: u64 = 30;
 
+/// How long the private service may take to stop once its lifeline closed, in seconds (its open
+/// connections get 5), before it is killed.
+pub const STOP_SECONDS: u64 = 8;
+
 /// What the private service is started with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LocalOptions {
@@ -56,9 +60,13 @@ pub enum LocalError {
     },
 }
 
-/// A running private service; stopped (and its host key revoked) when dropped.
+/// A running private service; stopped (and its host key revoked) when dropped. Its standard input is a pipe
+/// whose other end only this process holds (`permitd serve --until-stdin-closes`): however the proxy ends —
+/// `SIGTERM`, `SIGKILL`, a crash — the pipe closes, and the service stops and revokes the key itself
+/// (`--revoke-on-exit`).
 pub struct LocalService {
     child: Option<Child>,
+    lifeline: Option<std::process::ChildStdin>,
     permitd: PathBuf,
     store: PathBuf,
     key_id: Option<String>,
@@ -79,6 +87,7 @@ impl LocalService {
         let (key, key_id) = mint(options)?;
         let mut service = LocalService {
             child: None,
+            lifeline: None,
             permitd: options.permitd.clone(),
             store: options.store.clone(),
             key_id,
@@ -94,7 +103,9 @@ impl LocalService {
             .arg("--store")
             .arg(&options.store)
             .args(options.audit.iter().flat_map(|a| [std::ffi::OsStr::new("--audit"), a.as_os_str()]))
-            .stdin(Stdio::null())
+            .arg("--until-stdin-closes")
+            .args(service.key_id.iter().flat_map(|id| ["--revoke-on-exit", id.as_str()]))
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -104,6 +115,7 @@ impl LocalService {
             let _ = child.wait();
             return Err(LocalError::Failed { command: "serve".into(), said: "no output pipe".into() });
         };
+        service.lifeline = child.stdin.take();
         service.child = Some(child);
         let (tx, rx) = mpsc::channel();
         let reader = std::thread::Builder::new().name("permitd-stdout".into()).spawn(move || {
@@ -138,9 +150,15 @@ impl LocalService {
         }
     }
 
-    /// Stops the service (killed and reaped) and revokes the host key minted for this run.
+    /// Stops the service — its lifeline closed, then killed if it has not ended within [`STOP_SECONDS`] —
+    /// and revokes the host key minted for this run (which the service has done itself when it stopped).
     pub fn stop(&mut self) {
+        drop(self.lifeline.take());
         if let Some(mut child) = self.child.take() {
+            let deadline = std::time::Instant::now() + Duration::from_secs(STOP_SECONDS);
+            while matches!(child.try_wait(), Ok(None)) && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }

@@ -95,6 +95,14 @@ pub struct ServeArgs {
     /// PostgreSQL store).
     #[arg(long)]
     pub audit: Option<PathBuf>,
+    /// Also stop when standard input closes: the lifeline of a supervisor that holds its other end
+    /// (`permitc mcp proxy --store`), so that the service ends with the supervisor however it ends, killed
+    /// included.
+    #[arg(long)]
+    pub until_stdin_closes: bool,
+    /// A host key (`K-3`) to revoke once the service has stopped: the key a supervisor minted for its run.
+    #[arg(long, value_name = "KEY_ID")]
+    pub revoke_on_exit: Option<String>,
     /// The inbox: a session older than this many seconds must sign in again before it approves (or makes a
     /// rule); 0 asks for a password at every approval.
     #[arg(long, default_value_t = crate::inbox::DEFAULT_FRESH_SIGN_IN)]

@@ -99,11 +99,14 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
     // does not start.
     rt.install_table().map_err(|e| format!("the table `{}` is not installed: {e}", args.table.display()))?;
     let app = Arc::new(App::new(rt, keys, versions, storage, audit, args.table.clone(), inbox, webhooks));
+    // The lifeline, watched on a thread of its own (a blocking read of stdin on the runtime's pool would
+    // hold up the runtime's end).
+    let lifeline = if args.until_stdin_closes { Some(stdin_closed()?) } else { None };
     let tokio = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the async runtime: {e}"))?;
-    tokio.block_on(async move {
+    let served = tokio.block_on(async move {
         let listener = tokio::net::TcpListener::bind(&args.listen)
             .await
             .map_err(|e| format!("cannot listen on `{}`: {e}", args.listen))?;
@@ -122,18 +125,63 @@ pub fn serve(args: &ServeArgs) -> Result<(), String> {
         );
         tokio::spawn(reload_on_hangup(app.clone()));
         let service = api::router(app).into_make_service_with_connect_info::<std::net::SocketAddr>();
-        match tls {
-            Some(config) => {
-                use axum::serve::ListenerExt;
-                let listener = crate::tls::TlsListener::new(listener, config)
-                    .map_err(|e| format!("cannot read the bound address: {e}"))?
-                    // `tap_io` only so that axum hands each connection's peer address to the routes.
-                    .tap_io(|_| {});
-                axum::serve(listener, service).with_graceful_shutdown(ended()).await.map_err(|e| e.to_string())
+        // Stopping: connections are given `GRACE_SECONDS` to finish (an inbox's event stream never does).
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let ended = {
+            let stop = stop.clone();
+            async move {
+                ended(lifeline).await;
+                stop.notify_one();
             }
-            None => axum::serve(listener, service).with_graceful_shutdown(ended()).await.map_err(|e| e.to_string()),
+        };
+        let grace = async move {
+            stop.notified().await;
+            tokio::time::sleep(std::time::Duration::from_secs(GRACE_SECONDS)).await;
+        };
+        let serving = async move {
+            match tls {
+                Some(config) => {
+                    use axum::serve::ListenerExt;
+                    let listener = crate::tls::TlsListener::new(listener, config)
+                        .map_err(|e| format!("cannot read the bound address: {e}"))?
+                        // `tap_io` only so that axum hands each connection's peer address to the routes.
+                        .tap_io(|_| {});
+                    axum::serve(listener, service).with_graceful_shutdown(ended).await.map_err(|e| e.to_string())
+                }
+                None => axum::serve(listener, service).with_graceful_shutdown(ended).await.map_err(|e| e.to_string()),
+            }
+        };
+        tokio::select! {
+            served = serving => served,
+            () = grace => Ok(()),
         }
-    })
+    });
+    if let Some(id) = &args.revoke_on_exit {
+        match KeyStore::open(&args.store).and_then(|keys| keys.revoke(id, now())) {
+            Ok(_) => crate::say!("permitd: the host key {id} is revoked, as the service stopped"),
+            Err(why) => crate::say!("permitd: the host key {id} could not be revoked: {why}"),
+        }
+    }
+    served
+}
+
+/// How long a stopping service waits for its open connections, in seconds.
+const GRACE_SECONDS: u64 = 5;
+
+/// A receiver that resolves when standard input ends (or cannot be read): `--until-stdin-closes`.
+fn stdin_closed() -> Result<tokio::sync::oneshot::Receiver<()>, String> {
+    use std::io::Read;
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("permitd-lifeline".into())
+        .spawn(move || {
+            let mut buf = [0u8; 256];
+            let mut stdin = std::io::stdin();
+            while matches!(stdin.read(&mut buf), Ok(n) if n > 0) {}
+            let _ = tx.send(());
+        })
+        .map_err(|e| format!("cannot watch standard input (--until-stdin-closes): {e}"))?;
+    Ok(rx)
 }
 
 /// The keys `--trust` names: 64 hex digits each, or a `.pub` file from `permitc keygen`.
@@ -202,21 +250,37 @@ async fn reload_on_hangup(app: Arc<App>) {
 }
 
 /// Resolves on `SIGTERM` or Ctrl-C.
-async fn ended() {
+async fn ended(lifeline: Option<tokio::sync::oneshot::Receiver<()>>) {
+    let closed = async move {
+        match lifeline {
+            // Sent or dropped, the input has ended.
+            Some(rx) => {
+                let _ = rx.await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut term) = signal(SignalKind::terminate()) else {
-            let _ = tokio::signal::ctrl_c().await;
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                () = closed => {}
+            }
             return;
         };
         tokio::select! {
             _ = term.recv() => {}
             _ = tokio::signal::ctrl_c() => {}
+            () = closed => {}
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            () = closed => {}
+        }
     }
 }
