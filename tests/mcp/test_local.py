@@ -100,6 +100,8 @@ def test_the_proxy_starts_its_own_service_on_a_local_store_and_a_person_approves
     # The decision and the run are in the store, for `permitd` and the next run.
     assert "the approval service on" in log.read_text()
     assert "go through the approval service" not in log.read_text(), log.read_text()
+    # The agent's input ended: the proxy stopped the upstream server itself, which is no news to log.
+    assert "the upstream MCP server exited" not in log.read_text(), log.read_text()
     calls = lambda metrics: [line for line in metrics.splitlines() if 'route="/v1/calls"' in line]
     assert calls(seen["after_read"]) == [], seen["after_read"]
     # The proposal was made through the service (announced and decided there).

@@ -176,6 +176,8 @@ struct State {
     /// second claim or confirmation with this run's token as a retry (as it must, for a host that lost an
     /// answer), so two identical calls at once must not both forward: the gateway runs an execution once.
     sending: Mutex<std::collections::HashSet<String>>,
+    /// The agent's input ended and the proxy stops the upstream server itself: its end is not news.
+    ending: std::sync::atomic::AtomicBool,
 }
 
 /// Work queued for after a request's answer ([`AfterAnswer`]).
@@ -290,6 +292,7 @@ pub fn run(
         protocol: Mutex::new(crate::PROTOCOL_VERSION.to_string()),
         in_flight: AtomicU64::new(0),
         sending: Mutex::new(std::collections::HashSet::new()),
+        ending: std::sync::atomic::AtomicBool::new(false),
     });
     let handler: Handler = {
         let state = Arc::clone(&state);
@@ -375,6 +378,7 @@ pub fn run(
     while state.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(10));
     }
+    state.ending.store(true, Ordering::SeqCst);
     if let Some(u) = state.upstream.get() {
         u.kill();
     }
@@ -1111,6 +1115,7 @@ fn on_upstream(state: &Arc<State>, incoming: Incoming) {
             }
             send(state, &Message::Request { id: Value::String(ours), method, params });
         }
+        Incoming::Closed if state.ending.load(Ordering::SeqCst) => {}
         Incoming::Closed => {
             log("the upstream MCP server exited: every request that needs it is answered with an error")
         }
