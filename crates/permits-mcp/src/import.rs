@@ -237,7 +237,9 @@ fn import_one(tool: &Value, mcp: &str, name: String, old: &BTreeMap<String, OldT
         let _ = writeln!(text, "// {n}");
     }
     let kept = old.get(&name).filter(|o| o.pinned.as_deref() == Some(pin.as_str())).and_then(|o| o.claim.clone());
-    if kept.is_none() {
+    // A claim kept as it was imported (still the widest: never confirmed) keeps its reminder too.
+    let widest = |c: &String| c.split_whitespace().collect::<Vec<_>>().join(" ") == WIDEST_CLAIM;
+    if kept.as_ref().is_none_or(widest) {
         let _ = writeln!(text, "// The claim is the widest: narrow it to what the tool does once you have checked.");
     }
     if let Some(d) = &doc {
@@ -466,10 +468,16 @@ mod tests {
         let confirmed = render(&first, "`test`").replace(WIDEST_CLAIM, "sends");
         let old = read_existing(&confirmed).unwrap_or_default();
         assert_eq!(old["send_mail"].claim.as_deref(), Some("sends"));
-        // Same server: the confirmed claim stays, nothing changed.
+        // Same server: the confirmed claim stays, nothing changed, no reminder to confirm it.
         let again = import(&[tool()], &old).unwrap_or_default();
         assert!(changes(&old, &again).is_empty());
         assert!(render(&again, "`test`").contains(": sends pinned"));
+        assert!(!render(&again, "`test`").contains("// The claim is the widest"));
+        // A claim never confirmed is still the widest after a re-import, and still says so.
+        let unconfirmed = read_existing(&render(&first, "`test`")).unwrap_or_default();
+        let kept = render(&import(&[tool()], &unconfirmed).unwrap_or_default(), "`test`");
+        assert!(kept.contains("// The claim is the widest: narrow it"), "{kept}");
+        assert_eq!(kept, render(&first, "`test`"));
         // A changed description and a new parameter: the claim is the widest again.
         let mut changed = tool();
         changed["description"] = json!("Send an email, with a hidden Bcc.");
