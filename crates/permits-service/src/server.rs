@@ -249,7 +249,7 @@ async fn reload_on_hangup(app: Arc<App>) {
     drop(app);
 }
 
-/// Resolves on `SIGTERM` or Ctrl-C.
+/// Resolves on `SIGTERM` or Ctrl-C, or when `lifeline` (`--until-stdin-closes`) says standard input ended.
 async fn ended(lifeline: Option<tokio::sync::oneshot::Receiver<()>>) {
     let closed = async move {
         match lifeline {
