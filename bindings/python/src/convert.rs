@@ -86,10 +86,7 @@ pub fn refused(py: Python<'_>, kind: &str, message: impl Into<String>) -> PyErr 
 pub fn runtime_error(py: Python<'_>, e: RuntimeError) -> PyErr {
     let message = e.to_string();
     match e {
-        RuntimeError::Refused { refusal, .. } => {
-            let kind = serde_json::to_value(refusal).ok().and_then(|v| v.as_str().map(str::to_string));
-            refused(py, kind.as_deref().unwrap_or("refused"), message)
-        }
+        RuntimeError::Refused { refusal, .. } => refused(py, &refusal.code(), message),
         RuntimeError::UnknownProposal(id) => error(py, Exc::NotFound, ("proposal", id, message)),
         RuntimeError::UnknownRule(id) => error(py, Exc::NotFound, ("rule", id, message)),
         RuntimeError::UnknownTask(key) => error(py, Exc::NotFound, ("task", key, message)),

@@ -133,13 +133,7 @@ impl Lane {
         match self.rt.claim_if_alone(request, token, Claiming::ClaimAndConfirm) {
             Ok(Some(claimed)) => Laned::Alone(Box::new(claimed)),
             Ok(None) => Laned::Service,
-            Err(RuntimeError::Refused { refusal, message }) => {
-                let code = serde_json::to_value(refusal)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_else(|| "refused".into());
-                Laned::Refused { code, message }
-            }
+            Err(RuntimeError::Refused { refusal, message }) => Laned::Refused { code: refusal.code(), message },
             Err(e) => {
                 // The store's current table is not this one (the service was reloaded), or the store
                 // failed: nothing was claimed; the service answers from now on.

@@ -73,6 +73,14 @@ pub enum Refusal {
     NotHolder,
 }
 
+impl Refusal {
+    /// The refusal's stable code, as the service's errors and the Python binding's `Refused.kind` name it:
+    /// its serde name in snake case (`must_propose`, `too_large`, `invalid_request`, …).
+    pub fn code(self) -> String {
+        serde_json::to_value(self).ok().and_then(|v| v.as_str().map(str::to_string)).unwrap_or_else(|| "refused".into())
+    }
+}
+
 /// An error of a [`crate::Runtime`] operation.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
@@ -125,3 +133,15 @@ impl RuntimeError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
 pub struct StoreError(pub String);
+
+#[cfg(test)]
+mod tests {
+    use super::Refusal;
+
+    #[test]
+    fn a_refusal_code_is_its_snake_case_name() {
+        assert_eq!(Refusal::MustPropose.code(), "must_propose");
+        assert_eq!(Refusal::InvalidRequest.code(), "invalid_request");
+        assert_eq!(Refusal::Never.code(), "never");
+    }
+}

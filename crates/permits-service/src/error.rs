@@ -42,11 +42,7 @@ impl From<RuntimeError> for ApiError {
         let message = e.to_string();
         match e {
             RuntimeError::Refused { refusal, .. } => {
-                let code = serde_json::to_value(refusal)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_else(|| "refused".to_string());
-                ApiError { status: refusal_status(refusal), code, message }
+                ApiError { status: refusal_status(refusal), code: refusal.code(), message }
             }
             RuntimeError::UnknownProposal(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_proposal", message),
             RuntimeError::UnknownRule(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_rule", message),
