@@ -629,6 +629,7 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
     let evidence: Vec<Value> = state.evidence.lock().map(|e| e.iter().cloned().collect()).unwrap_or_default();
     let mut token = [0u8; 16];
     getrandom::fill(&mut token).map_err(|e| error_object(INTERNAL_ERROR, format!("no random bytes: {e}")))?;
+    let token = hex(&token);
     let forward_params = {
         let mut p = json!({"name": mcp, "arguments": arguments});
         if let Some(m) = &meta {
@@ -638,19 +639,11 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
     };
     if let Some(lane) = state.lane.as_ref() {
         let request = lane_request(state, &name, &arguments, &why, &evidence);
-        match lane.call(&request, &hex(&token)) {
+        match lane.call(&request, &token) {
             Laned::Alone(claimed) => {
                 let execution = serde_json::to_value(&*claimed)
                     .map_err(|e| error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}")))?;
-                return run_execution(
-                    state,
-                    flight,
-                    Host::Lane(lane),
-                    &execution,
-                    &hex(&token),
-                    &name,
-                    &forward_params,
-                );
+                return run_execution(state, flight, Host::Lane(lane), &execution, &token, &name, &forward_params);
             }
             Laned::Refused { code, message } => return Ok(tool_result(format!("refused ({code}): {message}"), true)),
             Laned::Service => {}
@@ -665,7 +658,7 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
         "operation_key": state.task,
         "mode": state.options.mode,
         "via": state.options.via.iter().map(|(agent, skill)| json!({"agent": agent, "skill": skill})).collect::<Vec<_>>(),
-        "claim_token": hex(&token),
+        "claim_token": token,
         // The gateway has no permissions of its own to check: an alone call is confirmed with its claim,
         // one transaction instead of two (`Runtime::claim_alone_confirmed`).
         "confirm": true,
@@ -680,7 +673,7 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
     match answer.body.get("outcome").and_then(Value::as_str) {
         Some("alone") => {
             let execution = answer.body.get("execution").cloned().unwrap_or(Value::Null);
-            run_execution(state, flight, Host::AloneService, &execution, &hex(&token), &name, &forward_params)
+            run_execution(state, flight, Host::AloneService, &execution, &token, &name, &forward_params)
         }
         Some("proposed") => {
             let proposal = answer.body.get("proposal").cloned().unwrap_or(Value::Null);
@@ -939,21 +932,15 @@ fn run_execution(
         // An alone call's result goes to the agent first: its run is `sending` (never run again) until the
         // receipt is recorded. A proposal's receipt is recorded before the answer, with the run still
         // marked as being sent by this gateway (`_sending`).
-        match host {
-            Host::Lane(_) => {
-                // The lane is the state's: the receipt is recorded through it after the answer.
-                let (state, id, token) = (Arc::clone(state), id.clone(), token.to_string());
-                AfterAnswer::later(Box::new(move || {
-                    if let Some(lane) = state.lane.as_ref() {
-                        record_receipt(&state, Host::Lane(lane), &id, &token, receipt);
-                    }
-                }));
+        // `host` borrows the state's lane: the work after the answer takes it from its own clone of the state.
+        let laned = matches!(host, Host::Lane(_));
+        let (state, id, token) = (Arc::clone(state), id.clone(), token.to_string());
+        AfterAnswer::later(Box::new(move || {
+            let host = if laned { state.lane.as_ref().map(Host::Lane) } else { Some(Host::AloneService) };
+            if let Some(host) = host {
+                record_receipt(&state, host, &id, &token, receipt);
             }
-            _ => {
-                let (state, id, token) = (Arc::clone(state), id.clone(), token.to_string());
-                AfterAnswer::later(Box::new(move || record_receipt(&state, Host::AloneService, &id, &token, receipt)));
-            }
-        }
+        }));
     } else {
         record_receipt(state, host, &id, token, receipt);
     }
