@@ -40,7 +40,10 @@
 //! it, at that node's indentation; a comment at the end of a line stays at the end of the line of the
 //! node before it. Comments after the last node of a block go before the closing brace, and comments at
 //! the end of the file stay at the end. A comment written in the middle of something printed on one
-//! line (`route T // x` ⏎ `to role R`) moves above that line. Doc comments (`///`) stay above their
+//! line (`route T // x` ⏎ `to role R`) moves above that line, with one exception: a comment between a
+//! tool's or function's `)` and the end of its claim puts the claim on a line of its own (`    : c + d`,
+//! `{` on the next line), and an extern tool's `pinned "…"` on another when the comment is before it, so
+//! the comment stays between the parts it was written between. Doc comments (`///`) stay above their
 //! declaration, in order, interleaved with ordinary comments as written.
 //!
 //! # What is normalized
@@ -857,15 +860,11 @@ impl<'s> Printer<'s> {
         let open_paren = self.skip_trivia(after);
         let close_paren = self.close_after(params.last().map_or(open_paren + 1, |p| p.span.end));
         let pin_text = pinned.map(|p| format!("pinned {}", quote(&p.value)));
-        let claim_text = match (claim, &pin_text) {
-            (Some(c), pin) => {
-                let classes = c.classes.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(" + ");
-                Some(match pin {
-                    Some(pin) => format!(": {classes} {pin}"),
-                    None => format!(": {classes}"),
-                })
-            }
-            (None, Some(pin)) => Some(pin.clone()),
+        let classes_text =
+            claim.map(|c| format!(": {}", c.classes.iter().map(|(k, _)| k.as_str()).collect::<Vec<_>>().join(" + ")));
+        let claim_text = match (&classes_text, &pin_text) {
+            (Some(classes), Some(pin)) => Some(format!("{classes} {pin}")),
+            (Some(one), None) | (None, Some(one)) => Some(one.clone()),
             (None, None) => None,
         };
         // Where the claim (and the pin after it) is written, as one piece of the header.
@@ -898,10 +897,30 @@ impl<'s> Printer<'s> {
         let sig = self.flat_list(prefix, &items, &d, "");
         let whole = format!("{sig}{claim_sfx}{body_sfx}");
         let params_commented = self.has_comment(open_paren, close_paren);
-        match (claim_span, &claim_text) {
-            (Some((c_lo, c_hi)), Some(ct)) if !params_commented && !fits(0, &whole) && fits(0, &sig) => {
-                self.line(0, lo, close_paren + 1, sig, Gap::Keep);
-                self.line(1, c_lo, c_hi, ct.clone(), Gap::Never);
+        // A comment between `)` and the end of the claim or pin would be pulled above the line that
+        // prints `) : claim`, into the parameter list: the claim goes on a line of its own instead, and
+        // the pin on another when the comment is before it, so each comment stays where it was written.
+        let claim_commented = claim_span.is_some_and(|(c_lo, c_hi)| {
+            let end = self.tight(c_lo, c_hi);
+            self.has_comment(close_paren + 1, end)
+        });
+        let too_wide = !params_commented && !fits(0, &whole) && fits(0, &sig);
+        match claim_span {
+            Some((c_lo, c_hi)) if claim_commented || too_wide => {
+                if params_commented || !fits(0, &sig) {
+                    self.list(0, lo, close_paren + 1, prefix, &items, &d, "", Gap::Keep);
+                } else {
+                    self.line(0, lo, close_paren + 1, sig, Gap::Keep);
+                }
+                match (claim, pinned, &classes_text, &pin_text) {
+                    (Some(c), Some(p), Some(classes), Some(pin))
+                        if self.has_comment(self.tight(c.span.start, c.span.end), p.span.start) =>
+                    {
+                        self.line(1, c.span.start, c.span.end, classes.clone(), Gap::Never);
+                        self.line(1, p.span.start, p.span.end, pin.clone(), Gap::Never);
+                    }
+                    _ => self.line(1, c_lo, c_hi, claim_text.clone().unwrap_or_default(), Gap::Never),
+                }
                 if let Some((o, cl)) = body {
                     if empty {
                         self.line(0, o, cl + 1, "{}".to_string(), Gap::Never);

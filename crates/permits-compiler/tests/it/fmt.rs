@@ -388,6 +388,65 @@ extern tool Last \"The last one, with a label long enough to wrap its parameters
 }
 
 #[test]
+fn comments_between_the_parameters_the_claim_and_the_pin_stay_between_them() {
+    // A comment after a wrapped header's `)`, or between the claim and `pinned`, went into the parameter
+    // list (the closing line `) : sends pinned "…"` took every comment before its end). A comment there
+    // now puts the claim on a line of its own, and the pin too when the comment is before it.
+    let pin = "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08";
+    let input = format!(
+        "\
+extern tool WebSearch \"Search the web for the question that the user asked of us today\" (query: string, limit?: number)
+// between the parenthesis and the claim
+: sends
+    // between the claim and the pin
+    pinned \"{pin}\"
+// after the pin
+extern tool Short \"Search\" (query: string) // after the parenthesis
+    : sends // after the claim
+    pinned \"{pin}\"
+tool Note \"Write a note\" (note: string)
+// before the claim
+: changes {{ write Repair.note }}
+fn notify(to: string)
+    // before a function's claim
+    : sends {{ send \"mail\" }}
+"
+    );
+    let expected = format!(
+        "\
+extern tool WebSearch \"Search the web for the question that the user asked of us today\" (
+    query: string,
+    limit?: number,
+)
+    // between the parenthesis and the claim
+    : sends
+    // between the claim and the pin
+    pinned \"{pin}\"
+
+// after the pin
+extern tool Short \"Search\" (query: string) // after the parenthesis
+    : sends // after the claim
+    pinned \"{pin}\"
+
+tool Note \"Write a note\" (note: string)
+    // before the claim
+    : changes
+{{
+    write Repair.note
+}}
+
+fn notify(to: string)
+    // before a function's claim
+    : sends
+{{
+    send \"mail\"
+}}
+"
+    );
+    assert_formats_to(&input, &expected);
+}
+
+#[test]
 fn a_file_with_a_syntax_error_is_refused_unchanged() {
     let text = "role A\ntool T \"x\" () { wirte Repair }\n";
     let diags = format_file(text).expect_err("does not parse");
