@@ -113,7 +113,7 @@ impl Diagnostic {
         for (i, label) in self.primary.iter().chain(self.secondary.iter()).enumerate() {
             let primary = i == 0 && self.primary.is_some();
             if Some(label.span.file) == primary_file {
-                own.push(labeled(label, primary));
+                own.push(labeled(sources, label, primary));
             } else {
                 match others.iter_mut().find(|(f, _)| *f == label.span.file) {
                     Some((_, v)) => v.push(label),
@@ -126,7 +126,7 @@ impl Diagnostic {
             .map(|(file, labels)| Related {
                 message: format!("continued in `{}`", sources.display_name(file)),
                 source: named_source(sources, file),
-                labels: labels.into_iter().map(|l| labeled(l, false)).collect(),
+                labels: labels.into_iter().map(|l| labeled(sources, l, false)).collect(),
             })
             .collect();
         Report {
@@ -141,10 +141,22 @@ impl Diagnostic {
     }
 }
 
-fn labeled(label: &Label, primary: bool) -> LabeledSpan {
-    let span = SourceSpan::new((label.span.start as usize).into(), (label.span.end - label.span.start) as usize);
+fn labeled(sources: &Sources, label: &Label, primary: bool) -> LabeledSpan {
+    let span = shown_span(&sources.get(label.span.file).text, label.span);
     let text = if label.message.is_empty() { None } else { Some(label.message.clone()) };
     if primary { LabeledSpan::new_primary_with_span(text, span) } else { LabeledSpan::new_with_span(text, span) }
+}
+
+/// Where miette is to draw a label. A span in the whitespace at the end of a file (a truncated file's
+/// "unexpected end of file" is at its very end) is on no line that miette shows, and miette would drop
+/// the label without a word: it points at the last character before that whitespace instead.
+fn shown_span(text: &str, span: Span) -> SourceSpan {
+    let (start, end) = (span.start as usize, span.end as usize);
+    let content_end = text.trim_end().len();
+    match text.get(..content_end).and_then(|t| t.char_indices().next_back()) {
+        Some((last, c)) if start >= content_end => SourceSpan::new(last.into(), c.len_utf8()),
+        _ => SourceSpan::new(start.into(), end.saturating_sub(start)),
+    }
 }
 
 fn named_source(sources: &Sources, file: FileId) -> NamedSource<SourceText> {
@@ -455,6 +467,28 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    /// A label at the very end of a file (a truncated file's "unexpected end of file") is on no line
+    /// miette shows, so miette dropped it; it now points at the file's last character that is not a
+    /// line break or a space, whether or not the file ends in a line break.
+    #[test]
+    fn a_label_at_the_end_of_the_file_is_shown() {
+        for (text, line) in [
+            ("role A\nrole", " 2 │ role"),
+            ("role A\nrole\n", " 2 │ role"),
+            ("role A\nrole \r\n\n  \n", " 2 │ role"),
+            ("role", " 1 │ role"),
+        ] {
+            let mut sources = Sources::default();
+            let file = sources.add(Source::new("t.permits", text.as_bytes().to_vec()));
+            let end = u32::try_from(text.len()).expect("a short text");
+            let diagnostic = Diagnostic::new(Code::SyntaxParse, "unexpected end of file")
+                .at(Span { file, start: end, end }, "expected a name");
+            let out = render_plain(&[diagnostic], &sources);
+            assert!(out.contains("expected a name"), "{text:?}:\n{out}");
+            assert!(out.contains(line), "{text:?}:\n{out}");
         }
     }
 
