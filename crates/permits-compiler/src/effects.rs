@@ -431,6 +431,14 @@ pub fn witness_labels(model: &Model<'_>, effects: &Effects, node: NodeId, s: usi
         .collect()
 }
 
+/// An extern tool's claim as the last hop of a witness, in words, as the table and `explain` write it:
+/// `claimed by the author: reads + sends`. Made from the claim's classes, not its source, so layout and
+/// the comments around a claim never reach the table.
+pub fn claim_words(model: &Model<'_>, node: NodeId) -> String {
+    let claim = model.nodes[node].claim.map_or_else(|| "nothing".to_string(), |(c, _)| c.describe());
+    format!("claimed by the author: {claim}")
+}
+
 /// The name of a slot: a class, or `permits` for the reserved subject.
 pub fn slot_name(s: usize) -> &'static str {
     EffectClass::ALL.get(s).map(|c| c.as_str()).unwrap_or("permits")

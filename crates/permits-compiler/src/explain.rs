@@ -237,7 +237,7 @@ pub fn explain_in(a: &Analysis<'_>, agent: &str, skill: &str, tool: &str, mode: 
                     end = rule_text(a, op.span).0;
                 }
                 NextHop::Claim(span) => {
-                    hops.push("claim (assumed)".to_string());
+                    hops.push(effects::claim_words(&a.model, at));
                     end = rule_text(a, span).0;
                 }
             }

@@ -372,7 +372,8 @@ pub struct EffectInfo {
 pub struct Hop {
     /// What the hop is.
     pub kind: HopKind,
-    /// The operation's canonical text (`write Repair.price`), or the callee's name for a call.
+    /// The operation's canonical text (`write Repair.price`), the callee's name for a call, or for an
+    /// extern tool's claim what the author claimed (`claimed by the author: reads + sends`).
     pub text: String,
     /// Where it is written.
     pub at: SourceRef,

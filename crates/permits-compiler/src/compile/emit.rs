@@ -24,7 +24,7 @@ fn table_hop(a: &Analysis<'_>, node: NodeId, hop: NextHop) -> TableHop {
         }
         NextHop::Claim(span) => TableHop {
             kind: HopKind::Claim,
-            text: a.sources.slice(span).trim().to_string(),
+            text: crate::effects::claim_words(&a.model, node),
             at: source_ref(a.sources, span),
         },
     }
