@@ -1,7 +1,8 @@
-//! Arbitrary calls against fixed tables (`policies/shop` and `policies/coding-agent`, compiled once):
-//! the input picks an agent, a skill and a tool (mostly real names, sometimes names from elsewhere or
-//! made up), a requester and arguments (mostly of the declared types, near the literals the table's
-//! conditions compare with; sometimes any JSON). `decide_table` must never panic, a refusal is `never`,
+//! Arbitrary calls against fixed tables (`policies/shop`, `policies/coding-agent` and the corpus's
+//! `conditions_number.permits`, for conditions on `number` parameters against decimal literals; compiled
+//! once): the input picks an agent, a skill and a tool (mostly real names, sometimes names from elsewhere
+//! or made up), a requester and arguments (mostly of the declared types, near the literals the table's
+//! conditions compare with, `0.5` as well as `10`; sometimes any JSON). `decide_table` must never panic, a refusal is `never`,
 //! and an accepted call gets exactly the level the compiler's own evaluation (`Table::level_of`,
 //! what `test` blocks use) and `Entry::level_for` give.
 
@@ -19,13 +20,17 @@ use serde_json::{Map, Value};
 fn tables() -> &'static [Table] {
     static TABLES: OnceLock<Vec<Table>> = OnceLock::new();
     TABLES.get_or_init(|| {
-        ["shop", "coding-agent"]
-            .iter()
-            .map(|p| {
-                let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../policies").join(p);
-                permits::compile::compile_path(&path).unwrap_or_else(|e| panic!("policies/{p} does not compile:\n{e}"))
-            })
-            .collect()
+        [
+            "policies/shop",
+            "policies/coding-agent",
+            "crates/permits-compiler/tests/it/corpus/ok/conditions_number.permits",
+        ]
+        .iter()
+        .map(|p| {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(p);
+            permits::compile::compile_path(&path).unwrap_or_else(|e| panic!("{p} does not compile:\n{e}"))
+        })
+        .collect()
     })
 }
 
@@ -46,8 +51,9 @@ fn pick(u: &mut Unstructured<'_>, likely: &[&str], any: &[&str]) -> Result<Strin
     })
 }
 
-/// The literals the table's conditions mention, to land on and around their boundaries.
-fn literals(c: &Condition, ints: &mut Vec<i64>, strings: &mut Vec<String>) {
+/// The literals the table's conditions mention, to land on and around their boundaries: whole numbers,
+/// strings, and the decimals of conditions on `number` parameters (as their canonical text, `0.5`).
+fn literals(c: &Condition, ints: &mut Vec<i64>, strings: &mut Vec<String>, numbers: &mut Vec<String>) {
     let mut stack = vec![c];
     while let Some(c) = stack.pop() {
         match c {
@@ -57,6 +63,7 @@ fn literals(c: &Condition, ints: &mut Vec<i64>, strings: &mut Vec<String>) {
                 ints.extend([n.saturating_sub(1), *n, n.saturating_add(1)])
             }
             Condition::Compare { value: Literal::String(s), .. } => strings.push(s.clone()),
+            Condition::Compare { value: Literal::Number(d), .. } => numbers.push(d.to_string()),
             Condition::Compare { .. } => {}
             Condition::In { values, .. } => strings.extend(values.iter().cloned()),
             Condition::Matches { glob, .. } => {
@@ -65,6 +72,26 @@ fn literals(c: &Condition, ints: &mut Vec<i64>, strings: &mut Vec<String>) {
             }
         }
     }
+}
+
+/// A JSON number on or near a decimal literal's boundary (`text` is canonical: `0.5`, `-2.75`, `10`): the
+/// literal itself, the same number written longer (`0.50`, `10.0`, `0.5e0`), a hair further from zero in
+/// decimal (`0.50000001`), its negation, or as an f64 a hair or half a unit either side (`0.4999999`: what a
+/// host that computes its argument sends).
+fn near_decimal(u: &mut Unstructured<'_>, text: &str) -> Result<Value> {
+    let point = if text.contains('.') { "" } else { "." };
+    let negated = text.strip_prefix('-').map_or_else(|| format!("-{text}"), str::to_string);
+    let candidates =
+        [text.to_string(), format!("{text}{point}0"), format!("{text}e0"), format!("{text}{point}0000001"), negated];
+    let value: Value = serde_json::from_str(u.choose(&candidates)?).unwrap_or(Value::Null);
+    let offset = match u.int_in_range(0..=5u8)? {
+        0 => 0.5,
+        1 => -0.5,
+        2 => 1e-7,
+        3 => -1e-7,
+        _ => return Ok(value),
+    };
+    Ok(value.as_f64().and_then(|x| serde_json::Number::from_f64(x + offset)).map_or(value, Value::Number))
 }
 
 /// Any JSON value, at most `depth` levels deep.
@@ -102,10 +129,11 @@ fn call(u: &mut Unstructured<'_>, t: &Table) -> Result<Call> {
         t.skills.get(&skill).map(|s| s.tools.iter().map(String::as_str).collect()).unwrap_or_default();
     let tool = pick(u, &tools, &any)?;
     let (mut ints, mut strings) = (vec![0, -1, 1, i64::MIN, i64::MAX], vec![String::new()]);
+    let mut numbers = vec!["0".to_string(), "0.1".to_string(), "-0.5".to_string()];
     if let Some(e) = t.entry(&agent, &skill, &tool) {
         for n in e.rows.iter().flat_map(|r| &r.named) {
             if let Some(c) = &n.when {
-                literals(c, &mut ints, &mut strings);
+                literals(c, &mut ints, &mut strings, &mut numbers);
             }
         }
     }
@@ -128,6 +156,16 @@ fn call(u: &mut Unstructured<'_>, t: &Table) -> Result<Call> {
                     }
                     (_, ParamType::String | ParamType::Shell | ParamType::Entity(_)) => Value::String(u.arbitrary()?),
                     (_, ParamType::Bool) => Value::Bool(u.arbitrary()?),
+                    // A `number`: near a decimal literal, a whole number near an int one, or any f64.
+                    (2..=5, ParamType::Number) => {
+                        let literal = u.choose(&numbers)?.clone();
+                        near_decimal(u, &literal)?
+                    }
+                    (6, ParamType::Number) => Value::from(*u.choose(&ints)?),
+                    (_, ParamType::Number) => {
+                        serde_json::Number::from_f64(u.arbitrary()?).map_or(Value::Null, Value::Number)
+                    }
+                    (_, ParamType::Json) => json(u, 2)?,
                 };
                 m.insert(p.name.clone(), v);
             }

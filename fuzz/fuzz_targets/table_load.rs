@@ -24,6 +24,9 @@ fn decide(table: &Table, agent: &str, skill: &str, tool: &str) {
             ParamType::Bool => Value::Bool(false),
             ParamType::String | ParamType::Entity(_) => Value::String(String::new()),
             ParamType::Shell => Value::String("cargo test".into()),
+            // A fraction, so a condition on a `number` parameter compares it with a decimal literal.
+            ParamType::Number => Value::from(0.5),
+            ParamType::Json => Value::Object(Map::new()),
         };
         args.insert(p.name.clone(), v);
     }
