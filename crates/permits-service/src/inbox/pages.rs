@@ -4,7 +4,7 @@
 
 use maud::{DOCTYPE, Markup, PreEscaped, html};
 use permits_runtime::display::is_invisible;
-use permits_runtime::table::{Hop, HopKind, Level, Route, Table, canonical_value};
+use permits_runtime::table::{Level, Route, Table, canonical_value};
 use permits_runtime::{BudgetStatus, Proposal, StandingRule, Status, TableInstall, WorkFor};
 
 use super::Why;
@@ -387,7 +387,7 @@ pub(crate) fn proposal(v: &ProposalView<'_>) -> Markup {
                         ul #effects {
                             @for (class, effect) in &tool.effects {
                                 li {
-                                    strong { (class) } ": " (hop_words(&effect.witness))
+                                    strong { (class) } ": " (effect.witness.text)
                                     " " span.muted { "(" (effect.witness.at.file) ":" (effect.witness.at.line) ")" }
                                     @if effect.assumed { " " em { "assumed" } }
                                 }
@@ -464,15 +464,6 @@ pub(crate) fn proposal(v: &ProposalView<'_>) -> Markup {
 
 /// The evidence, one text per item: "`Tool` {arguments} → answer" (as [`Proposal::evidence_for_person`],
 /// before its escapes are written, so that [`shown`] marks them).
-/// The first hop of an effect's witness as the page says it: the operation's text or the callee's name; for
-/// an extern tool, whose claim's text is the claim itself (`: sends`), that the effect is its claim.
-fn hop_words(hop: &Hop) -> &str {
-    match hop.kind {
-        HopKind::Claim => "claimed by the extern tool",
-        HopKind::Operation | HopKind::Call => &hop.text,
-    }
-}
-
 fn evidence(p: &Proposal) -> Vec<String> {
     p.evidence
         .iter()

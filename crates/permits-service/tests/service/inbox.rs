@@ -817,7 +817,7 @@ fn an_extern_tools_effects_read_like_any_tools() -> R {
         effects,
         Some(
             format!(
-                "<li><strong>sends</strong>: claimed by the extern tool <span class=\"muted\">(tools.permits:{line})\
+                "<li><strong>sends</strong>: claimed by the author: sends <span class=\"muted\">(tools.permits:{line})\
                  </span> <em>assumed</em></li>"
             )
             .as_str()
