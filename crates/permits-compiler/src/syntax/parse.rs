@@ -90,6 +90,10 @@ pub const RESERVED: &[&str] = &[
 /// The deepest nesting of parentheses a file may have (conditions are the only place they nest).
 pub const MAX_NESTING: usize = 32;
 
+/// The type names that [`RESERVED`] leaves out (spec §1: reserved only where a type is expected): a tool,
+/// an agent or a parameter may be called `shell`, but an entity — whose name is a type — may not.
+const TYPE_NAMES_IN_TYPES_ONLY: &[&str] = &["shell", "number", "json"];
+
 /// The index of the `"` that closes the string opened at `open` (escapes skipped), or the length of the text
 /// when it is not closed.
 fn closing_quote(bytes: &[u8], open: usize) -> usize {
@@ -372,7 +376,20 @@ fn entity_from_pair(pair: Pair<'_, Rule>, ctx: &mut Ctx) -> Entity {
     let mut fields = Vec::new();
     for p in it.by_ref() {
         if name.is_none() {
-            name = Some(defining_ident(p, ctx));
+            let ident = defining_ident(p, ctx);
+            // Spec §1: the type names the reserved words leave out are reserved where a type is expected,
+            // and an entity's name is one (`x: Doc`): there it would always mean the built-in type.
+            if TYPE_NAMES_IN_TYPES_ONLY.contains(&ident.name.as_str()) {
+                ctx.diags.push(
+                    Diagnostic::new(Code::SyntaxReserved, format!("`{}` is a type name", ident.name))
+                        .at(ident.span, "an entity's name is a type, and this one is built in")
+                        .help(format!(
+                            "choose another name: where a type is expected, `{}` always means the built-in type",
+                            ident.name
+                        )),
+                );
+            }
+            name = Some(ident);
         } else {
             fields.push(ident_from_pair(p, ctx));
         }
@@ -1184,6 +1201,18 @@ mod tests {
         let (_, diags) = parse("role Mаnager\nrole never\n");
         let codes: Vec<_> = diags.iter().map(|d| d.code).collect();
         assert_eq!(codes, vec![Code::SyntaxNonAscii, Code::SyntaxReserved]);
+    }
+
+    #[test]
+    fn an_entity_may_not_take_a_type_name_but_a_tool_may() {
+        for name in ["shell", "number", "json"] {
+            let (_, diags) = parse(&format!("entity {name} {{ text }}\n"));
+            let found: Vec<_> = diags.iter().map(|d| (d.code, d.message.as_str())).collect();
+            assert_eq!(found, [(Code::SyntaxReserved, format!("`{name}` is a type name").as_str())]);
+        }
+        let (file, diags) = parse("extern tool shell \"Run a command\" (command: shell) : reaches_out\nrole json\n");
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(file.map(|f| f.declarations.len()), Some(2));
     }
 
     #[test]
