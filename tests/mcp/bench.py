@@ -185,5 +185,39 @@ def main() -> None:
             world.service.stop()
 
 
+def main_local() -> None:
+    """`bench.py local [CALLS] [ROUNDS]`: only the alone call, directly and through the local proxy
+    (`--store`), in ROUNDS alternating rounds of CALLS calls each way (a fresh proxy and server each round, the
+    store kept), so that the machine's drift over the run falls on both alike; the figures are pooled."""
+    calls = int(sys.argv[2]) if len(sys.argv) > 2 else 500
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 4
+    permitc, permitd = Path(os.environ["PERMITC"]), Path(os.environ["PERMITD"])
+    with tempfile.TemporaryDirectory() as folder:
+        world = World(permitc, permitd, Path(folder))
+        (world.notes / "n.txt").write_text("x")
+        env = {**os.environ, "NOTES_DIR": str(world.notes)}
+        call = {"name": "read_note", "arguments": {"title": "n"}}
+        d: list[float] = []
+        lo: list[float] = []
+        try:
+            for _ in range(rounds):
+                direct = Peer(server_command(), env)
+                timed(direct, "tools/call", call, 50)
+                d += timed(direct, "tools/call", call, calls)
+                direct.stop()
+                local = Peer([str(permitc), *world.local_args(Path(folder) / "local.db")], env)
+                timed(local, "tools/call", call, 50)
+                lo += timed(local, "tools/call", call, calls)
+                local.stop()
+        finally:
+            world.service.stop()
+        show("alone tools/call, direct", d)
+        show("alone tools/call, through the local proxy", lo)
+        print(f"{'added by the local proxy (--store)':<44} p50 {statistics.median(lo) - statistics.median(d):7.3f} ms   p99 {pct(lo, 0.99) - pct(d, 0.99):7.3f} ms")
+
+
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 1 and sys.argv[1] == "local":
+        main_local()
+    else:
+        main()

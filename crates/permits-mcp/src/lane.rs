@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use permits_runtime::table::Table;
 use permits_runtime::{
-    AuditEvent, AuditSink, Authority, Claimed, Claiming, Principal, ProposalRequest, RunOutcome, Runtime, RuntimeError,
-    SqliteStore, Synchronous,
+    AuditEvent, AuditSink, Authority, Checkpoints, Claimed, Claiming, Principal, ProposalRequest, RunOutcome, Runtime,
+    RuntimeError, SqliteStore, Synchronous, Syncing,
 };
 use serde_json::Value;
 
@@ -50,9 +50,10 @@ impl LaneOptions {
 /// What the lane answers for a call.
 #[derive(Debug)]
 pub enum Laned {
-    /// Alone: claimed and confirmed (`sending`, or what a retry with the same token finds); run it and
-    /// report its receipt with [`Lane::receipt`].
-    Alone(Box<Claimed>),
+    /// Alone: claimed and confirmed (`sending`, or what a retry with the same token finds); run it, wait
+    /// for the claim's [`Syncing`] before the answer goes to the agent (still running only for a tool that
+    /// only reads: [`Runtime::claim_if_alone_syncing`]), and report its receipt with [`Lane::receipt`].
+    Alone(Box<Claimed>, Syncing),
     /// Not alone, or the lane cannot be used: nothing was recorded; make the call through the service.
     Service,
     /// The runtime refused the claim (recorded): the refusal's stable code (`claimed`, `budget`, …, as the
@@ -96,14 +97,18 @@ impl AuditSink for AppendedCopy {
 }
 
 impl Lane {
-    /// Opens the store with the table, syncing every commit before it returns (the group commit, as
-    /// `permitd serve`'s default `--sync group`).
+    /// Opens the store with the table: claims synced as `permitd serve`'s default `--sync group` does
+    /// (a tool that only reads runs while its claim syncs, [`Runtime::claim_if_alone_syncing`]), receipts
+    /// synced with the next claim or once the store is quiet ([`Runtime::record_outcome_lazily`]), and
+    /// checkpoints run while no call comes ([`Checkpoints::WhenQuiet`]).
     ///
     /// Errors: a table that does not load, a store or an audit copy that cannot be opened, as text.
     pub fn open(options: &LaneOptions) -> Result<Lane, String> {
         let table = Table::load_path(&options.table).map_err(|e| e.to_string())?;
         let store = SqliteStore::open(&options.store).map_err(|e| e.to_string())?;
         store.set_synchronous(Synchronous::Group).map_err(|e| e.to_string())?;
+        // No call waits for a checkpoint: they run while no call comes (an agent's calls come with pauses).
+        store.set_checkpoints(Checkpoints::WhenQuiet).map_err(|e| e.to_string())?;
         let copy = OpenOptions::new()
             .create(true)
             .append(true)
@@ -125,13 +130,13 @@ impl Lane {
     }
 
     /// Decides `request` and, when it is alone, claims and confirms its run under `token`
-    /// ([`Runtime::claim_if_alone`]).
+    /// ([`Runtime::claim_if_alone_syncing`]: a tool that only reads may run while the claim syncs).
     pub fn call(&self, request: &ProposalRequest, token: &str) -> Laned {
         if !self.is_on() {
             return Laned::Service;
         }
-        match self.rt.claim_if_alone(request, token, Claiming::ClaimAndConfirm) {
-            Ok(Some(claimed)) => Laned::Alone(Box::new(claimed)),
+        match self.rt.claim_if_alone_syncing(request, token, Claiming::ClaimAndConfirm) {
+            Ok(Some((claimed, syncing))) => Laned::Alone(Box::new(claimed), syncing),
             Ok(None) => Laned::Service,
             Err(RuntimeError::Refused { refusal, message }) => Laned::Refused { code: refusal.code(), message },
             Err(e) => {
@@ -143,10 +148,23 @@ impl Lane {
         }
     }
 
-    /// Records the outcome of a run the lane claimed.
+    /// Waits for a claim's sync ([`Laned::Alone`]) before its answer goes to the agent; a failed sync turns
+    /// the lane off (the store refuses every later commit).
+    ///
+    /// Errors: the sync failed: the claim may be lost to a power loss, so the answer must be withheld.
+    pub fn durable(&self, syncing: Syncing) -> Result<(), String> {
+        syncing.wait().map_err(|e| {
+            self.off(&e.to_string());
+            e.to_string()
+        })
+    }
+
+    /// Records the outcome of a run the lane claimed, after its answer went to the agent: the commit does
+    /// not wait for its sync ([`Runtime::record_outcome_lazily`]; durable with the next claim, or once the
+    /// store is quiet).
     ///
     /// Errors: the runtime's refusal or the store's error, as text.
     pub fn receipt(&self, id: &str, token: &str, outcome: RunOutcome) -> Result<(), String> {
-        self.rt.record_outcome(id, token, outcome).map(|_| ()).map_err(|e| e.to_string())
+        self.rt.record_outcome_lazily(id, token, outcome).map(|_| ()).map_err(|e| e.to_string())
     }
 }

@@ -640,10 +640,21 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
     if let Some(lane) = state.lane.as_ref() {
         let request = lane_request(state, &name, &arguments, &why, &evidence);
         match lane.call(&request, &token) {
-            Laned::Alone(claimed) => {
+            Laned::Alone(claimed, syncing) => {
                 let execution = serde_json::to_value(&*claimed)
-                    .map_err(|e| error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}")))?;
-                return run_execution(state, flight, Host::Lane(lane), &execution, &token, &name, &forward_params);
+                    .map_err(|e| error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}")));
+                let answer = execution
+                    .and_then(|e| run_execution(state, flight, Host::Lane(lane), &e, &token, &name, &forward_params));
+                // Nothing about the call goes to the agent before its claim is durable: a tool that only
+                // reads ran while the claim synced (`Runtime::claim_if_alone_syncing`).
+                if let Err(why) = lane.durable(syncing) {
+                    log(&format!("the answer of `{mcp}` is withheld: {why}"));
+                    return Err(error_object(
+                        INTERNAL_ERROR,
+                        format!("the call's record could not be made durable, so its answer is withheld: {why}"),
+                    ));
+                }
+                return answer;
             }
             Laned::Refused { code, message } => return Ok(tool_result(format!("refused ({code}): {message}"), true)),
             Laned::Service => {}

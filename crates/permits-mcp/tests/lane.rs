@@ -58,9 +58,10 @@ fn alone_calls_run_in_the_lane_and_the_rest_leave_the_store_untouched() -> R {
     let options = serve(&dir, &table("")?)?;
     let lane = Lane::open(&options)?;
     let installed = kinds(&options.store)?.len();
-    let Laned::Alone(run) = lane.call(&request("read_note", json!({"title": "groceries"})), "tok-1") else {
+    let Laned::Alone(run, syncing) = lane.call(&request("read_note", json!({"title": "groceries"})), "tok-1") else {
         return Err("reading a note is alone".into());
     };
+    lane.durable(syncing)?;
     assert_eq!((run.id.as_str(), run.status, run.confirmed), ("A-1", Status::Sending, true));
     lane.receipt(&run.id, "tok-1", RunOutcome::Done(json!({"content": []})))?;
     let steps = kinds(&options.store)?;

@@ -312,11 +312,54 @@ impl Runtime {
         token: &str,
         claiming: Claiming,
     ) -> Result<Option<Claimed>, RuntimeError> {
+        let (claimed, syncing) = self.claim_if_alone_as(crate::Commit::Durable, request, token, claiming)?;
+        syncing.wait()?;
+        Ok(claimed)
+    }
+
+    /// [`Runtime::claim_if_alone`] for a gateway that holds the tool's answer until the claim is durable,
+    /// so that a tool that only reads runs while the disk syncs: when the tool's effect set (proven and
+    /// claimed) is `reads` alone and it spends from no budget, the claim commits without waiting for its
+    /// sync, and the answer's [`Syncing`] is still running — the host may send the call at once, and must
+    /// [`Syncing::wait`] before the tool's answer (or anything else about the call) leaves it; if the wait
+    /// fails, the answer is withheld. A read whose answer never leaves has had no effect, so nothing is done
+    /// that the ledger would not show. For any other tool (one that changes, sends, spends or reaches out)
+    /// the claim is durable before this returns, exactly as [`Runtime::claim_if_alone`], and the
+    /// [`Syncing`] is finished. `permitc mcp proxy --store` uses it (issue #19).
+    ///
+    /// Errors: those of [`Runtime::claim_if_alone`].
+    pub fn claim_if_alone_syncing(
+        &self,
+        request: &ProposalRequest,
+        token: &str,
+        claiming: Claiming,
+    ) -> Result<Option<(Claimed, Syncing)>, RuntimeError> {
+        let reads_only = self.table().tools.get(&request.call.tool).is_some_and(|tool| {
+            tool.spends.is_none()
+                && tool.reserved.is_none()
+                && tool
+                    .effects
+                    .keys()
+                    .chain(tool.claim.iter().flatten())
+                    .all(|c| *c == crate::table::EffectClass::Reads)
+        });
+        let commit = if reads_only { crate::Commit::Syncing } else { crate::Commit::Durable };
+        let (claimed, syncing) = self.claim_if_alone_as(commit, request, token, claiming)?;
+        Ok(claimed.map(|c| (c, syncing)))
+    }
+
+    fn claim_if_alone_as(
+        &self,
+        commit: crate::Commit,
+        request: &ProposalRequest,
+        token: &str,
+        claiming: Claiming,
+    ) -> Result<(Option<Claimed>, Syncing), RuntimeError> {
         use crate::Kept;
         let table = self.table();
         let now = self.clock.now();
         let call = request.call.clone().in_task(request.operation_key.clone());
-        self.transact_kept(crate::Commit::Durable, |tx, events| {
+        self.transact_syncing(commit, |tx, events| {
             let decision = self.decide_in(tx, events, &table, &call, now)?;
             if decision.level != Level::Alone {
                 return Ok(Kept::RollBack(None));
@@ -502,8 +545,32 @@ impl Runtime {
     /// Errors: [`Refusal::Claimed`], [`Refusal::NotClaimed`] (no claim by this token, or not confirmed yet),
     /// [`RuntimeError::UnknownExecution`], [`RuntimeError::Store`].
     pub fn record_outcome(&self, id: &str, token: &str, outcome: RunOutcome) -> Result<Claimed, RuntimeError> {
+        self.record_outcome_as(crate::Commit::Durable, id, token, outcome)
+    }
+
+    /// [`Runtime::record_outcome`] for a host that records the receipt *after* it has handed the tool's
+    /// answer on, and tells no one that it was recorded: the commit may return before it is durable
+    /// ([`crate::Lazily::Receipt`]: synced with the next durable commit, or once the store has been quiet for
+    /// a moment). A receipt lost to a power loss leaves the execution `sending` (its outcome not recorded,
+    /// never run again, a reservation still held), exactly what a crash between the answer and the receipt
+    /// leaves; nothing the runtime promises rests on a receipt being durable. An MCP gateway's alone calls
+    /// use it (`permitc mcp proxy --store`, issue #19), so that calls following one another pay one sync
+    /// each, their claim's, instead of two.
+    ///
+    /// Errors: those of [`Runtime::record_outcome`].
+    pub fn record_outcome_lazily(&self, id: &str, token: &str, outcome: RunOutcome) -> Result<Claimed, RuntimeError> {
+        self.record_outcome_as(crate::Commit::Receipt, id, token, outcome)
+    }
+
+    fn record_outcome_as(
+        &self,
+        commit: crate::Commit,
+        id: &str,
+        token: &str,
+        outcome: RunOutcome,
+    ) -> Result<Claimed, RuntimeError> {
         let table = self.table();
-        self.transact(|tx, events| match tx.proposal(id)? {
+        self.transact_as(commit, |tx, events| match tx.proposal(id)? {
             Some(mut p) => {
                 if let Some(refused) = self.host_claim_holds(events, &p, token)? {
                     return Err(refused);

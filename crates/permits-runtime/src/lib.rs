@@ -109,9 +109,10 @@ pub use records::{
     ShownArgument, StandingRule, Status, TableInstall, Task, WorkFor,
 };
 #[cfg(feature = "sqlite")]
-pub use sqlite::{SqliteStore, Synchronous};
+pub use sqlite::{Checkpoints, SqliteStore, Synchronous};
 pub use store::{
-    DeciderQuery, MemoryStore, ProposalCount, ProposalPage, ProposalQuery, Store, Transaction, decider_key,
+    DeciderQuery, Lazily, MemoryStore, ProposalCount, ProposalPage, ProposalQuery, Store, Syncing, Transaction,
+    decider_key,
 };
 
 use decision::{decide_with, holds, resolve_decider};
@@ -418,7 +419,8 @@ impl Runtime {
         self.transact_as(Commit::Question, f)
     }
 
-    fn transact_as<R>(
+    /// [`Runtime::transact`], committed as `commit` says.
+    pub(crate) fn transact_as<R>(
         &self,
         commit: Commit,
         f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<R, RuntimeError>,
@@ -433,6 +435,18 @@ impl Runtime {
         commit: Commit,
         f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<Kept<R>, RuntimeError>,
     ) -> Result<R, RuntimeError> {
+        let (r, syncing) = self.transact_syncing(commit, f)?;
+        syncing.wait()?;
+        Ok(r)
+    }
+
+    /// [`Runtime::transact_kept`], answering with the commit's [`Syncing`] instead of waiting for it: still
+    /// running only for [`Commit::Syncing`].
+    pub(crate) fn transact_syncing<R>(
+        &self,
+        commit: Commit,
+        f: impl FnOnce(&mut dyn Transaction, &mut Vec<AuditEvent>) -> Result<Kept<R>, RuntimeError>,
+    ) -> Result<(R, Syncing), RuntimeError> {
         let mut tx = self.store.begin()?;
         let mut events = Vec::new();
         // Spec §5a: a runtime whose table is not the store's current one changes nothing (the refusal
@@ -444,7 +458,7 @@ impl Runtime {
         let result = match result {
             Err(RuntimeError::Store(e)) => return Err(RuntimeError::Store(e)),
             // Dropped uncommitted: rolled back.
-            Ok(Kept::RollBack(r)) => return Ok(r),
+            Ok(Kept::RollBack(r)) => return Ok((r, Syncing::durable())),
             Ok(Kept::Commit(r)) => Ok(r),
             Err(e) => Err(e),
         };
@@ -456,14 +470,16 @@ impl Runtime {
             head = Some(chained.head());
         }
         let only_decisions = events.iter().all(|e| e.kind == EventKind::Decision);
-        match commit {
-            Commit::Question if only_decisions => tx.commit_lazily()?,
-            _ => tx.commit()?,
-        }
+        let syncing = match commit {
+            Commit::Question if only_decisions => tx.commit_lazily(Lazily::Question).map(|()| Syncing::durable())?,
+            Commit::Receipt => tx.commit_lazily(Lazily::Receipt).map(|()| Syncing::durable())?,
+            Commit::Syncing => tx.commit_syncing()?,
+            Commit::Durable | Commit::Question => tx.commit().map(|()| Syncing::durable())?,
+        };
         for event in &events {
             self.audit.record(event);
         }
-        result
+        result.map(|r| (r, syncing))
     }
 
     /// Spec §5 "Authority", §3b: every agent account of the work — the acting agent and each delegating agent
@@ -527,8 +543,14 @@ pub(crate) enum Kept<R> {
 pub(crate) enum Commit {
     /// Durably, before the answer: every state change.
     Durable,
-    /// A question's audit event only: [`Transaction::commit_lazily`].
+    /// A question's audit event only: [`Transaction::commit_lazily`] with [`Lazily::Question`].
     Question,
+    /// A receipt recorded after the tool's answer was handed on: [`Transaction::commit_lazily`] with
+    /// [`Lazily::Receipt`].
+    Receipt,
+    /// A claim of a tool that only reads, its answer held until the claim is durable:
+    /// [`Transaction::commit_syncing`].
+    Syncing,
 }
 
 /// The operation id a proposal's execution sends to the other side (spec §6): `OPERATION_KEY:P-n`, unique

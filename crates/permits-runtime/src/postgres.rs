@@ -1305,7 +1305,8 @@ impl Transaction for PostgresTransaction<'_> {
         self.finish(false)
     }
 
-    fn commit_lazily(mut self: Box<Self>) -> Result<(), StoreError> {
+    fn commit_lazily(mut self: Box<Self>, _when: crate::Lazily) -> Result<(), StoreError> {
+        // The server's WAL writer flushes it within `wal_writer_delay`, for both kinds.
         self.finish(true)
     }
 }

@@ -139,7 +139,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde::de::DeserializeOwned;
@@ -149,7 +149,7 @@ use super::audit::{AuditHead, ChainedEvent};
 use super::error::StoreError;
 use super::record_text::{HasId, decode, encode};
 use super::records::{BudgetRecord, Lease, Proposal, Reservation, Run, StandingRule, Status, TableInstall, Task};
-use super::store::{ProposalCount, ProposalPage, ProposalQuery, Store, Transaction};
+use super::store::{Lazily, ProposalCount, ProposalPage, ProposalQuery, Store, Syncing, Transaction};
 
 /// What version 3 adds to the tables of versions 1 and 2 (a new file gets [`SqliteStore::SCHEMA_V1`] and
 /// this; migration 2 → 3 runs this alone).
@@ -269,6 +269,32 @@ impl Synchronous {
     }
 }
 
+/// When the store checkpoints its write-ahead log — copies the pages committed to it back into the
+/// database file and syncs both, so that the log can start again from its beginning
+/// ([`SqliteStore::set_checkpoints`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Checkpoints {
+    /// SQLite's own: inside the commit that brings the log to [`Checkpoints::INLINE_PAGES`] pages (what
+    /// [`SqliteStore::open`] sets). That commit waits for the checkpoint's two syncs.
+    Inline,
+    /// Off the commits' path: once the store has had no commit for [`Lazily::QUIET_MILLIS`] milliseconds
+    /// after [`Checkpoints::QUIET_AFTER_COMMITS`] commits or more, the store's background thread checkpoints
+    /// on a connection of its own (a passive checkpoint: it waits for no writer). Only under load without
+    /// such a pause, when the log reaches [`Checkpoints::QUIET_CAP_PAGES`] pages, does a commit checkpoint
+    /// inline, so the log stays bounded. For a host whose calls come with pauses between them and should
+    /// never wait for a checkpoint (the MCP gateway's lane, issue #19).
+    WhenQuiet,
+}
+
+impl Checkpoints {
+    /// SQLite's default for [`Checkpoints::Inline`] (1,000 pages of 4 KiB).
+    pub const INLINE_PAGES: i64 = 1000;
+    /// The log's bound under [`Checkpoints::WhenQuiet`] (16,000 pages of 4 KiB: 64 MiB).
+    pub const QUIET_CAP_PAGES: i64 = 16_000;
+    /// How many commits since the last checkpoint make the next quiet moment checkpoint (64).
+    pub const QUIET_AFTER_COMMITS: u64 = 64;
+}
+
 /// The group commit's shared state (module documentation): transactions are numbered as they commit, and a
 /// commit returns once `synced` has reached its number.
 #[derive(Debug)]
@@ -300,8 +326,22 @@ struct GroupState {
     syncs: u64,
     /// A sync failed: this and every later commit fails (never retried, module documentation).
     failed: Option<String>,
-    /// The highest number a lazy commit wants synced; the background syncer syncs up to it.
+    /// The highest number a [`Lazily::Question`] wants synced; the background syncer syncs up to it at once.
     wanted: u64,
+    /// The highest number a [`Lazily::Receipt`] wants synced, and since when the oldest unsynced one has
+    /// waited: the background syncer syncs up to it once no commit has come for [`Lazily::QUIET_MILLIS`] (or
+    /// it has waited [`Lazily::MAX_LAG_MILLIS`]), unless a durable commit's sync covers it first.
+    wanted_quietly: u64,
+    wanted_quietly_since: Option<Instant>,
+    /// When the last transaction committed (durably or lazily).
+    last_commit: Option<Instant>,
+    /// [`Lazily::QUIET_MILLIS`] and [`Lazily::MAX_LAG_MILLIS`] (other values in tests only).
+    quiet: Duration,
+    max_lag: Duration,
+    /// [`Checkpoints::WhenQuiet`]: the background syncer checkpoints once the store is quiet.
+    quiet_checkpoints: bool,
+    /// The number of the last commit before the last checkpoint the background syncer ran.
+    checkpointed: u64,
     /// The number of the last transaction that committed durably (not lazily): what a lazy commit may
     /// have read that matters — a lazy commit adds only a question's audit event.
     durable: u64,
@@ -312,7 +352,11 @@ impl GroupSync {
         GroupSync {
             wal,
             on: AtomicBool::new(false),
-            state: Mutex::new(GroupState::default()),
+            state: Mutex::new(GroupState {
+                quiet: Duration::from_millis(Lazily::QUIET_MILLIS),
+                max_lag: Duration::from_millis(Lazily::MAX_LAG_MILLIS),
+                ..GroupState::default()
+            }),
             done: Condvar::new(),
             wanted: Condvar::new(),
             syncer: AtomicBool::new(false),
@@ -320,10 +364,27 @@ impl GroupSync {
     }
 
     /// A lazy commit numbered `number` wants a sync it does not wait for: the background syncer (started
-    /// here the first time) runs it at once — so it is durable a sync later, not at the next commit that
-    /// happens to wait.
-    fn want(self: &Arc<GroupSync>, number: u64) {
-        self.lock().wanted = number;
+    /// here the first time) runs it — at once for a [`Lazily::Question`], so it is durable a sync later, not
+    /// at the next commit that happens to wait; for a [`Lazily::Receipt`] once the store is quiet.
+    fn want(self: &Arc<GroupSync>, number: u64, when: Lazily) {
+        {
+            let mut state = self.lock();
+            match when {
+                Lazily::Question => state.wanted = number,
+                Lazily::Receipt => {
+                    if state.wanted_quietly <= state.synced {
+                        state.wanted_quietly_since = Some(Instant::now());
+                    }
+                    state.wanted_quietly = number;
+                }
+            }
+        }
+        self.ensure_syncer();
+        self.wanted.notify_one();
+    }
+
+    /// Starts the background syncer, once.
+    fn ensure_syncer(self: &Arc<GroupSync>) {
         if !self.syncer.swap(true, Ordering::SeqCst) {
             let weak = Arc::downgrade(self);
             let started = std::thread::Builder::new().name("permits-sqlite-sync".into()).spawn(move || syncer(weak));
@@ -332,7 +393,6 @@ impl GroupSync {
                 self.syncer.store(false, Ordering::SeqCst);
             }
         }
-        self.wanted.notify_one();
     }
 
     fn lock(&self) -> MutexGuard<'_, GroupState> {
@@ -345,6 +405,7 @@ impl GroupSync {
         let mut state = self.lock();
         state.committed += 1;
         state.durable = state.committed;
+        state.last_commit = Some(Instant::now());
         state.committed
     }
 
@@ -353,6 +414,7 @@ impl GroupSync {
     fn committed_lazily(&self) -> (u64, u64) {
         let mut state = self.lock();
         state.committed += 1;
+        state.last_commit = Some(Instant::now());
         (state.committed, state.durable)
     }
 
@@ -399,6 +461,22 @@ impl GroupSync {
                 Err(why) => state.failed = Some(why),
             }
             self.done.notify_all();
+        }
+    }
+
+    /// A passive checkpoint on a connection of the background syncer's own ([`Checkpoints::WhenQuiet`]),
+    /// opened the first time: it copies what it can of the log into the database and syncs both, and never
+    /// waits for the store's connection or a writer. A failure is left for the next one (or for SQLite's
+    /// own checkpoint at the cap).
+    fn checkpoint(&self, checkpointer: &mut Option<Connection>) {
+        let Some((wal, _)) = &self.wal else { return };
+        let Some(db) = wal.to_str().and_then(|w| w.strip_suffix("-wal")) else { return };
+        if checkpointer.is_none() {
+            let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+            *checkpointer = Connection::open_with_flags(db, flags).ok();
+        }
+        if let Some(conn) = checkpointer.as_ref() {
+            let _ = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()));
         }
     }
 
@@ -511,6 +589,25 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
         Ok(answer)
     }
 
+    /// Sets when the store checkpoints its write-ahead log ([`Checkpoints`]), for this store's connection.
+    /// Answers the setting in force: [`Checkpoints::WhenQuiet`] needs a file and [`Synchronous::Group`]
+    /// (its background thread) and is [`Checkpoints::Inline`] otherwise.
+    ///
+    /// Errors: SQLite's, when the pragma cannot be set.
+    pub fn set_checkpoints(&self, when: Checkpoints) -> Result<Checkpoints, StoreError> {
+        let conn = self.conn.lock().unwrap_or_else(PoisonError::into_inner);
+        let quiet = when == Checkpoints::WhenQuiet && self.group.wal.is_some() && self.group.on.load(Ordering::SeqCst);
+        let pages = if quiet { Checkpoints::QUIET_CAP_PAGES } else { Checkpoints::INLINE_PAGES };
+        conn.pragma_update(None, "wal_autocheckpoint", pages).map_err(sql("set `wal_autocheckpoint`"))?;
+        self.group.lock().quiet_checkpoints = quiet;
+        if quiet {
+            self.group.ensure_syncer();
+            Ok(Checkpoints::WhenQuiet)
+        } else {
+            Ok(Checkpoints::Inline)
+        }
+    }
+
     /// The journal mode of the database (`wal` for a file, `memory` in memory).
     ///
     /// Errors: SQLite's, when it cannot be read.
@@ -609,23 +706,74 @@ CREATE INDEX reservations_by_budget ON reservations (budget);
 /// The background syncer of a group commit: syncs what lazy commits want, and ends once the store is gone
 /// (it holds the state only while it syncs or waits, a tenth of a second at most).
 fn syncer(weak: Weak<GroupSync>) {
+    // The connection of [`Checkpoints::WhenQuiet`], opened at its first checkpoint.
+    let mut checkpointer: Option<Connection> = None;
     loop {
         let Some(group) = weak.upgrade() else { return };
-        let target = {
+        let due = {
             let mut state = group.lock();
-            if state.wanted <= state.synced || state.failed.is_some() {
-                state = group
-                    .wanted
-                    .wait_timeout(state, Duration::from_millis(100))
-                    .map(|(s, _)| s)
-                    .unwrap_or_else(|e| e.into_inner().0);
+            match state.due(Instant::now()) {
+                Due::After(wait) => {
+                    state = group.wanted.wait_timeout(state, wait).map(|(s, _)| s).unwrap_or_else(|e| e.into_inner().0);
+                    state.due(Instant::now())
+                }
+                due => due,
             }
-            (state.wanted > state.synced && state.failed.is_none()).then_some(state.wanted)
         };
-        if let Some(target) = target {
+        match due {
             // A failure is kept in the state: the next commit that waits reports it.
-            let _ = group.wait(target);
+            Due::Now(target) => drop(group.wait(target)),
+            Due::Checkpoint(number) => {
+                group.checkpoint(&mut checkpointer);
+                let mut state = group.lock();
+                state.checkpointed = state.checkpointed.max(number);
+            }
+            Due::After(_) => {}
         }
+    }
+}
+
+/// What the background syncer does next ([`GroupState::due`]).
+#[derive(Debug, PartialEq, Eq)]
+enum Due {
+    /// Sync every commit up to this number now.
+    Now(u64),
+    /// Checkpoint the log now (every commit up to this number is in it): [`Checkpoints::WhenQuiet`].
+    Checkpoint(u64),
+    /// Look again after this long (or when woken).
+    After(Duration),
+}
+
+impl GroupState {
+    /// What the background syncer should do at `now`: a [`Lazily::Question`] wants its sync at once; a
+    /// [`Lazily::Receipt`] once no commit has come for [`Lazily::QUIET_MILLIS`], or after
+    /// [`Lazily::MAX_LAG_MILLIS`] however busy the store. Otherwise it looks again within a tenth of a second
+    /// (so that it notices the store is gone).
+    fn due(&self, now: Instant) -> Due {
+        let idle = Duration::from_millis(100);
+        if self.failed.is_some() {
+            return Due::After(idle);
+        }
+        if self.wanted > self.synced {
+            return Due::Now(self.wanted.max(self.wanted_quietly));
+        }
+        if self.wanted_quietly > self.synced {
+            let (quiet, lag) = (self.quiet, self.max_lag);
+            let since_commit = self.last_commit.map_or(quiet, |t| now.saturating_duration_since(t));
+            let waited = self.wanted_quietly_since.map_or(lag, |t| now.saturating_duration_since(t));
+            if since_commit >= quiet || waited >= lag {
+                return Due::Now(self.wanted_quietly);
+            }
+            return Due::After((quiet - since_commit).min(lag - waited));
+        }
+        if self.quiet_checkpoints && self.committed >= self.checkpointed + Checkpoints::QUIET_AFTER_COMMITS {
+            let since_commit = self.last_commit.map_or(self.quiet, |t| now.saturating_duration_since(t));
+            if since_commit >= self.quiet {
+                return Due::Checkpoint(self.committed);
+            }
+            return Due::After((self.quiet - since_commit).min(idle));
+        }
+        Due::After(idle)
     }
 }
 
@@ -1362,17 +1510,30 @@ impl Transaction for SqliteTransaction<'_> {
         group.wait(number)
     }
 
-    fn commit_lazily(mut self: Box<Self>) -> Result<(), StoreError> {
+    fn commit_syncing(mut self: Box<Self>) -> Result<Syncing, StoreError> {
+        self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
+        self.committed = true;
+        let Some(group) = self.group.filter(|g| g.on.load(Ordering::SeqCst)) else { return Ok(Syncing::durable()) };
+        let group = Arc::clone(group);
+        // A durable commit's number (what later questions wait for), synced at once by the background
+        // syncer while the caller goes on.
+        let number = if self.conn.total_changes() == self.changes_at_begin { group.last() } else { group.committed() };
+        group.want(number, Lazily::Question);
+        drop(self);
+        Ok(Syncing::pending(move || group.wait(number)))
+    }
+
+    fn commit_lazily(mut self: Box<Self>, when: Lazily) -> Result<(), StoreError> {
         self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
         self.committed = true;
         let Some(group) = self.group.filter(|g| g.on.load(Ordering::SeqCst)) else { return Ok(()) };
         // What it may have read that matters: the durable commits before its own (it still holds the
-        // connection, so none comes between); other lazy commits added only a question's audit event.
+        // connection, so none comes between); the other lazy commits keep no promise ([`Lazily`]).
         let seen = if self.conn.total_changes() == self.changes_at_begin {
             group.lock().durable
         } else {
             let (number, durable) = group.committed_lazily();
-            group.want(number);
+            group.want(number, when);
             durable
         };
         drop(self);
@@ -1387,6 +1548,7 @@ mod tests {
     //! (`src/conformance.rs`), run on this store too.
 
     use super::*;
+    use crate::Claiming;
     use crate::conformance::{TempDir, budget, fill, grant, proposal, reservation, run};
     use crate::records::Basis;
 
@@ -1443,6 +1605,162 @@ mod tests {
         let mut tx = store.begin()?;
         let events = tx.audit_events()?;
         assert_eq!(events.last().map(|e| e.event.kind), Some(crate::audit::EventKind::Decision));
+        Ok(())
+    }
+
+    #[test]
+    fn a_question_is_synced_at_once_and_a_receipt_once_the_store_is_quiet() {
+        let at = Instant::now();
+        let ms = Duration::from_millis;
+        let state = |wanted, wanted_quietly, since: u64, last: u64| GroupState {
+            committed: 9,
+            synced: 4,
+            wanted,
+            wanted_quietly,
+            wanted_quietly_since: Some(at + ms(since)),
+            last_commit: Some(at + ms(last)),
+            quiet: ms(Lazily::QUIET_MILLIS),
+            max_lag: ms(Lazily::MAX_LAG_MILLIS),
+            ..GroupState::default()
+        };
+        // Nothing unsynced is wanted: look again in a tenth of a second.
+        assert_eq!(state(4, 3, 0, 0).due(at + ms(500)), Due::After(ms(100)));
+        // A question's event: now (a receipt wanted too rides along).
+        assert_eq!(state(6, 0, 0, 0).due(at), Due::Now(6));
+        assert_eq!(state(6, 8, 0, 0).due(at), Due::Now(8));
+        // A receipt, the last commit 4 ms ago: 6 ms more of quiet, then now.
+        assert_eq!(state(4, 7, 0, 0).due(at + ms(4)), Due::After(ms(6)));
+        assert_eq!(state(4, 7, 0, 0).due(at + ms(10)), Due::Now(7));
+        // Commits keep coming (the last 2 ms ago): it waits for quiet, but never more than a second in all.
+        assert_eq!(state(4, 7, 0, 995).due(at + ms(997)), Due::After(ms(3)));
+        assert_eq!(state(4, 7, 0, 999).due(at + ms(1000)), Due::Now(7));
+        // A failed sync: nothing to do but wait (the next commit reports it).
+        let failed = GroupState { failed: Some("disk".into()), ..state(6, 7, 0, 0) };
+        assert_eq!(failed.due(at + ms(50)), Due::After(ms(100)));
+    }
+
+    #[test]
+    fn a_receipt_recorded_lazily_shares_the_next_claims_sync() -> Result<(), crate::RuntimeError> {
+        let dir = TempDir::new("group-receipt");
+        let store = Arc::new(SqliteStore::open(&dir.db())?);
+        store.set_synchronous(Synchronous::Group)?;
+        // No quiet moment comes in this test (the background syncer stays out of the count) …
+        store.group.lock().quiet = Duration::from_secs(3600);
+        store.group.lock().max_lag = Duration::from_secs(3600);
+        let (rt, request) = crate::tests::alone_call_on_store(Shared(store.clone()));
+        let first = rt.claim_alone_confirmed(&request, "tok-1")?;
+        assert_eq!(first.status, Status::Sending);
+        let state = store.group.lock();
+        let (syncs, synced) = (state.syncs, state.synced);
+        drop(state);
+        assert_eq!(synced, store.group.last(), "the claim is durable before it returns");
+        let done =
+            rt.record_outcome_lazily(&first.id, "tok-1", crate::RunOutcome::Done(serde_json::json!({"parts": 2})))?;
+        assert_eq!(done.status, Status::Done);
+        let receipt = store.group.last();
+        let state = store.group.lock();
+        assert_eq!((state.syncs, state.synced, state.wanted_quietly), (syncs, synced, receipt), "no sync waited for");
+        drop(state);
+        // … until the next claim: its one sync covers the receipt before it.
+        let second = rt.claim_alone_confirmed(&request.clone(), "tok-2")?;
+        assert_eq!(second.status, Status::Sending);
+        let state = store.group.lock();
+        assert_eq!(state.syncs, syncs + 1, "one sync for the receipt and the next claim");
+        assert!(state.synced > receipt, "the receipt is durable with the claim after it");
+        drop(state);
+        // A quiet store: the background syncer syncs a receipt on its own (bounded wait, not a timing assertion).
+        store.group.lock().quiet = Duration::from_millis(Lazily::QUIET_MILLIS);
+        rt.record_outcome_lazily(&second.id, "tok-2", crate::RunOutcome::Failed("no parts".into()))?;
+        let wanted = store.group.last();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.group.lock().synced < wanted && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert!(store.group.lock().synced >= wanted, "the syncer synced the receipt once the store was quiet");
+        // What was recorded is what `record_outcome` records.
+        let mut tx = store.begin()?;
+        let outcomes: Vec<String> = tx.audit_events()?.into_iter().map(|e| e.event.outcome).collect();
+        assert_eq!(outcomes[outcomes.len() - 3..], ["claimed", "sending", "failed"]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_claim_of_a_tool_that_only_reads_syncs_while_the_read_runs() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = TempDir::new("group-syncing");
+        let store = Arc::new(SqliteStore::open(&dir.db())?);
+        store.set_synchronous(Synchronous::Group)?;
+        let (rt, reads) = crate::tests::alone_call_on_store(Shared(store.clone()));
+        // `PartsFor` only reads: the claim is committed and its sync handed to the background thread.
+        let (claimed, syncing) =
+            rt.claim_if_alone_syncing(&reads, "tok-1", Claiming::ClaimAndConfirm)?.ok_or("alone")?;
+        assert_eq!((claimed.status, claimed.confirmed), (Status::Sending, true));
+        assert_eq!(format!("{syncing:?}"), "Syncing(pending)");
+        let number = store.group.last();
+        syncing.wait()?;
+        assert!(store.group.lock().synced >= number, "durable once the wait returns");
+        // `NoteRepair` changes a repair: durable before the claim returns, as `claim_if_alone`.
+        let mut changes = reads.clone();
+        changes.call.tool = "NoteRepair".into();
+        changes.call.arguments = serde_json::json!({"repair": "T-7", "note": "pads worn"});
+        let (claimed, syncing) =
+            rt.claim_if_alone_syncing(&changes, "tok-2", Claiming::ClaimAndConfirm)?.ok_or("alone")?;
+        assert_eq!(claimed.status, Status::Sending);
+        assert_eq!(format!("{syncing:?}"), "Syncing(durable)");
+        let last = store.group.last();
+        assert_eq!(store.group.lock().synced, last, "synced before it returned");
+        // A call that is not alone records nothing and has nothing to wait for.
+        let mut never = reads.clone();
+        never.call.tool = "ScrapRepair".into();
+        never.call.arguments = serde_json::json!({"repair": "T-7"});
+        let before = store.group.last();
+        assert!(rt.claim_if_alone_syncing(&never, "tok-3", Claiming::ClaimAndConfirm)?.is_none());
+        assert_eq!(store.group.last(), before);
+        Ok(())
+    }
+
+    #[test]
+    fn checkpoints_when_quiet_leave_the_commits_and_run_once_no_commit_comes() -> Result<(), StoreError> {
+        let dir = TempDir::new("quiet-checkpoints");
+        let store = SqliteStore::open(&dir.db())?;
+        // Without a group commit's background thread, checkpoints stay SQLite's own.
+        assert_eq!(store.set_checkpoints(Checkpoints::WhenQuiet)?, Checkpoints::Inline);
+        store.set_synchronous(Synchronous::Group)?;
+        store.group.lock().quiet = Duration::from_secs(3600);
+        assert_eq!(store.set_checkpoints(Checkpoints::WhenQuiet)?, Checkpoints::WhenQuiet);
+        let pages: i64 = {
+            let conn = store.conn.lock().unwrap_or_else(PoisonError::into_inner);
+            conn.pragma_query_value(None, "wal_autocheckpoint", |row| row.get(0)).map_err(sql("read"))?
+        };
+        assert_eq!(pages, Checkpoints::QUIET_CAP_PAGES);
+        // 150 commits of some 10 pages each, one after the other: no commit checkpoints, the log grows past
+        // SQLite's 1,000 pages (inline, it would have started again from its beginning at 1,000).
+        let big = "x".repeat(40_000);
+        for n in 1..=150 {
+            let mut tx = store.begin()?;
+            let mut r = run(n, &format!("tok-{n}"));
+            r.arguments = serde_json::json!({"note": big});
+            tx.put_run(&r)?;
+            tx.commit()?;
+        }
+        let wal = std::fs::metadata(dir.db().with_extension("db-wal")).map_err(|e| StoreError(e.to_string()))?.len();
+        assert!(wal > 1000 * 4120, "the log grew past 1,000 pages without a checkpoint: {wal} bytes");
+        assert_eq!(store.group.lock().checkpointed, 0, "no quiet moment yet");
+        // A quiet moment: the background thread checkpoints (bounded wait, not a timing assertion).
+        store.group.lock().quiet = Duration::from_millis(Lazily::QUIET_MILLIS);
+        store.group.wanted.notify_one();
+        let last = store.group.last();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while store.group.lock().checkpointed < last && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(store.group.lock().checkpointed, last, "checkpointed once the store was quiet");
+        // Everything in the log is in the database now: another checkpoint finds nothing left to copy.
+        let conn = Connection::open(dir.db()).map_err(sql("open"))?;
+        let (busy, log, copied): (i64, i64, i64) = conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |row| Ok((row.get(0)?, row.get(1)?, row.get(2)?)))
+            .map_err(sql("checkpoint"))?;
+        assert_eq!((busy, log), (0, copied), "every page of the log was copied");
+        assert!(log > 1000, "{log} pages");
         Ok(())
     }
 

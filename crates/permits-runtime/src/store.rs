@@ -220,15 +220,87 @@ pub trait Transaction {
     /// Makes every write of the transaction visible and durable, at once.
     fn commit(self: Box<Self>) -> Result<(), StoreError>;
     /// Commits like [`Transaction::commit`], but may return before the commit itself is durable. The runtime
-    /// uses it only for a transaction whose one write is the audit event of a question — a decide (spec §5
-    /// "Decide", §5a "Audit") — never for a state change. The commit is visible and in the chain's order at
-    /// once, and durable with the store's next sync (a power loss before it can lose that event, and then
-    /// every event after it, so the chain stays whole); the state changes it read (every durable commit
-    /// before it) are durable before it returns. The default is [`Transaction::commit`]; the SQLite store with [`crate::Synchronous::Group`]
-    /// returns without waiting for its sync (a background thread runs it at once), PostgreSQL commits with
-    /// `synchronous_commit = off`.
-    fn commit_lazily(self: Box<Self>) -> Result<(), StoreError> {
+    /// uses it only where losing the commit to a power loss breaks no promise ([`Lazily`] says which), never
+    /// for a change that must hold before something acts on it (a claim, a grant, a reservation). The commit
+    /// is visible and in the chain's order at once, and durable with the store's next sync (a power loss
+    /// before it can lose that commit, and then every commit after it, so the chain stays whole); the
+    /// durable commits before it (what it read that matters) are durable before it returns. `when` says how
+    /// soon the store syncs it when no durable commit comes first. The default is [`Transaction::commit`];
+    /// the SQLite store with [`crate::Synchronous::Group`] returns without waiting for its sync (a background
+    /// thread runs it, [`Lazily`]), PostgreSQL commits with `synchronous_commit = off`.
+    fn commit_lazily(self: Box<Self>, when: Lazily) -> Result<(), StoreError> {
+        let _ = when;
         self.commit()
+    }
+    /// Commits like [`Transaction::commit`] and starts the commit's sync without waiting for it: the
+    /// answer's [`Syncing::wait`] returns once the commit is durable. The runtime uses it only for a claim
+    /// whose tool only reads ([`crate::Runtime::claim_if_alone_syncing`]), so that the read runs while the
+    /// disk syncs and its answer is held until the claim is durable. The commit is visible at once. The
+    /// default is [`Transaction::commit`] (durable before it returns) and an already finished
+    /// [`Syncing`]; the SQLite store with [`crate::Synchronous::Group`] hands the sync to its background
+    /// thread at once.
+    fn commit_syncing(self: Box<Self>) -> Result<Syncing, StoreError> {
+        self.commit().map(|()| Syncing::durable())
+    }
+}
+
+/// Which lazy commit this is ([`Transaction::commit_lazily`]), and so how soon the store makes it durable
+/// when no durable commit comes first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Lazily {
+    /// A question's audit event (a decide, spec §5 "Decide", §5a "Audit"), the transaction's one write:
+    /// synced at once, by a background sync.
+    Question,
+    /// The receipt of an execution, recorded after the host has handed the tool's answer on (an MCP
+    /// gateway's alone call, [`crate::Runtime::record_outcome_lazily`]): synced with the next durable commit,
+    /// or once the store has had no commit for [`Lazily::QUIET_MILLIS`] milliseconds, so that calls following
+    /// one another share the next claim's sync instead of each paying a sync of its own after its answer.
+    /// Lost to a power loss, the run stays `sending` (its outcome not recorded, never run again, its
+    /// reservation held): what a crash just before the receipt leaves.
+    Receipt,
+}
+
+impl Lazily {
+    /// How long (milliseconds) a store must have had no commit before a [`Lazily::Receipt`] is synced on its
+    /// own (10).
+    pub const QUIET_MILLIS: u64 = 10;
+    /// The longest (milliseconds) a [`Lazily::Receipt`] waits for its sync, however busy the store (1,000).
+    pub const MAX_LAG_MILLIS: u64 = 1000;
+}
+
+/// A commit's sync, which may still be running ([`Transaction::commit_syncing`]): nothing the commit
+/// authorizes may leave the host before [`Syncing::wait`] has returned `Ok`.
+#[must_use = "wait for the sync before anything the commit authorizes leaves the host"]
+pub struct Syncing {
+    wait: Option<Box<dyn FnOnce() -> Result<(), StoreError> + Send>>,
+}
+
+impl Syncing {
+    /// A commit that is durable already.
+    pub fn durable() -> Syncing {
+        Syncing { wait: None }
+    }
+
+    /// A commit whose sync is running: `wait` returns once it is durable.
+    pub(crate) fn pending(wait: impl FnOnce() -> Result<(), StoreError> + Send + 'static) -> Syncing {
+        Syncing { wait: Some(Box::new(wait)) }
+    }
+
+    /// Returns once the commit is durable (at once for [`Syncing::durable`]).
+    ///
+    /// Errors: the sync failed, now or before (the store's message): the commit may be lost to a power loss
+    /// or an operating-system crash, so nothing it authorized may leave the host.
+    pub fn wait(self) -> Result<(), StoreError> {
+        match self.wait {
+            Some(wait) => wait(),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Debug for Syncing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.wait.is_some() { "Syncing(pending)" } else { "Syncing(durable)" })
     }
 }
 

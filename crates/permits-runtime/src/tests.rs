@@ -289,6 +289,13 @@ fn workshop_on(store: impl Store + Send + Sync + 'static) -> Runtime {
         .with_store(store)
 }
 
+/// The workshop's runtime on `store` and an alone call of it (`PartsFor` for Mia, in task `job-1`), for
+/// the stores' tests of how an alone run and its receipt commit.
+pub(crate) fn alone_call_on_store(store: impl Store + Send + Sync + 'static) -> (Runtime, ProposalRequest) {
+    let call = Call::new("Estimator", "EstimateRepair", "PartsFor").with_arguments(json!({"fault": "brakes"}));
+    (workshop_on(store), ProposalRequest::new(call.for_person("Mia"), "job-1", ""))
+}
+
 /// Decides one call through a runtime on `store`, after a first transaction (a proposal) installed the
 /// table: the decide's own transaction then writes only its decision event.
 pub(crate) fn decide_on_store(store: impl Store + Send + Sync + 'static) -> Result<Decision, RuntimeError> {
