@@ -15,6 +15,7 @@ wake-up, which a real agent (seconds between calls) always pays."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -24,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from conftest import HttpServer, World, server_command
@@ -119,105 +121,142 @@ def show(name: str, values: list[float]) -> None:
     print(f"{name:<44} p50 {statistics.median(values):7.3f} ms   p99 {pct(values, 0.99):7.3f} ms   n={len(values)}")
 
 
-def main() -> None:
-    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
-    lists = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+@contextlib.contextmanager
+def bench_world() -> Iterator[tuple[World, dict[str, str], dict[str, object], Path, Path]]:
+    """The test world in a temporary folder (its `permitd` stopped at the end), the servers' environment, the
+    alone call, the folder and `$PERMITC`."""
     permitc, permitd = Path(os.environ["PERMITC"]), Path(os.environ["PERMITD"])
     with tempfile.TemporaryDirectory() as folder:
         world = World(permitc, permitd, Path(folder))
         (world.notes / "n.txt").write_text("x")
         env = {**os.environ, "NOTES_DIR": str(world.notes)}
-        call = {"name": "read_note", "arguments": {"title": "n"}}
         try:
-            direct = Peer(server_command(), env)
-            timed(direct, "tools/call", call, 50)
-            d = timed(direct, "tools/call", call, calls)
-            direct.stop()
-            proxy = Peer([str(permitc), *world.proxy_args()], env)
-            timed(proxy, "tools/call", call, 50)
-            p = timed(proxy, "tools/call", call, calls)
-            proxy.stop()
-            # The local mode (`--store FILE --table TABLE`): the proxy starts its own `permitd` on the store
-            # and runs the alone calls on it in its own process (`permits_mcp::lane`).
-            local = Peer([str(permitc), *world.local_args(Path(folder) / "local.db")], env)
-            timed(local, "tools/call", call, 50)
-            lo = timed(local, "tools/call", call, calls)
-            local.stop()
-            # The same direct calls, each after a pause as long as the proxy adds (its p50): how much slower
-            # the server itself answers a call that does not follow the last one at once (its threads asleep).
-            added = (statistics.median(p) - statistics.median(d)) / 1000
-            direct = Peer(server_command(), env)
-            timed(direct, "tools/call", call, 50)
-            paced = timed(direct, "tools/call", call, calls, pause=max(added, 0.0))
-            direct.stop()
-            show("alone tools/call, direct", d)
-            show("alone tools/call, through the proxy", p)
-            print(f"{'added by the proxy':<44} p50 {statistics.median(p) - statistics.median(d):7.3f} ms   p99 {pct(p, 0.99) - pct(d, 0.99):7.3f} ms")
-            show("alone tools/call, direct, paced", paced)
-            print(f"{'added, against the paced direct call':<44} p50 {statistics.median(p) - statistics.median(paced):7.3f} ms   p99 {pct(p, 0.99) - pct(paced, 0.99):7.3f} ms")
-            show("alone tools/call, through the local proxy", lo)
-            print(f"{'added by the local proxy (--store)':<44} p50 {statistics.median(lo) - statistics.median(d):7.3f} ms   p99 {pct(lo, 0.99) - pct(d, 0.99):7.3f} ms")
-            big = [*server_command(), "--tools", "1000"]
-            direct = Peer(big, env)
-            show("tools/list of 1,000 tools, direct", timed(direct, "tools/list", {}, lists))
-            direct.stop()
-            proxy = Peer([str(permitc), *world.proxy_args(command=big)], env)
-            listed = proxy.request("tools/list", {})
-            assert len(listed["result"]["tools"]) == 3, listed  # type: ignore[index]
-            show("tools/list of 1,000 tools, through the proxy", timed(proxy, "tools/list", {}, lists))
-            proxy.stop()
-            server = HttpServer(world.script, world.notes)
-            try:
-                direct_http = HttpPeer(server.url)
-                timed(direct_http, "tools/call", call, 50)
-                dh = timed(direct_http, "tools/call", call, calls)
-                direct_http.stop()
-                proxy = Peer([str(permitc), *world.proxy_args(url=server.url)], env)
-                timed(proxy, "tools/call", call, 50)
-                ph = timed(proxy, "tools/call", call, calls)
-                proxy.stop()
-            finally:
-                server.stop()
-            show("alone tools/call over HTTP, direct", dh)
-            show("alone tools/call over HTTP, through the proxy", ph)
-            print(f"{'added by the proxy (HTTP upstream)':<44} p50 {statistics.median(ph) - statistics.median(dh):7.3f} ms   p99 {pct(ph, 0.99) - pct(dh, 0.99):7.3f} ms")
+            yield world, env, {"name": "read_note", "arguments": {"title": "n"}}, Path(folder), permitc
         finally:
             world.service.stop()
+
+
+def main() -> None:
+    calls = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    lists = int(sys.argv[2]) if len(sys.argv) > 2 else 20
+    with bench_world() as (world, env, call, folder, permitc):
+        direct = Peer(server_command(), env)
+        timed(direct, "tools/call", call, 50)
+        d = timed(direct, "tools/call", call, calls)
+        direct.stop()
+        proxy = Peer([str(permitc), *world.proxy_args()], env)
+        timed(proxy, "tools/call", call, 50)
+        p = timed(proxy, "tools/call", call, calls)
+        proxy.stop()
+        # The local mode (`--store FILE --table TABLE`): the proxy starts its own `permitd` on the store
+        # and runs the alone calls on it in its own process (`permits_mcp::lane`).
+        local = Peer([str(permitc), *world.local_args(folder / "local.db")], env)
+        timed(local, "tools/call", call, 50)
+        lo = timed(local, "tools/call", call, calls)
+        local.stop()
+        # The same direct calls, each after a pause as long as the proxy adds (its p50): how much slower
+        # the server itself answers a call that does not follow the last one at once (its threads asleep).
+        added = (statistics.median(p) - statistics.median(d)) / 1000
+        direct = Peer(server_command(), env)
+        timed(direct, "tools/call", call, 50)
+        paced = timed(direct, "tools/call", call, calls, pause=max(added, 0.0))
+        direct.stop()
+        show("alone tools/call, direct", d)
+        show("alone tools/call, through the proxy", p)
+        print(f"{'added by the proxy':<44} p50 {statistics.median(p) - statistics.median(d):7.3f} ms   p99 {pct(p, 0.99) - pct(d, 0.99):7.3f} ms")
+        show("alone tools/call, direct, paced", paced)
+        print(f"{'added, against the paced direct call':<44} p50 {statistics.median(p) - statistics.median(paced):7.3f} ms   p99 {pct(p, 0.99) - pct(paced, 0.99):7.3f} ms")
+        show("alone tools/call, through the local proxy", lo)
+        print(f"{'added by the local proxy (--store)':<44} p50 {statistics.median(lo) - statistics.median(d):7.3f} ms   p99 {pct(lo, 0.99) - pct(d, 0.99):7.3f} ms")
+        big = [*server_command(), "--tools", "1000"]
+        direct = Peer(big, env)
+        show("tools/list of 1,000 tools, direct", timed(direct, "tools/list", {}, lists))
+        direct.stop()
+        proxy = Peer([str(permitc), *world.proxy_args(command=big)], env)
+        listed = proxy.request("tools/list", {})
+        assert len(listed["result"]["tools"]) == 3, listed  # type: ignore[index]
+        show("tools/list of 1,000 tools, through the proxy", timed(proxy, "tools/list", {}, lists))
+        proxy.stop()
+        server = HttpServer(world.script, world.notes)
+        try:
+            direct_http = HttpPeer(server.url)
+            timed(direct_http, "tools/call", call, 50)
+            dh = timed(direct_http, "tools/call", call, calls)
+            direct_http.stop()
+            proxy = Peer([str(permitc), *world.proxy_args(url=server.url)], env)
+            timed(proxy, "tools/call", call, 50)
+            ph = timed(proxy, "tools/call", call, calls)
+            proxy.stop()
+        finally:
+            server.stop()
+        show("alone tools/call over HTTP, direct", dh)
+        show("alone tools/call over HTTP, through the proxy", ph)
+        print(f"{'added by the proxy (HTTP upstream)':<44} p50 {statistics.median(ph) - statistics.median(dh):7.3f} ms   p99 {pct(ph, 0.99) - pct(dh, 0.99):7.3f} ms")
 
 
 def main_local() -> None:
     """`bench.py local [CALLS] [ROUNDS]`: only the alone call, directly and through the local proxy
-    (`--store`), in ROUNDS alternating rounds of CALLS calls each way (a fresh proxy and server each round, the
-    store kept), so that the machine's drift over the run falls on both alike; the figures are pooled."""
+    (`--store`), one call each way in turn, CALLS each way per round (a fresh proxy and server each round,
+    the store kept), so that the machine's drift over the run falls on both alike; the figures are pooled
+    over the ROUNDS rounds."""
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 500
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 4
-    permitc, permitd = Path(os.environ["PERMITC"]), Path(os.environ["PERMITD"])
-    with tempfile.TemporaryDirectory() as folder:
-        world = World(permitc, permitd, Path(folder))
-        (world.notes / "n.txt").write_text("x")
-        env = {**os.environ, "NOTES_DIR": str(world.notes)}
-        call = {"name": "read_note", "arguments": {"title": "n"}}
+    with bench_world() as (world, env, call, folder, permitc):
         d: list[float] = []
         lo: list[float] = []
-        try:
-            for _ in range(rounds):
-                direct = Peer(server_command(), env)
-                timed(direct, "tools/call", call, 50)
-                d += timed(direct, "tools/call", call, calls)
-                direct.stop()
-                local = Peer([str(permitc), *world.local_args(Path(folder) / "local.db")], env)
-                timed(local, "tools/call", call, 50)
-                lo += timed(local, "tools/call", call, calls)
-                local.stop()
-        finally:
-            world.service.stop()
+        for _ in range(rounds):
+            direct = Peer(server_command(), env)
+            local = Peer([str(permitc), *world.local_args(folder / "local.db")], env)
+            timed(direct, "tools/call", call, 50)
+            timed(local, "tools/call", call, 50)
+            # One call each way in turn, so that both meet the machine in the same state.
+            for _ in range(calls):
+                d += timed(direct, "tools/call", call, 1)
+                lo += timed(local, "tools/call", call, 1)
+            direct.stop()
+            local.stop()
         show("alone tools/call, direct", d)
         show("alone tools/call, through the local proxy", lo)
         print(f"{'added by the local proxy (--store)':<44} p50 {statistics.median(lo) - statistics.median(d):7.3f} ms   p99 {pct(lo, 0.99) - pct(d, 0.99):7.3f} ms")
 
 
+def main_compare() -> None:
+    """`bench.py compare [CALLS] [ROUNDS]` with $PERMITC_B and $PERMITD_B: the local proxy of two builds side by
+    side (a change against the build before it), and the direct call, one call each way in turn, each build
+    on a store of its own; the figures pooled over the rounds."""
+    calls = int(sys.argv[2]) if len(sys.argv) > 2 else 500
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
+    permitd_b = Path(os.environ["PERMITD_B"])
+    permitc_b = Path(os.environ["PERMITC_B"])
+    with bench_world() as (world, env, call, folder, permitc):
+        b_args = world.local_args(folder / "b.db")
+        b_args[b_args.index("--permitd") + 1] = str(permitd_b)
+        d: list[float] = []
+        a: list[float] = []
+        b: list[float] = []
+        for _ in range(rounds):
+            peers = [
+                (Peer(server_command(), env), d),
+                (Peer([str(permitc), *world.local_args(folder / "a.db")], env), a),
+                (Peer([str(permitc_b), *b_args], env), b),
+            ]
+            for peer, _ in peers:
+                timed(peer, "tools/call", call, 50)
+            for _ in range(calls):
+                for peer, out in peers:
+                    out += timed(peer, "tools/call", call, 1)
+            for peer, _ in peers:
+                peer.stop()
+        show("alone tools/call, direct", d)
+        for name, values in (("$PERMITC", a), ("$PERMITC_B", b)):
+            show(f"through the local proxy of {name}", values)
+            print(f"{'  added':<44} p50 {statistics.median(values) - statistics.median(d):7.3f} ms   p99 {pct(values, 0.99) - pct(d, 0.99):7.3f} ms")
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "local":
         main_local()
+    elif len(sys.argv) > 1 and sys.argv[1] == "compare":
+        main_compare()
     else:
         main()

@@ -25,6 +25,14 @@
 //! Linux may have dropped the unwritten pages and report success the next time — so it fails that commit
 //! and every later one on this store: reopen the store (restart `permitd`) to go on.
 //!
+//! Lazy commits ([`Transaction::commit_lazily`]) are numbered like the others but return without waiting;
+//! the store's background thread (started at the first) syncs a question's ([`Lazily::Question`]) at once
+//! and a receipt's ([`Lazily::Receipt`]) once no commit has come for [`Lazily::QUIET_MILLIS`] (or after
+//! [`Lazily::MAX_LAG_MILLIS`]) — in between, the next durable commit's sync covers it.
+//! [`Transaction::commit_syncing`] numbers a durable commit, hands its sync to that thread at once and
+//! returns a [`Syncing`] to wait on. With [`Checkpoints::WhenQuiet`] the same thread also checkpoints, on a
+//! connection of its own, once the store is quiet ([`SqliteStore::set_checkpoints`]).
+//!
 //! # The schema (version 7, [`SqliteStore::SCHEMA_VERSION`])
 //!
 //! Records are kept as JSON text (their serde form) in a `record` column, next to the key columns the
