@@ -44,6 +44,7 @@ use crate::jsonrpc::{
 use crate::lane::{Lane, LaneOptions, Laned};
 use crate::service::{Answer, Service, segment};
 use crate::upstream::{Handler, Incoming, Server, Upstream, UpstreamError};
+use permits_runtime::Syncing;
 
 /// How long a forwarded request may wait for the upstream server, in seconds.
 pub const UPSTREAM_SECONDS: u64 = 300;
@@ -643,18 +644,21 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
             Laned::Alone(claimed, syncing) => {
                 let execution = serde_json::to_value(&*claimed)
                     .map_err(|e| error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}")));
-                let answer = execution
-                    .and_then(|e| run_execution(state, flight, Host::Lane(lane), &e, &token, &name, &forward_params));
-                // Nothing about the call goes to the agent before its claim is durable: a tool that only
-                // reads ran while the claim synced (`Runtime::claim_if_alone_syncing`).
-                if let Err(why) = lane.durable(syncing) {
-                    log(&format!("the answer of `{mcp}` is withheld: {why}"));
-                    return Err(error_object(
-                        INTERNAL_ERROR,
-                        format!("the call's record could not be made durable, so its answer is withheld: {why}"),
-                    ));
-                }
-                return answer;
+                let Ok(execution) = execution else {
+                    // Nothing was sent; the claim still becomes durable before the error is answered.
+                    let _ = lane.durable(syncing);
+                    return execution;
+                };
+                return run_execution(
+                    state,
+                    flight,
+                    Host::Lane(lane),
+                    Some(syncing),
+                    &execution,
+                    &token,
+                    &name,
+                    &forward_params,
+                );
             }
             Laned::Refused { code, message } => return Ok(tool_result(format!("refused ({code}): {message}"), true)),
             Laned::Service => {}
@@ -684,7 +688,7 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
     match answer.body.get("outcome").and_then(Value::as_str) {
         Some("alone") => {
             let execution = answer.body.get("execution").cloned().unwrap_or(Value::Null);
-            run_execution(state, flight, Host::AloneService, &execution, &token, &name, &forward_params)
+            run_execution(state, flight, Host::AloneService, None, &execution, &token, &name, &forward_params)
         }
         Some("proposed") => {
             let proposal = answer.body.get("proposal").cloned().unwrap_or(Value::Null);
@@ -835,7 +839,7 @@ fn proposed(
                 let (code, message) = claim.error();
                 return Ok(tool_result(format!("refused at the claim ({code}): {message}"), true));
             }
-            run_execution(state, flight, Host::Proposal, &claim.body, &token, name, forward_params)
+            run_execution(state, flight, Host::Proposal, None, &claim.body, &token, name, forward_params)
         }
         "done" => Ok(done_result(&proposal)),
         "sending" | "unknown" => Ok(tool_result(
@@ -867,10 +871,15 @@ fn done_result(record: &Value) -> Value {
 
 /// Runs a claimed execution (`status` granted, not confirmed): confirm, forward once, receipt. An alone
 /// call's run ([`Host::alone`]) comes confirmed (`sending`) with its claim, from the service or the lane.
+/// The lane's claim comes with its [`Syncing`], waited for before anything of the call leaves the proxy
+/// (still running for a tool that only reads, which runs while the claim syncs:
+/// `Runtime::claim_if_alone_syncing`).
+#[allow(clippy::too_many_arguments)]
 fn run_execution(
     state: &Arc<State>,
     flight: &Flight,
     host: Host<'_>,
+    syncing: Option<Syncing>,
     execution: &Value,
     token: &str,
     name: &str,
@@ -925,6 +934,16 @@ fn run_execution(
         return Err(error_object(INTERNAL_ERROR, "cancelled"));
     }
     let outcome = forward(state, flight, "tools/call", Some(forward_params.clone()));
+    // Nothing about the call — its answer, its receipt, its result as evidence — before its claim is durable.
+    if let (Host::Lane(lane), Some(syncing)) = (host, syncing) {
+        if let Err(why) = lane.durable(syncing) {
+            log(&format!("the answer of `{name}` (execution {id}) is withheld: {why}"));
+            return Err(error_object(
+                INTERNAL_ERROR,
+                format!("the call's record could not be made durable, so its answer is withheld: {why}"),
+            ));
+        }
+    }
     let receipt = match &outcome {
         Ok(result) => RunOutcome::Done(result.clone()),
         Err(UpstreamError::Cancelled) => RunOutcome::Unknown(

@@ -479,7 +479,14 @@ impl Runtime {
         for event in &events {
             self.audit.record(event);
         }
-        result.map(|r| (r, syncing))
+        match result {
+            Ok(r) => Ok((r, syncing)),
+            // A refusal is answered once what it recorded is durable, whatever the commit.
+            Err(e) => {
+                syncing.wait()?;
+                Err(e)
+            }
+        }
     }
 
     /// Spec §5 "Authority", §3b: every agent account of the work — the acting agent and each delegating agent
