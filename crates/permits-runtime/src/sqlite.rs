@@ -1716,6 +1716,12 @@ mod tests {
         assert_eq!(format!("{syncing:?}"), "Syncing(durable)");
         let last = store.group.last();
         assert_eq!(store.group.lock().synced, last, "synced before it returned");
+        // A sync that fails fails the wait: the host withholds the read's answer.
+        store.group.lock().failed = Some("the disk is gone".into());
+        let (_, syncing) = rt.claim_if_alone_syncing(&reads, "tok-4", Claiming::ClaimAndConfirm)?.ok_or("alone")?;
+        let refused = syncing.wait().err().map(|e| e.0).unwrap_or_default();
+        assert!(refused.contains("could not be synced to the disk (the disk is gone)"), "{refused}");
+        store.group.lock().failed = None;
         // A call that is not alone records nothing and has nothing to wait for.
         let mut never = reads.clone();
         never.call.tool = "ScrapRepair".into();
