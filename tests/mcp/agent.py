@@ -91,14 +91,17 @@ class RawProxy:
     """`permitc mcp proxy` spoken to in raw JSON-RPC frames (no SDK in the way: a test decides exactly what is
     sent and sees exactly what comes back, and when). Its stderr goes to `log`."""
 
-    def __init__(self, world: World, *extra: str, url: str | None = None) -> None:
+    def __init__(self, world: World, *extra: str, url: str | None = None, local: Path | None = None) -> None:
+        """Starts the proxy in front of the world's server (at `url` when given), through the world's service,
+        or in the local mode on the store `local` when given."""
         import queue
         import subprocess
 
         self.log = world.folder / f"proxy-{time.monotonic_ns()}.log"
         self._stderr = open(self.log, "w", encoding="utf-8")
+        args = world.local_args(local, *extra) if local else world.proxy_args(*extra, url=url)
         self.process = subprocess.Popen(
-            [str(world.permitc), *world.proxy_args(*extra, url=url)],
+            [str(world.permitc), *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

@@ -7,7 +7,10 @@ over streamable HTTP."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -105,6 +108,51 @@ def test_a_cancelled_call_is_cancelled_upstream_under_the_proxy_id_and_not_answe
     finally:
         proxy.stop()
     assert proxy.frames.empty()
+
+
+def test_on_the_local_lane_a_call_in_flight_holds_up_nothing_and_ends_cleanly_when_cancelled_or_its_server_dies(
+    ask_world: World,
+) -> None:
+    """In the local mode an alone call is claimed and sent from the proxy's reader and answered from the
+    upstream server's reader, with no thread of its own (issue #19's latency): a ping is answered while it
+    runs; the agent's cancellation reaches the server under the proxy's id and leaves the call unanswered with
+    an `unknown` receipt; a server killed under a call gives the agent an error and the same receipt; the
+    proxy answers on."""
+    store = ask_world.folder / "local.db"
+    proxy = RawProxy(ask_world, local=store)
+    log = ask_world.notes / "calls.log"
+    try:
+        proxy.call("slow-1", "slow_count", {"seconds": 30})
+        wait_for(lambda: log.exists() and "started" in log.read_text(), what="the call to start upstream")
+        proxy.send({"jsonrpc": "2.0", "id": "during", "method": "ping"})
+        assert proxy.next() == {"jsonrpc": "2.0", "id": "during", "result": {}}
+        proxy.send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": "slow-1"}})
+        wait_for(lambda: "cancelled" in log.read_text(), what="the server to cancel the call")
+        proxy.send({"jsonrpc": "2.0", "id": "after", "method": "ping"})
+        # The next frame is the ping's answer: the cancelled call is not answered.
+        assert proxy.next() == {"jsonrpc": "2.0", "id": "after", "result": {}}
+        assert re.search(r'the agent cancelled request "slow-1": cancelled upstream as request \d+', proxy.stderr())
+        proxy.call("slow-2", "slow_count", {"seconds": 30})
+        wait_for(lambda: log.read_text().splitlines().count("started") == 2, what="the second call to start upstream")
+        children = Path(f"/proc/{proxy.process.pid}/task/{proxy.process.pid}/children").read_text().split()
+        server = [pid for pid in children if "ask_server" in Path(f"/proc/{pid}/cmdline").read_text()]
+        assert len(server) == 1, children
+        os.kill(int(server[0]), signal.SIGKILL)
+        answer = proxy.next()
+        assert answer == {"jsonrpc": "2.0", "id": "slow-2", "error": {"code": -32603, "message": "the upstream MCP server exited"}}
+        proxy.send({"jsonrpc": "2.0", "id": "last", "method": "ping"})
+        assert proxy.next() == {"jsonrpc": "2.0", "id": "last", "result": {}}
+    finally:
+        proxy.stop()
+    assert proxy.frames.empty()
+    assert log.read_text().splitlines() == ["started", "cancelled", "started"]
+    copy = [json.loads(line) for line in Path(f"{store}.audit.jsonl").read_text().splitlines()]
+    runs = [e for e in copy if e["kind"] == "execution" and e["tool"] == "slow_count"]
+    assert [e["outcome"] for e in runs] == ["claimed", "sending", "unknown"] * 2, runs
+    assert [e["reason"] for e in runs if e["outcome"] == "unknown"] == [
+        "the agent cancelled the call while the upstream server ran it: it may have acted",
+        "no answer from the upstream server: the upstream MCP server exited",
+    ], runs
 
 
 def test_a_cancelled_call_waiting_for_a_person_stops_waiting_and_its_proposal_stays(world: World) -> None:

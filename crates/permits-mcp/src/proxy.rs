@@ -25,6 +25,12 @@
 //!   the agent's answers back, each logged; one the agent declared no capability for is answered with an
 //!   error by the proxy. The upstream server is told the client can sample, elicit and list roots, as the
 //!   agent may.
+//!
+//! Threads: the agent's frames are read on the thread that calls [`run`], and each request is answered on a
+//! thread of its own — a call that waits for a person holds up nothing else. An alone call the local mode's
+//! lane runs has no thread of its own: the reader decides and claims it and sends it upstream, and the
+//! thread that reads the upstream server's answer finishes it (the claim durable, the answer, then the
+//! receipt). The reader is held for the claim's commit, never for the call.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::io::BufRead;
@@ -228,20 +234,20 @@ impl AfterAnswer {
 
 /// An execution marked as being sent by this gateway ([`State::sending`]), unmarked when dropped: on every
 /// return, after its receipt is recorded.
-struct Sending<'a> {
-    state: &'a State,
+struct Sending {
+    state: Arc<State>,
     id: String,
 }
 
-impl<'a> Sending<'a> {
+impl Sending {
     /// Marks `id`; `None` when this gateway is sending it already.
-    fn mark(state: &'a State, id: &str) -> Option<Sending<'a>> {
+    fn mark(state: &Arc<State>, id: &str) -> Option<Sending> {
         let mut set = state.sending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        set.insert(id.to_string()).then(|| Sending { state, id: id.to_string() })
+        set.insert(id.to_string()).then(|| Sending { state: Arc::clone(state), id: id.to_string() })
     }
 }
 
-impl Drop for Sending<'_> {
+impl Drop for Sending {
     fn drop(&mut self) {
         let mut set = self.state.sending.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         set.remove(&self.id);
@@ -333,29 +339,33 @@ pub fn run(
         match jsonrpc::parse(&text) {
             Ok(Message::Request { id, method, params }) => {
                 // Each request on its own thread: a call that waits for a person must not hold up a ping.
+                // But an alone call the lane runs, which waits for nothing but its claim's commit, is
+                // claimed and sent from here and answered from the upstream's reader.
                 let key = id.to_string();
                 let flight = Arc::new(Flight::default());
                 if let Ok(mut f) = state.flights.lock() {
                     f.entry(key.clone()).or_default().push(Arc::clone(&flight));
                 }
                 state.in_flight.fetch_add(1, Ordering::SeqCst);
+                let mut use_lane = true;
+                if method == "tools/call" {
+                    match call_from_the_reader(&state, &flight, &id, &key, params.as_ref()) {
+                        Fast::Answer(answer) => {
+                            conclude(&state, &key, &flight, id, &method, answer, AfterAnswer::begin());
+                            continue;
+                        }
+                        Fast::Forwarded => continue,
+                        Fast::Thread { lane } => use_lane = lane,
+                    }
+                }
                 let spawned = std::thread::Builder::new().name("mcp-request".into()).spawn({
                     let (id, method, params) = (id.clone(), method.clone(), params.clone());
                     let (state, key) = (Arc::clone(&state), key.clone());
                     let flight = Arc::clone(&flight);
                     move || {
                         let after = AfterAnswer::begin();
-                        let answer = handle_request(&state, &flight, &method, params);
-                        land(&state, &key, &flight);
-                        if flight.is_cancelled() {
-                            log(&format!("the agent cancelled its request {key} (`{method}`): not answered"));
-                        } else {
-                            send(&state, &Message::Response { id, outcome: answer });
-                        }
-                        // The receipts of the alone calls this request ran, after their answers: still
-                        // counted in flight, so the proxy's end waits for them.
-                        after.run();
-                        state.in_flight.fetch_sub(1, Ordering::SeqCst);
+                        let answer = handle_request(&state, &flight, &method, params, use_lane);
+                        conclude(&state, &key, &flight, id, &method, answer, after);
                     }
                 });
                 if spawned.is_err() {
@@ -384,6 +394,28 @@ pub fn run(
         u.kill();
     }
     Ok(())
+}
+
+/// Ends the agent's request `id` (`key`, `flight`): answers it (unless the agent cancelled it), then runs
+/// the work for after the answer (`after`: the receipts of the alone calls it ran, still counted in
+/// flight, so that the proxy's end waits for them).
+fn conclude(
+    state: &State,
+    key: &str,
+    flight: &Arc<Flight>,
+    id: Value,
+    method: &str,
+    answer: Result<Value, Value>,
+    after: AfterAnswer,
+) {
+    land(state, key, flight);
+    if flight.is_cancelled() {
+        log(&format!("the agent cancelled its request {key} (`{method}`): not answered"));
+    } else {
+        send(state, &Message::Response { id, outcome: answer });
+    }
+    after.run();
+    state.in_flight.fetch_sub(1, Ordering::SeqCst);
 }
 
 /// The request `flight` under the agent's id `key` is answered (or was not started).
@@ -434,7 +466,13 @@ fn forward(state: &State, flight: &Flight, method: &str, params: Option<Value>) 
     answer
 }
 
-fn handle_request(state: &Arc<State>, flight: &Flight, method: &str, params: Option<Value>) -> Result<Value, Value> {
+fn handle_request(
+    state: &Arc<State>,
+    flight: &Flight,
+    method: &str,
+    params: Option<Value>,
+    use_lane: bool,
+) -> Result<Value, Value> {
     let forward = |m: &str, params| forward(state, flight, m, params).map_err(|e| upstream_error(&e));
     match method {
         "initialize" => Ok(initialize(state, params.as_ref())),
@@ -443,7 +481,7 @@ fn handle_request(state: &Arc<State>, flight: &Flight, method: &str, params: Opt
             refresh(state).map_err(|e| error_object(INTERNAL_ERROR, e))?;
             Ok(json!({"tools": offered(state)}))
         }
-        "tools/call" => tools_call(state, flight, params.unwrap_or(Value::Null)),
+        "tools/call" => tools_call(state, flight, params.unwrap_or(Value::Null), use_lane),
         m if m.starts_with("resources/") && state.options.allow_resources => forward(m, params),
         m if m.starts_with("prompts/") && state.options.allow_prompts => forward(m, params),
         "completion/complete" | "logging/setLevel" => forward(method, params),
@@ -598,25 +636,44 @@ fn tool_result(text: impl Into<String>, is_error: bool) -> Value {
     json!({"content": [{"type": "text", "text": text.into()}], "isError": is_error})
 }
 
-fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Value, Value> {
+/// A `tools/call` made ready ([`prepare_call`]): what the lane and the service are asked, and what is
+/// forwarded.
+struct Prepared {
+    /// The tool's permits name.
+    name: String,
+    arguments: Value,
+    /// Why, from the call's `_meta` (`permits/why` or `why`); empty when it gives none.
+    why: String,
+    /// This call's claim token (random).
+    token: String,
+    /// The `tools/call` parameters to send upstream.
+    forward_params: Value,
+}
+
+/// Reads a `tools/call`'s parameters and finds its tool offered (loading the offer first when `load`).
+///
+/// Errors: the call's answer already — an error for parameters MCP does not allow, a refusal for a tool not
+/// offered; `Ok(None)` when the offer is not loaded and `load` is false.
+fn prepare_call(state: &State, params: &Value, load: bool) -> Result<Option<Prepared>, Result<Value, Value>> {
     let Some(mcp) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
-        return Err(error_object(INVALID_PARAMS, "tools/call needs a `name`"));
+        return Err(Err(error_object(INVALID_PARAMS, "tools/call needs a `name`")));
     };
     let arguments = match params.get("arguments") {
         None | Some(Value::Null) => json!({}),
         Some(a @ Value::Object(_)) => a.clone(),
-        Some(_) => return Err(error_object(INVALID_PARAMS, "tools/call's `arguments` must be an object")),
+        Some(_) => return Err(Err(error_object(INVALID_PARAMS, "tools/call's `arguments` must be an object"))),
     };
     let loaded = state.catalog.lock().map(|c| c.loaded).unwrap_or(false);
     if !loaded {
-        refresh(state).map_err(|e| error_object(INTERNAL_ERROR, e))?;
+        if !load {
+            return Ok(None);
+        }
+        refresh(state).map_err(|e| Err(error_object(INTERNAL_ERROR, e)))?;
     }
     let offer = state.catalog.lock().ok().and_then(|c| c.offers.get(&mcp).cloned());
     match offer {
-        None => {
-            return Ok(tool_result(format!("refused: the upstream server has no tool `{mcp}`"), true));
-        }
-        Some(Offer::Withheld(why)) => return Ok(tool_result(format!("refused: {why}"), true)),
+        None => return Err(Ok(tool_result(format!("refused: the upstream server has no tool `{mcp}`"), true))),
+        Some(Offer::Withheld(why)) => return Err(Ok(tool_result(format!("refused: {why}"), true))),
         Some(Offer::Offered) => {}
     }
     let name = permits_name(&mcp);
@@ -627,9 +684,8 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let evidence: Vec<Value> = state.evidence.lock().map(|e| e.iter().cloned().collect()).unwrap_or_default();
     let mut token = [0u8; 16];
-    getrandom::fill(&mut token).map_err(|e| error_object(INTERNAL_ERROR, format!("no random bytes: {e}")))?;
+    getrandom::fill(&mut token).map_err(|e| Err(error_object(INTERNAL_ERROR, format!("no random bytes: {e}"))))?;
     let token = hex(&token);
     let forward_params = {
         let mut p = json!({"name": mcp, "arguments": arguments});
@@ -638,32 +694,153 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
         }
         p
     };
-    if let Some(lane) = state.lane.as_ref() {
-        let request = lane_request(state, &name, &arguments, &why, &evidence);
-        match lane.call(&request, &token) {
-            Laned::Alone(claimed, syncing) => {
-                let execution = serde_json::to_value(&*claimed)
-                    .map_err(|e| error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}")));
-                let Ok(execution) = execution else {
-                    // Nothing was sent; the claim still becomes durable before the error is answered.
-                    let _ = lane.durable(syncing);
-                    return execution;
-                };
+    Ok(Some(Prepared { name, arguments, why, token, forward_params }))
+}
+
+/// What the lane made of a call ([`on_the_lane`]).
+enum LaneStep {
+    /// Alone: claimed and confirmed; its run (as the service would send it) and its claim's sync.
+    Alone(Value, Syncing),
+    /// The call's answer (a refusal, or an error).
+    Answer(Result<Value, Value>),
+    /// Not for the lane: the service makes the call.
+    Service,
+}
+
+/// Asks the lane, when the proxy has one that is on, to claim the call if it is alone.
+fn on_the_lane(state: &State, call: &Prepared) -> LaneStep {
+    let Some(lane) = state.lane.as_ref().filter(|l| l.is_on()) else { return LaneStep::Service };
+    let request = lane_request(state, &call.name, &call.arguments, &call.why);
+    match lane.call(&request, &call.token) {
+        Laned::Alone(claimed, syncing) => match serde_json::to_value(&*claimed) {
+            Ok(execution) => LaneStep::Alone(execution, syncing),
+            Err(e) => {
+                // Nothing was sent; the claim still becomes durable before the error is answered.
+                let _ = lane.durable(syncing);
+                LaneStep::Answer(Err(error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}"))))
+            }
+        },
+        Laned::Refused { code, message } => {
+            LaneStep::Answer(Ok(tool_result(format!("refused ({code}): {message}"), true)))
+        }
+        Laned::Service => LaneStep::Service,
+    }
+}
+
+/// What the agent's reader did with a `tools/call` ([`call_from_the_reader`]).
+enum Fast {
+    /// Answered: send it.
+    Answer(Result<Value, Value>),
+    /// Sent upstream: answered when its answer comes ([`forward_then`]).
+    Forwarded,
+    /// Not an alone call of the lane's: a request thread answers it; `lane` false when the lane said so
+    /// already.
+    Thread {
+        /// Whether the request thread asks the lane.
+        lane: bool,
+    },
+}
+
+/// An alone call the lane runs, on the agent's reader thread, with no thread of its own (issue #19's
+/// latency: a thread started, and one woken for the upstream's answer, were a fifth of what the proxy
+/// added): decided and claimed here, sent upstream, and answered on the upstream reader's thread once its
+/// answer comes ([`forward_then`]). The reader is held for the claim's commit, not for the call. Anything
+/// else — no lane, the offer not loaded yet, a call not alone — is left to a request thread.
+fn call_from_the_reader(
+    state: &Arc<State>,
+    flight: &Arc<Flight>,
+    id: &Value,
+    key: &str,
+    params: Option<&Value>,
+) -> Fast {
+    if !state.lane.as_ref().is_some_and(Lane::is_on) {
+        return Fast::Thread { lane: true };
+    }
+    let Some(params) = params else { return Fast::Thread { lane: true } };
+    let call = match prepare_call(state, params, false) {
+        Ok(Some(call)) => call,
+        Ok(None) => return Fast::Thread { lane: true },
+        Err(answer) => return Fast::Answer(answer),
+    };
+    match on_the_lane(state, &call) {
+        LaneStep::Alone(execution, syncing) => {
+            let started = start_run(
+                state,
+                flight,
+                Host::Lane,
+                Some(syncing),
+                &execution,
+                &call.token,
+                &call.name,
+                &call.forward_params,
+            );
+            match started {
+                Started::Answer(answer) => Fast::Answer(answer),
+                Started::Forward(run) => {
+                    forward_then(state, flight, id.clone(), key.to_string(), run);
+                    Fast::Forwarded
+                }
+            }
+        }
+        LaneStep::Answer(answer) => Fast::Answer(answer),
+        LaneStep::Service => Fast::Thread { lane: false },
+    }
+}
+
+/// Forwards a run the agent's reader started ([`call_from_the_reader`]) without waiting: its end
+/// ([`finish_run`]) and the agent's answer come on the thread that has the upstream's answer.
+fn forward_then(state: &Arc<State>, flight: &Arc<Flight>, id: Value, key: String, run: Run) {
+    let params = run.params.clone();
+    let then = {
+        let (state, flight) = (Arc::clone(state), Arc::clone(flight));
+        move |outcome: Result<Value, UpstreamError>| {
+            if let Ok(mut f) = flight.upstream.lock() {
+                *f = None;
+            }
+            let after = AfterAnswer::begin();
+            let answer = finish_run(&state, &flight, run, outcome);
+            conclude(&state, &key, &flight, id, "tools/call", answer, after);
+        }
+    };
+    let Some(u) = state.upstream.get() else {
+        then(Err(UpstreamError::Exited));
+        return;
+    };
+    let note = |uid| {
+        if let Ok(mut f) = flight.upstream.lock() {
+            *f = Some(uid);
+        }
+    };
+    u.request_then("tools/call", Some(params), Duration::from_secs(UPSTREAM_SECONDS), note, then);
+}
+
+fn tools_call(state: &Arc<State>, flight: &Flight, params: Value, use_lane: bool) -> Result<Value, Value> {
+    let call = match prepare_call(state, &params, true) {
+        Ok(Some(call)) => call,
+        Ok(None) => return Err(error_object(INTERNAL_ERROR, "the offer is not loaded")),
+        Err(answer) => return answer,
+    };
+    let Prepared { name, arguments, why, token, forward_params } = &call;
+    if use_lane {
+        match on_the_lane(state, &call) {
+            LaneStep::Alone(execution, syncing) => {
                 return run_execution(
                     state,
                     flight,
-                    Host::Lane(lane),
+                    Host::Lane,
                     Some(syncing),
                     &execution,
-                    &token,
-                    &name,
-                    &forward_params,
+                    token,
+                    name,
+                    forward_params,
                 );
             }
-            Laned::Refused { code, message } => return Ok(tool_result(format!("refused ({code}): {message}"), true)),
-            Laned::Service => {}
+            LaneStep::Answer(answer) => return answer,
+            LaneStep::Service => {}
         }
     }
+    // The earlier results of this session (spec §5), for a proposal (an alone call's claim records none).
+    let evidence: Vec<Value> = state.evidence.lock().map(|e| e.iter().cloned().collect()).unwrap_or_default();
     let body = json!({
         "agent": state.options.agent,
         "skill": state.options.skill,
@@ -688,24 +865,19 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Valu
     match answer.body.get("outcome").and_then(Value::as_str) {
         Some("alone") => {
             let execution = answer.body.get("execution").cloned().unwrap_or(Value::Null);
-            run_execution(state, flight, Host::AloneService, None, &execution, &token, &name, &forward_params)
+            run_execution(state, flight, Host::AloneService, None, &execution, token, name, forward_params)
         }
         Some("proposed") => {
             let proposal = answer.body.get("proposal").cloned().unwrap_or(Value::Null);
-            proposed(state, flight, proposal, &name, &forward_params)
+            proposed(state, flight, proposal, name, forward_params)
         }
         _ => Err(error_object(INTERNAL_ERROR, "the approval service's answer to the call has no outcome")),
     }
 }
 
-/// The call as the runtime takes it, for the lane: what `POST /v1/calls` would be sent.
-fn lane_request(
-    state: &State,
-    tool: &str,
-    arguments: &Value,
-    why: &str,
-    evidence: &[Value],
-) -> permits_runtime::ProposalRequest {
+/// The call as the runtime takes it, for the lane: what `POST /v1/calls` would be sent, but the evidence,
+/// which only a proposal records (the lane claims alone calls; any other goes to the service).
+fn lane_request(state: &State, tool: &str, arguments: &Value, why: &str) -> permits_runtime::ProposalRequest {
     use permits_runtime::table::ChainLink;
     let mut call =
         permits_runtime::Call::new(&state.options.agent, &state.options.skill, tool).with_arguments(arguments.clone());
@@ -717,32 +889,22 @@ fn lane_request(
         .iter()
         .map(|(agent, skill)| ChainLink { agent: agent.clone(), skill: skill.clone() })
         .collect();
-    let evidence = evidence
-        .iter()
-        .map(|e| permits_runtime::Evidence {
-            tool: text_of(e, "tool"),
-            arguments: e.get("arguments").cloned().unwrap_or_else(|| json!({})),
-            answer: e.get("answer").cloned().unwrap_or(Value::Null),
-        })
-        .collect();
-    let mut request = permits_runtime::ProposalRequest::new(call, state.task.clone(), why);
-    request.evidence = evidence;
-    request
+    permits_runtime::ProposalRequest::new(call, state.task.clone(), why)
 }
 
 /// Who a run's steps go to: the service (a proposal's run, or an alone call's it claimed), or the lane
 /// (an alone call's it claimed).
 #[derive(Clone, Copy)]
-enum Host<'a> {
+enum Host {
     /// A granted proposal's run, claimed through the service: confirmed, then its receipt recorded, there.
     Proposal,
     /// An alone call's run the service claimed and confirmed.
     AloneService,
-    /// An alone call's run the lane claimed and confirmed.
-    Lane(&'a Lane),
+    /// An alone call's run the lane claimed and confirmed (the state's lane).
+    Lane,
 }
 
-impl Host<'_> {
+impl Host {
     fn alone(self) -> bool {
         !matches!(self, Host::Proposal)
     }
@@ -750,10 +912,14 @@ impl Host<'_> {
 
 /// Records a run's outcome where it was claimed, logging what fails (the run stays `sending`: never run
 /// again).
-fn record_receipt(state: &State, host: Host<'_>, id: &str, token: &str, outcome: permits_runtime::RunOutcome) {
+fn record_receipt(state: &State, host: Host, id: &str, token: &str, outcome: permits_runtime::RunOutcome) {
     use permits_runtime::RunOutcome;
-    if let Host::Lane(lane) = host {
-        if let Err(e) = lane.receipt(id, token, outcome) {
+    if let Host::Lane = host {
+        let recorded = match state.lane.as_ref() {
+            Some(lane) => lane.receipt(id, token, outcome),
+            None => Err("the proxy has no lane".into()),
+        };
+        if let Err(e) = recorded {
             log(&format!("the receipt of {id} could not be recorded: {e}"));
         }
         return;
@@ -878,72 +1044,147 @@ fn done_result(record: &Value) -> Value {
 fn run_execution(
     state: &Arc<State>,
     flight: &Flight,
-    host: Host<'_>,
+    host: Host,
     syncing: Option<Syncing>,
     execution: &Value,
     token: &str,
     name: &str,
     forward_params: &Value,
 ) -> Result<Value, Value> {
-    use permits_runtime::RunOutcome;
+    match start_run(state, flight, host, syncing, execution, token, name, forward_params) {
+        Started::Answer(answer) => answer,
+        Started::Forward(run) => {
+            let outcome = forward(state, flight, "tools/call", Some(run.params.clone()));
+            finish_run(state, flight, run, outcome)
+        }
+    }
+}
+
+/// A claimed run about to be forwarded ([`start_run`]), with what its end needs ([`finish_run`]).
+struct Run {
+    host: Host,
+    /// The lane's claim, while it syncs.
+    syncing: Option<Syncing>,
+    id: String,
+    token: String,
+    /// The tool's permits name.
+    name: String,
+    /// The `tools/call` parameters sent upstream.
+    params: Value,
+    /// Marked as being sent by this gateway until the run ends.
+    _sending: Sending,
+}
+
+/// What [`start_run`] found: the call's answer already (the run is not sent), or the run to forward.
+enum Started {
+    Answer(Result<Value, Value>),
+    Forward(Run),
+}
+
+/// A claimed run up to its forward ([`run_execution`]): checks its status, marks it as being sent, and
+/// confirms it with the service when it is not confirmed yet. An answer given here waits for the lane's
+/// claim to be durable first.
+#[allow(clippy::too_many_arguments)]
+fn start_run(
+    state: &Arc<State>,
+    flight: &Flight,
+    host: Host,
+    syncing: Option<Syncing>,
+    execution: &Value,
+    token: &str,
+    name: &str,
+    forward_params: &Value,
+) -> Started {
+    let answered = |answer: Result<Value, Value>, syncing: Option<Syncing>| match durable(state, syncing, name, "") {
+        Ok(()) => Started::Answer(answer),
+        Err(withheld) => Started::Answer(Err(withheld)),
+    };
     let alone = host.alone();
     let id = text_of(execution, "id");
     let status = text_of(execution, "status");
     let confirmed = execution.get("confirmed").and_then(Value::as_bool).unwrap_or(false);
     if status == "done" {
-        return Ok(done_result(execution));
+        return answered(Ok(done_result(execution)), syncing);
     }
     // An alone call's run comes confirmed with its claim (`"confirm": true`, or the lane's): `sending`.
     let sending = alone && status == "sending" && confirmed;
     if !sending && (status != "granted" || confirmed) {
         let reason = execution.get("reason").and_then(Value::as_str).unwrap_or("");
-        return Ok(tool_result(
-            format!(
-                "execution {id} is `{status}`{}: not run",
-                if reason.is_empty() { String::new() } else { format!(" ({reason})") }
-            ),
-            true,
-        ));
+        let text = format!(
+            "execution {id} is `{status}`{}: not run",
+            if reason.is_empty() { String::new() } else { format!(" ({reason})") }
+        );
+        return answered(Ok(tool_result(text, true)), syncing);
     }
-    let Some(_sending) = Sending::mark(state, &id) else {
-        return Ok(tool_result(
-            format!("execution {id} of `{name}` is being sent by this gateway now: it is not sent again"),
-            true,
-        ));
+    let Some(marked) = Sending::mark(state, &id) else {
+        let text = format!("execution {id} of `{name}` is being sent by this gateway now: it is not sent again");
+        return answered(Ok(tool_result(text, true)), syncing);
     };
     if flight.is_cancelled() && !alone {
         // Not confirmed, not sent: a granted proposal stays granted (the same call again runs it). An alone
         // execution is confirmed and recorded failed below, so that it does not stay open.
         log(&format!("the agent cancelled its call of `{name}` (execution {id}) before it was sent: not sent"));
-        return Err(error_object(INTERNAL_ERROR, "cancelled"));
+        return Started::Answer(Err(error_object(INTERNAL_ERROR, "cancelled")));
     }
     if !sending {
         let path = format!("/v1/executions/{}/confirm", segment(&id));
-        let confirm = service_call(state, &path, &json!({"token": token}))?;
+        let confirm = match service_call(state, &path, &json!({"token": token})) {
+            Ok(c) => c,
+            Err(e) => return Started::Answer(Err(e)),
+        };
         if !confirm.ok() || text_of(&confirm.body, "status") != "sending" {
             let (code, message) = confirm.error();
-            return Ok(tool_result(format!("refused at the confirmation ({code}): {message}"), true));
+            return Started::Answer(Ok(tool_result(format!("refused at the confirmation ({code}): {message}"), true)));
         }
     }
     if flight.is_cancelled() {
         // Cancelled before the send (an alone call, or between the confirmation and the send): nothing was
         // sent, so it certainly did not act.
+        use permits_runtime::RunOutcome;
         let reason = "the agent cancelled the call before it was sent: not sent";
+        if let Err(withheld) = durable(state, syncing, name, &id) {
+            return Started::Answer(Err(withheld));
+        }
         record_receipt(state, host, &id, token, RunOutcome::Failed(reason.into()));
         log(&format!("the agent cancelled its call of `{name}` (execution {id}) before it was sent: not sent"));
-        return Err(error_object(INTERNAL_ERROR, "cancelled"));
+        return Started::Answer(Err(error_object(INTERNAL_ERROR, "cancelled")));
     }
-    let outcome = forward(state, flight, "tools/call", Some(forward_params.clone()));
+    Started::Forward(Run {
+        host,
+        syncing,
+        id,
+        token: token.to_string(),
+        name: name.to_string(),
+        params: forward_params.clone(),
+        _sending: marked,
+    })
+}
+
+/// Waits for the lane's claim to be durable (`syncing`), if there is one: nothing about the call leaves
+/// the proxy before. The error answered when its sync failed (the answer is withheld).
+fn durable(state: &State, syncing: Option<Syncing>, name: &str, id: &str) -> Result<(), Value> {
+    let (Some(lane), Some(syncing)) = (state.lane.as_ref(), syncing) else { return Ok(()) };
+    lane.durable(syncing).map_err(|why| {
+        log(&format!("the answer of `{name}` (execution {id}) is withheld: {why}"));
+        error_object(
+            INTERNAL_ERROR,
+            format!("the call's record could not be made durable, so its answer is withheld: {why}"),
+        )
+    })
+}
+
+/// A forwarded run's end ([`run_execution`]): once its claim is durable, its receipt (after the answer
+/// for an alone call's run, [`AfterAnswer`]), its result kept as evidence, and its answer.
+fn finish_run(
+    state: &Arc<State>,
+    flight: &Flight,
+    run: Run,
+    outcome: Result<Value, UpstreamError>,
+) -> Result<Value, Value> {
+    use permits_runtime::RunOutcome;
+    let Run { host, syncing, id, token, name, params, _sending } = run;
     // Nothing about the call — its answer, its receipt, its result as evidence — before its claim is durable.
-    if let (Host::Lane(lane), Some(syncing)) = (host, syncing) {
-        if let Err(why) = lane.durable(syncing) {
-            log(&format!("the answer of `{name}` (execution {id}) is withheld: {why}"));
-            return Err(error_object(
-                INTERNAL_ERROR,
-                format!("the call's record could not be made durable, so its answer is withheld: {why}"),
-            ));
-        }
-    }
+    durable(state, syncing, &name, &id)?;
     let receipt = match &outcome {
         Ok(result) => RunOutcome::Done(result.clone()),
         Err(UpstreamError::Cancelled) => RunOutcome::Unknown(
@@ -958,24 +1199,20 @@ fn run_execution(
         }
         Err(e) => RunOutcome::Unknown(format!("no answer from the upstream server: {e}")),
     };
-    if alone && outcome.is_ok() {
+    if host.alone() && outcome.is_ok() {
         // An alone call's result goes to the agent first: its run is `sending` (never run again) until the
         // receipt is recorded. A proposal's receipt is recorded before the answer, with the run still
-        // marked as being sent by this gateway (`_sending`).
-        // `host` borrows the state's lane: the work after the answer takes it from its own clone of the state.
-        let laned = matches!(host, Host::Lane(_));
-        let (state, id, token) = (Arc::clone(state), id.clone(), token.to_string());
+        // marked as being sent by this gateway (`_sending`, kept until the receipt is recorded).
+        let state = Arc::clone(state);
         AfterAnswer::later(Box::new(move || {
-            let host = if laned { state.lane.as_ref().map(Host::Lane) } else { Some(Host::AloneService) };
-            if let Some(host) = host {
-                record_receipt(&state, host, &id, &token, receipt);
-            }
+            record_receipt(&state, host, &id, &token, receipt);
+            drop(_sending);
         }));
     } else {
-        record_receipt(state, host, &id, token, receipt);
+        record_receipt(state, host, &id, &token, receipt);
     }
     if let Ok(result) = &outcome {
-        remember(state, name, forward_params.get("arguments").cloned().unwrap_or(Value::Null), result);
+        remember(state, &name, params.get("arguments").cloned().unwrap_or(Value::Null), result);
     }
     outcome.map_err(|e| upstream_error(&e))
 }

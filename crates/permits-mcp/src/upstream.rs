@@ -9,7 +9,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -142,18 +142,68 @@ pub(crate) enum Failure {
     Http(String),
     /// Cancelled by us.
     Cancelled,
+    /// No answer before its deadline ([`Upstream::request_then`]).
+    TimedOut,
+}
+
+/// A function given a request's outcome ([`Waiter::Then`]).
+type Then = Box<dyn FnOnce(Result<Value, Failure>) + Send>;
+
+/// What is done with a request's answer: sent to the thread that waits for it, or handed to a function
+/// ([`Upstream::request_then`]) on the thread that has the answer.
+enum Waiter {
+    /// A thread waits in [`Upstream::request_noting`].
+    Blocking(mpsc::Sender<Result<Value, Failure>>),
+    /// Called once with the answer, or with [`Failure::TimedOut`] once `deadline` has passed.
+    Then {
+        /// The function.
+        then: Then,
+        /// When it is answered [`Failure::TimedOut`].
+        deadline: Instant,
+    },
+}
+
+impl Waiter {
+    fn answer(self, outcome: Result<Value, Failure>) {
+        match self {
+            Waiter::Blocking(tx) => {
+                let _ = tx.send(outcome);
+            }
+            Waiter::Then { then, .. } => then(outcome),
+        }
+    }
+}
+
+/// The error a request's `failure` is, for `method` (`url`: the server's, over HTTP; `seconds`: how long
+/// it was waited for).
+fn error_of(failure: Failure, method: &str, url: &str, seconds: u64) -> UpstreamError {
+    match failure {
+        Failure::Rpc(error) => UpstreamError::Rpc { method: method.to_string(), error },
+        Failure::Exited => UpstreamError::Exited,
+        Failure::Ended => UpstreamError::Ended { url: url.to_string() },
+        Failure::Http(why) => UpstreamError::Http { url: url.to_string(), why },
+        Failure::Cancelled => UpstreamError::Cancelled,
+        Failure::TimedOut => UpstreamError::Timeout { method: method.to_string(), seconds },
+    }
 }
 
 /// What both transports share: the waiting requests, whether the server is still there, and the handler.
 pub(crate) struct Core {
-    pending: Mutex<HashMap<u64, mpsc::Sender<Result<Value, Failure>>>>,
+    pending: Mutex<HashMap<u64, Waiter>>,
     alive: AtomicBool,
     handler: Handler,
+    /// Whether the thread that times out [`Waiter::Then`] requests runs.
+    watching: AtomicBool,
 }
 
 impl Core {
     fn new(handler: Handler) -> Core {
-        Core { pending: Mutex::new(HashMap::new()), alive: AtomicBool::new(true), handler }
+        Core {
+            pending: Mutex::new(HashMap::new()),
+            alive: AtomicBool::new(true),
+            handler,
+            watching: AtomicBool::new(false),
+        }
     }
 
     pub(crate) fn is_alive(&self) -> bool {
@@ -168,8 +218,45 @@ impl Core {
     /// Answers the waiting request `id` with `outcome` (nothing when it no longer waits).
     pub(crate) fn settle(&self, id: u64, outcome: Result<Value, Failure>) {
         let waiting = self.pending.lock().ok().and_then(|mut p| p.remove(&id));
-        if let Some(tx) = waiting {
-            let _ = tx.send(outcome);
+        if let Some(waiter) = waiting {
+            waiter.answer(outcome);
+        }
+    }
+
+    /// Answers [`Failure::TimedOut`] to every [`Waiter::Then`] whose deadline is past `now`.
+    fn expire(&self, now: Instant) {
+        let expired: Vec<Waiter> = match self.pending.lock() {
+            Ok(mut p) => {
+                let ids: Vec<u64> = p
+                    .iter()
+                    .filter(|(_, w)| matches!(w, Waiter::Then { deadline, .. } if *deadline <= now))
+                    .map(|(id, _)| *id)
+                    .collect();
+                ids.iter().filter_map(|id| p.remove(id)).collect()
+            }
+            Err(_) => Vec::new(),
+        };
+        for waiter in expired {
+            waiter.answer(Err(Failure::TimedOut));
+        }
+    }
+
+    /// Starts the thread that times out the [`Waiter::Then`] requests (once; it checks every
+    /// [`WATCH_MILLIS`] and ends with the server).
+    fn watch(core: &Arc<Core>) {
+        if core.watching.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let watched = Arc::clone(core);
+        let started = std::thread::Builder::new().name("mcp-upstream-timeouts".into()).spawn(move || {
+            while watched.is_alive() {
+                std::thread::sleep(Duration::from_millis(WATCH_MILLIS));
+                watched.expire(Instant::now());
+            }
+        });
+        if started.is_err() {
+            // Tried again by the next request.
+            core.watching.store(false, Ordering::SeqCst);
         }
     }
 
@@ -179,9 +266,7 @@ impl Core {
             Ok(Message::Response { id, outcome }) => {
                 let waiting = id.as_u64().and_then(|n| self.pending.lock().ok().and_then(|mut p| p.remove(&n)));
                 match waiting {
-                    Some(tx) => {
-                        let _ = tx.send(outcome.map_err(Failure::Rpc));
-                    }
+                    Some(waiter) => waiter.answer(outcome.map_err(Failure::Rpc)),
                     None => eprintln!("permitc mcp: the upstream server answered an unknown request id {id}"),
                 }
             }
@@ -202,10 +287,11 @@ impl Core {
     /// still there.
     fn shut(&self, failure: Failure) -> bool {
         let was = self.alive.swap(false, Ordering::SeqCst);
-        if let Ok(mut p) = self.pending.lock() {
-            for (_, tx) in p.drain() {
-                let _ = tx.send(Err(failure.clone()));
-            }
+        // Answered outside the lock: a function may send another request (which fails: not alive).
+        let waiting: Vec<Waiter> =
+            self.pending.lock().map(|mut p| p.drain().map(|(_, w)| w).collect()).unwrap_or_default();
+        for waiter in waiting {
+            waiter.answer(Err(failure.clone()));
         }
         was
     }
@@ -230,6 +316,10 @@ pub const INITIALIZE_SECONDS: u64 = 60;
 
 /// How long one readiness try waits for `tools/list` after `initialize`, in milliseconds.
 pub const READY_TRY_MILLIS: u64 = 500;
+
+/// How often the requests sent with [`Upstream::request_then`] are checked for their deadline, in
+/// milliseconds.
+pub const WATCH_MILLIS: u64 = 500;
 
 /// How many readiness tries are made (with [`READY_TRY_MILLIS`]: 30 s).
 pub const READY_TRIES: u64 = 60;
@@ -364,6 +454,75 @@ impl Upstream {
         timeout: Duration,
         note: impl FnOnce(u64),
     ) -> Result<Value, UpstreamError> {
+        let (tx, rx) = mpsc::channel();
+        let id = self.send_request(method, params, timeout, note, Waiter::Blocking(tx))?;
+        match rx.recv_timeout(timeout) {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(failure)) => Err(error_of(failure, method, &self.url(), timeout.as_secs())),
+            Err(mpsc::RecvTimeoutError::Disconnected) => Err(UpstreamError::Exited),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.forget(id);
+                Err(UpstreamError::Timeout { method: method.to_string(), seconds: timeout.as_secs() })
+            }
+        }
+    }
+
+    /// [`Upstream::request_noting`] without a thread waiting: `then` is called once with the outcome, on the
+    /// thread that has it — the reader's for an answer (so it must not wait for another answer of this
+    /// server), the caller's for a request that could not be sent, the one that cancels
+    /// ([`Upstream::cancel`]), or the one that times requests out ([`WATCH_MILLIS`]) once `timeout` has
+    /// passed.
+    ///
+    /// `then`'s errors: [`Upstream::request`]'s.
+    pub fn request_then(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        note: impl FnOnce(u64),
+        then: impl FnOnce(Result<Value, UpstreamError>) + Send + 'static,
+    ) {
+        let (asked, url, seconds) = (method.to_string(), self.url(), timeout.as_secs());
+        let then = move |outcome: Result<Value, Failure>| then(outcome.map_err(|f| error_of(f, &asked, &url, seconds)));
+        // Shared by the waiter and this function: whichever is left calls it (a request not sent).
+        let then: Arc<Mutex<Option<Then>>> = Arc::new(Mutex::new(Some(Box::new(then))));
+        let waiter = {
+            let then = Arc::clone(&then);
+            Waiter::Then {
+                then: Box::new(move |outcome| {
+                    let f = then.lock().ok().and_then(|mut t| t.take());
+                    if let Some(f) = f {
+                        f(outcome);
+                    }
+                }),
+                deadline: Instant::now() + timeout,
+            }
+        };
+        Core::watch(&self.core);
+        if let Err(e) = self.send_request(method, params, timeout, note, waiter) {
+            let f = then.lock().ok().and_then(|mut t| t.take());
+            if let Some(f) = f {
+                f(Err(match e {
+                    UpstreamError::Ended { .. } => Failure::Ended,
+                    UpstreamError::Http { why, .. } => Failure::Http(why),
+                    _ => Failure::Exited,
+                }));
+            }
+        }
+    }
+
+    /// Registers `waiter` under a new id, tells `note` the id, and sends the request; the id.
+    ///
+    /// Errors: [`UpstreamError::Exited`] or [`UpstreamError::Ended`] when the server is gone,
+    /// [`UpstreamError::Http`] when no thread can post it (the waiter is then dropped unanswered).
+    fn send_request(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        note: impl FnOnce(u64),
+        waiter: Waiter,
+    ) -> Result<u64, UpstreamError> {
         let gone = || match &self.link {
             Link::Http(h) if h.is_ended() => UpstreamError::Ended { url: self.url() },
             _ => UpstreamError::Exited,
@@ -372,9 +531,8 @@ impl Upstream {
             return Err(gone());
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-        let (tx, rx) = mpsc::channel();
         if let Ok(mut p) = self.core.pending.lock() {
-            p.insert(id, tx);
+            p.insert(id, waiter);
         }
         // The server's end drains the waiting requests: one inserted after that would wait for nothing.
         if !self.is_alive() {
@@ -406,18 +564,7 @@ impl Upstream {
                 }
             }
         }
-        match rx.recv_timeout(timeout) {
-            Ok(Ok(result)) => Ok(result),
-            Ok(Err(Failure::Rpc(error))) => Err(UpstreamError::Rpc { method: method.to_string(), error }),
-            Ok(Err(Failure::Exited)) | Err(mpsc::RecvTimeoutError::Disconnected) => Err(UpstreamError::Exited),
-            Ok(Err(Failure::Ended)) => Err(UpstreamError::Ended { url: self.url() }),
-            Ok(Err(Failure::Http(why))) => Err(UpstreamError::Http { url: self.url(), why }),
-            Ok(Err(Failure::Cancelled)) => Err(UpstreamError::Cancelled),
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                self.forget(id);
-                Err(UpstreamError::Timeout { method: method.to_string(), seconds: timeout.as_secs() })
-            }
-        }
+        Ok(id)
     }
 
     fn forget(&self, id: u64) {
@@ -515,4 +662,58 @@ fn read_loop(reader: BufReader<std::process::ChildStdout>, core: &Core) {
         }
     }
     core.close(Failure::Exited);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Got = Arc<Mutex<Vec<(u64, Result<Value, Failure>)>>>;
+
+    /// A waiter that records what it is answered, under `id`.
+    fn then(got: &Got, id: u64, deadline: Instant) -> Waiter {
+        let got = Arc::clone(got);
+        Waiter::Then {
+            then: Box::new(move |outcome| {
+                got.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((id, outcome))
+            }),
+            deadline,
+        }
+    }
+
+    #[test]
+    fn a_request_handed_to_a_function_is_answered_once_or_timed_out_after_its_deadline() {
+        let core = Core::new(Arc::new(|_| {}));
+        let got: Got = Arc::default();
+        let now = Instant::now();
+        if let Ok(mut p) = core.pending.lock() {
+            p.insert(1, then(&got, 1, now - Duration::from_secs(1)));
+            p.insert(2, then(&got, 2, now + Duration::from_secs(60)));
+            p.insert(3, then(&got, 3, now + Duration::from_secs(60)));
+        }
+        core.expire(now);
+        core.dispatch(r#"{"jsonrpc":"2.0","id":2,"result":{"ok":true}}"#);
+        // An answer for a request answered already is not passed on again.
+        core.dispatch(r#"{"jsonrpc":"2.0","id":2,"result":{"ok":"twice"}}"#);
+        core.dispatch(r#"{"jsonrpc":"2.0","id":1,"result":{"ok":"late"}}"#);
+        // The server's end answers the one still waiting, once.
+        core.close(Failure::Exited);
+        core.close(Failure::Exited);
+        let got = got.lock().map(|g| g.clone()).unwrap_or_default();
+        assert_eq!(got, vec![(1, Err(Failure::TimedOut)), (2, Ok(json!({"ok": true}))), (3, Err(Failure::Exited))]);
+        assert!(!core.is_alive());
+    }
+
+    #[test]
+    fn each_failure_is_said_as_the_error_of_its_method() {
+        let said = |f| error_of(f, "tools/call", "http://127.0.0.1:9/mcp", 300).to_string();
+        assert_eq!(said(Failure::TimedOut), "the upstream MCP server did not answer `tools/call` within 300 s");
+        assert_eq!(said(Failure::Exited), "the upstream MCP server exited");
+        assert_eq!(said(Failure::Cancelled), "the request was cancelled");
+        assert_eq!(said(Failure::Ended), "the upstream MCP server at http://127.0.0.1:9/mcp ended the session");
+        assert_eq!(
+            said(Failure::Rpc(json!({"code": -32602, "message": "no"}))),
+            r#"the upstream MCP server answered `tools/call` with an error: {"code":-32602,"message":"no"}"#
+        );
+    }
 }
