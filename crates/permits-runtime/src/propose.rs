@@ -68,11 +68,13 @@ impl Runtime {
             let subject = tool.subject.as_ref().and_then(|p| call.arguments.get(p)).map(crate::table::canonical_value);
             let mut earlier = Vec::new();
             if let Some(subject) = &subject {
-                // Spec §6: supersession is keyed by the operation key (so the task's person and mode), the
-                // chain (none yet), the tool and the subject; the person is compared too, for records bound
-                // before tasks existed.
+                // Spec §6: supersession is keyed by the operation key (so the task's person, mode and root),
+                // the chain — the calling agent and skill and every link to the root — the tool and the
+                // subject: two chains to one root are two lines of work in one task. The person is compared
+                // too, for records bound before tasks existed.
                 for mut old in tx.proposals_for_subject(&request.operation_key, &call.tool, subject)? {
-                    if old.requester != call.requester {
+                    let same_chain = old.agent == call.agent && old.skill == call.skill && old.via == call.via;
+                    if old.requester != call.requester || !same_chain {
                         continue;
                     }
                     self.expire_if_due(tx, events, &mut old, now)?;

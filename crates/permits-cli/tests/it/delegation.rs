@@ -216,7 +216,7 @@ fn tables_without_delegation_keep_their_bytes() -> R {
 
 use permits::runtime::{
     AdmitAll, ApproveMode, Authority, Call, Handled, NewRule, Principal, ProposalRequest, RunOutcome, Runtime, Scope,
-    WorkFor,
+    Status, WorkFor,
 };
 
 fn runtime_of(table: Table) -> Runtime {
@@ -758,5 +758,45 @@ fn decide_names_the_rule_of_a_bare_never_and_an_automatic_grant() -> R {
     let v: Value = serde_json::from_str(&out)?;
     assert_eq!((v["level"].as_str(), v.get("automatic_grant")), (Some("propose"), None));
     std::fs::remove_dir_all(&dir)?;
+    Ok(())
+}
+
+/// Spec §6 "Supersession": a new proposal supersedes an earlier one with the same operation key, **chain**,
+/// tool and subject. Two chains to one root in one task are two lines of work: a proposal along one leaves
+/// the other's waiting; a newer one along the same chain supersedes it.
+#[test]
+fn supersession_is_kept_to_its_chain() -> R {
+    let t = table_of(
+        "person P\n\
+         tool Order \"Order\" (sku: string, quantity: int) {\n reach supplier\n subject sku\n}\n\
+         agent Lead \"l\" { sponsor P\n may { reaches_out: propose }\n skills [Plan] }\n\
+         agent Mid \"m\" { sponsor P\n may { reaches_out: propose }\n skills [Relay] }\n\
+         agent Buyer \"b\" { sponsor P\n may { reaches_out: propose }\n skills [Buy] }\n\
+         skill Plan \"p\" { tools [Order]\n delegates [Mid.Relay, Buyer.Buy] }\n\
+         skill Relay \"r\" { tools [Order]\n delegates [Buyer.Buy] }\n\
+         skill Buy \"b\" { tools [Order] }\n",
+    );
+    let rt = runtime_of(t);
+    let order = |quantity: i64| {
+        Call::new("Buyer", "Buy", "Order").with_arguments(json!({"sku": "tub", "quantity": quantity})).for_person("P")
+    };
+    let direct = rt.propose(&ProposalRequest::new(order(1).delegated_by("Lead", "Plan"), "T1", "one tub"))?;
+    let relayed = rt.propose(&ProposalRequest::new(
+        order(2).delegated_by("Mid", "Relay").delegated_by("Lead", "Plan"),
+        "T1",
+        "two tubs, through Mid",
+    ))?;
+    assert_eq!(relayed.via, vec![link("Mid", "Relay"), link("Lead", "Plan")]);
+    assert_eq!(rt.proposal(&direct.id)?.status, Status::Waiting, "another chain's proposal superseded it");
+    let newer = rt.propose(&ProposalRequest::new(order(3).delegated_by("Lead", "Plan"), "T1", "three tubs"))?;
+    assert_eq!(rt.proposal(&direct.id)?.status, Status::Superseded);
+    assert_eq!(rt.proposal(&direct.id)?.reason, Some(format!("superseded by `{}`", newer.id)));
+    assert_eq!(rt.proposal(&relayed.id)?.status, Status::Waiting);
+    // The root's own order in its task is a third line: it supersedes neither delegated one.
+    let own = Call::new("Lead", "Plan", "Order").with_arguments(json!({"sku": "tub", "quantity": 4})).for_person("P");
+    let own = rt.propose(&ProposalRequest::new(own, "T1", "four tubs, myself"))?;
+    assert_eq!(own.status, Status::Waiting);
+    assert_eq!(rt.proposal(&newer.id)?.status, Status::Waiting);
+    assert_eq!(rt.proposal(&relayed.id)?.status, Status::Waiting);
     Ok(())
 }
