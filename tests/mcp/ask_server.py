@@ -6,6 +6,9 @@ that ask the client (sampling, elicitation), a slow tool to cancel, and a tool w
 - `slow_count` appends `started` to `$NOTES_DIR/calls.log`, sleeps `seconds`, then appends `finished`; a
   cancelled call appends `cancelled` instead.
 - `tip` appends `tip AMOUNT` to `$NOTES_DIR/calls.log`.
+- `charge_then_fail` appends `charged` to `$NOTES_DIR/calls.log`, then answers a JSON-RPC error (`-32000`, a
+  server error): it acted, and its answer says it failed. An `amount` below 1 is refused first, with invalid
+  params (`-32602`), and nothing is charged.
 - `--http` serves streamable HTTP as `notes_server.py --http` does.
 """
 
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.types import SamplingMessage, TextContent
 from pydantic import BaseModel
 
@@ -71,6 +75,15 @@ async def slow_count(seconds: float) -> str:
         raise
     count("finished")
     return f"counted for {seconds} s"
+
+
+@server.tool()
+def charge_then_fail(amount: int) -> str:
+    """Charge, then fail."""
+    if amount < 1:
+        raise MCPError(code=-32602, message="the amount must be at least 1")
+    count("charged")
+    raise MCPError(code=-32000, message="the payment provider timed out after the charge")
 
 
 @server.tool()

@@ -24,7 +24,13 @@ ASK_SERVER = HERE / "ask_server.py"
 CONFIRMED = {"read_note": "reads", "write_note": "changes", "send_mail": "sends", "delete_note": "changes"}
 
 #: The same for `ask_server.py`.
-ASK_CONFIRMED = {"summarize_note": "reads", "choose_subject": "reads", "slow_count": "changes", "tip": "sends"}
+ASK_CONFIRMED = {
+    "summarize_note": "reads",
+    "choose_subject": "reads",
+    "slow_count": "changes",
+    "tip": "sends",
+    "charge_then_fail": "changes",
+}
 
 
 def _binary(env: str, package: str, name: str) -> Path:

@@ -155,6 +155,35 @@ def test_on_the_local_lane_a_call_in_flight_holds_up_nothing_and_ends_cleanly_wh
     ], runs
 
 
+def test_a_server_error_after_the_tool_acted_leaves_the_outcome_unknown_not_failed(ask_world: World) -> None:
+    """A JSON-RPC error answer says the request failed, not that nothing happened: a server may answer a
+    server error (`-32000`) after its tool acted. Only the errors that say the request was not taken — parse
+    error, invalid request, method not found, invalid params — record the run `failed` (which releases what
+    it reserved); any other records it `unknown`, so it is never taken for undone."""
+    proxy = RawProxy(ask_world, "--task", "charge-1")
+    try:
+        proxy.call(1, "charge_then_fail", {"amount": 5})
+        answer = proxy.next()
+        assert answer == {"jsonrpc": "2.0", "id": 1, "error": {"code": -32000, "message": "the payment provider timed out after the charge"}}
+        proxy.call(2, "charge_then_fail", {"amount": 0})
+        refused = proxy.next()
+        assert refused == {"jsonrpc": "2.0", "id": 2, "error": {"code": -32602, "message": "the amount must be at least 1"}}
+    finally:
+        proxy.stop()
+    assert (ask_world.notes / "calls.log").read_text().splitlines() == ["charged"]
+    assert execution(ask_world, "A-1") == (
+        "charge_then_fail",
+        "unknown",
+        'the upstream server answered an error that does not say the tool did not act: {"code":-32000,"message":"the payment provider timed out after the charge"}',
+    )
+    # Invalid params: the server says it did not take the request.
+    assert execution(ask_world, "A-2") == (
+        "charge_then_fail",
+        "failed",
+        'the upstream server refused the request: {"code":-32602,"message":"the amount must be at least 1"}',
+    )
+
+
 def test_a_cancelled_call_waiting_for_a_person_stops_waiting_and_its_proposal_stays(world: World) -> None:
     """Cancelled while it waits for Ana: the proxy stops waiting and answers nothing; the proposal is not
     withdrawn, so Ana may still approve it, and the same call again attaches to it and runs once."""

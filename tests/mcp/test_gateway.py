@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -117,7 +118,8 @@ def test_via_a_tighter_link_a_tool_alone_directly_is_proposed(world: World) -> N
     """`--via Editor.Review` (spec §3b): the Scribe's calls are delegated by the Editor, whose `changes:
     propose` and `sends: never` are more layers. `write_note`, alone directly, is proposed and does not run;
     `send_mail` is not offered; `read_note` runs. A host key for the Scribe alone may not work along the
-    chain: the service refuses the chain's offer (`not_your_agent`) and nothing is forwarded."""
+    chain: the proxy stops at its start with the service's reason (`not_your_agent`), and nothing is
+    forwarded. The tool withheld along the chain is logged with the chain."""
     (world.notes / "groceries.txt").write_text("milk, eggs")
 
     async def body(s: ClientSession) -> Any:
@@ -128,7 +130,13 @@ def test_via_a_tighter_link_a_tool_alone_directly_is_proposed(world: World) -> N
 
     child_only = world.host_key
     world.host_key = world.service.key("--agents", "Scribe,Editor")
-    listed, read, wrote = run_agent(world, body, "--via", "Editor.Review", "--wait", "0", "--task", "review-1")
+    log = world.folder / "via.log"
+    with open(log, "w", encoding="utf-8") as errlog:
+        listed, read, wrote = run_agent(world, body, "--via", "Editor.Review", "--wait", "0", "--task", "review-1", errlog=errlog)
+    assert (
+        "withheld `send_mail`: `send_mail` is not offered to agent `Scribe` in skill `Notes` via `Editor.Review` "
+        "(the table does not have it, the skill does not offer it, or it is `never`)"
+    ) in log.read_text(), log.read_text()
     assert listed == ["read_note", "write_note"]
     assert (read.is_error, text(read)) == (False, "milk, eggs")
     assert "proposed `write_note`: waiting on a decision from Ana (proposal P-1). It has not run." in text(wrote)
@@ -147,25 +155,24 @@ def test_via_a_tighter_link_a_tool_alone_directly_is_proposed(world: World) -> N
     assert (wrote.is_error, text(wrote)) == (False, "wrote `todo`")
     assert world.calls("write_note") == 1
 
-    # The Scribe's key alone does not hold the Editor: nothing along the chain is offered or called.
+    # The Scribe's key alone does not hold the Editor: the proxy stops at its start, with the service's
+    # reason, before the server is started; nothing along the chain is offered or called.
     world.host_key = child_only
-
-    async def refused(s: ClientSession) -> Any:
-        return await s.call_tool("write_note", {"title": "other", "body": "x"})
-
-    def leaves(e: BaseException) -> Iterator[BaseException]:
-        if isinstance(e, BaseExceptionGroup):
-            for inner in e.exceptions:
-                yield from leaves(inner)
-        else:
-            yield e
-
-    try:
-        run_agent(world, refused, "--via", "Editor.Review", "--wait", "0")
-        raise AssertionError("a call along the chain was answered for a key that does not hold the Editor")
-    except BaseExceptionGroup as group:
-        messages = [str(e) for e in leaves(group)]
-        assert any("(not_your_agent)" in m and "not for `Editor`" in m for m in messages), messages
+    started = subprocess.run(
+        [str(world.permitc), *world.proxy_args("--via", "Editor.Review", "--wait", "0")],
+        input=b"",
+        capture_output=True,
+        env={**os.environ, "NOTES_DIR": str(world.notes)},
+        timeout=60,
+    )
+    assert started.returncode == 2, started
+    said = started.stderr.decode()
+    assert re.fullmatch(
+        r"error: the approval service refuses the host key for agent `Scribe` in skill `Notes` via `Editor\.Review` "
+        r"\(not_your_agent\): key `K-\d+` is a host key for `Scribe`, not for `Editor`\n",
+        said,
+    ), said
+    assert started.stdout == b""
     assert world.calls("write_note") == 1
     assert not (world.notes / "other.txt").exists()
 
@@ -189,9 +196,14 @@ def test_a_proposed_call_waits_is_approved_by_a_person_and_runs_exactly_once(wor
     mail = {"to": "ben@example.com", "subject": "Lunch", "body": "At noon?"}
 
     async def first(s: ClientSession) -> Any:
-        return await s.call_tool("send_mail", mail, meta={"permits/why": "Ana asked me to invite Ben"})
+        start = time.monotonic()
+        said = await s.call_tool("send_mail", mail, meta={"permits/why": "Ana asked me to invite Ben"})
+        return said, time.monotonic() - start
 
-    waiting = run_agent(world, first, "--wait", "1", "--task", "lunch")
+    waiting, waited = run_agent(world, first, "--wait", "1", "--task", "lunch")
+    # `--wait 1` waits a second for the decision (found by a new user: it used to round the second left down
+    # to none and answer at once).
+    assert waited >= 0.95, waited
     assert "proposed `send_mail`: waiting on a decision from Ana (proposal P-1). It has not run." in text(waiting)
     assert f"{world.service.url}/inbox/proposals/P-1" in text(waiting)
     assert world.calls("send_mail") == 0

@@ -116,6 +116,17 @@ pub enum ProxyError {
     /// No random bytes for the session's secret.
     #[error("no random bytes for the claim tokens: {0}")]
     Random(String),
+    /// The approval service refused the host key for the work (HTTP 401 or 403 on the offer of the skill):
+    /// every request would fail the same way.
+    #[error("the approval service refuses the host key for {work} ({code}): {message}")]
+    Key {
+        /// The work, in words: the agent, the skill, the chain and the mode.
+        work: String,
+        /// The service's error code (`unauthorized`, `not_your_agent`, …).
+        code: String,
+        /// The service's message.
+        message: String,
+    },
 }
 
 /// Whether an upstream tool is offered, and why not.
@@ -301,19 +312,22 @@ pub fn run(
         sending: Mutex::new(std::collections::HashSet::new()),
         ending: std::sync::atomic::AtomicBool::new(false),
     });
+    // A host key the service refuses for this work (unknown, revoked, or not for the agent or a link of its
+    // chain) stops the proxy here, before the server is started, instead of failing every request. A
+    // service that cannot be reached yet is asked again on the first request.
+    if let Ok(answer) = state.service.get(&offer_path(&state.options)) {
+        if answer.status == 401 || answer.status == 403 {
+            let (code, message) = answer.error();
+            return Err(ProxyError::Key { work: work_words(&state.options), code, message });
+        }
+    }
     let handler: Handler = {
         let state = Arc::clone(&state);
         Arc::new(move |incoming| on_upstream(&state, incoming))
     };
     let upstream = state.options.server.start(client_capabilities(), handler)?;
     let _ = state.upstream.set(upstream);
-    log(&format!(
-        "serving agent `{}` in skill `{}` (task `{}`) through {}",
-        state.options.agent,
-        state.options.skill,
-        state.task,
-        state.service.base()
-    ));
+    log(&format!("serving {} (task `{}`) through {}", work_words(&state.options), state.task, state.service.base()));
     let mut frames = FrameReader::new(input, MAX_FRAME_BYTES);
     loop {
         let frame = match frames.next_frame() {
@@ -538,24 +552,42 @@ fn initialize(state: &State, params: Option<&Value>) -> Value {
 
 /// Reloads the upstream tools and the skill's offer, and decides each tool's offer. Logs every tool that is
 /// withheld for another reason than before.
-fn refresh(state: &State) -> Result<(), String> {
-    let u = upstream(state).map_err(|e| e.to_string())?;
-    let tools = u.list_tools(Duration::from_secs(UPSTREAM_SECONDS)).map_err(|e| e.to_string())?;
-    let mut path =
-        format!("/v1/agents/{}/skills/{}/tools", segment(&state.options.agent), segment(&state.options.skill));
+/// The service's path for the offer of the skill, in the mode and along the chain the proxy works in.
+fn offer_path(options: &Options) -> String {
+    let mut path = format!("/v1/agents/{}/skills/{}/tools", segment(&options.agent), segment(&options.skill));
     let mut query = Vec::new();
-    if let Some(mode) = &state.options.mode {
+    if let Some(mode) = &options.mode {
         query.push(format!("mode={}", segment(mode)));
     }
-    if !state.options.via.is_empty() {
+    if !options.via.is_empty() {
         let links: Vec<String> =
-            state.options.via.iter().map(|(agent, skill)| format!("{}.{}", segment(agent), segment(skill))).collect();
+            options.via.iter().map(|(agent, skill)| format!("{}.{}", segment(agent), segment(skill))).collect();
         query.push(format!("via={}", links.join(",")));
     }
     if !query.is_empty() {
         path.push_str(&format!("?{}", query.join("&")));
     }
-    let answer = state.service.get(&path).map_err(|e| e.to_string())?;
+    path
+}
+
+/// How the proxy's work is named in messages: "agent `Scribe` in skill `Notes`", with the chain (nearest
+/// first) and the mode when there are.
+fn work_words(options: &Options) -> String {
+    let mut words = format!("agent `{}` in skill `{}`", options.agent, options.skill);
+    if !options.via.is_empty() {
+        let links: Vec<String> = options.via.iter().map(|(agent, skill)| format!("`{agent}.{skill}`")).collect();
+        words.push_str(&format!(" via {}", links.join(", ")));
+    }
+    if let Some(mode) = &options.mode {
+        words.push_str(&format!(" in mode `{mode}`"));
+    }
+    words
+}
+
+fn refresh(state: &State) -> Result<(), String> {
+    let u = upstream(state).map_err(|e| e.to_string())?;
+    let tools = u.list_tools(Duration::from_secs(UPSTREAM_SECONDS)).map_err(|e| e.to_string())?;
+    let answer = state.service.get(&offer_path(&state.options)).map_err(|e| e.to_string())?;
     if !answer.ok() {
         let (code, message) = answer.error();
         return Err(format!("the approval service refused the offer of the skill ({code}): {message}"));
@@ -586,8 +618,8 @@ fn refresh(state: &State) -> Result<(), String> {
         } else {
             match offer.get(&name) {
                 None => Offer::Withheld(format!(
-                    "`{name}` is not offered to agent `{}` in skill `{}` (the table does not have it, the skill does not offer it, or it is `never`)",
-                    state.options.agent, state.options.skill
+                    "`{name}` is not offered to {} (the table does not have it, the skill does not offer it, or it is `never`)",
+                    work_words(&state.options)
                 )),
                 Some(None) => Offer::Withheld(format!(
                     "`{name}` has no pin in the table: import it with `permitc mcp import` so that its definition is pinned"
@@ -969,11 +1001,12 @@ fn proposed(
             ));
             return Err(error_object(INTERNAL_ERROR, "cancelled"));
         }
-        let left = deadline.saturating_duration_since(Instant::now()).as_secs();
+        // Whole seconds, rounded up: `--wait 1` waits a second, not none.
+        let left = deadline.saturating_duration_since(Instant::now()).as_millis().div_ceil(1000);
         if left == 0 {
             break;
         }
-        let path = format!("/v1/proposals/{}?wait={}", segment(&id), left.min(CANCEL_POLL_SECONDS));
+        let path = format!("/v1/proposals/{}?wait={}", segment(&id), left.min(u128::from(CANCEL_POLL_SECONDS)));
         let answer = state.service.get(&path).map_err(|e| error_object(INTERNAL_ERROR, e.to_string()))?;
         if !answer.ok() {
             let (code, message) = answer.error();
@@ -1160,6 +1193,17 @@ fn start_run(
     })
 }
 
+/// Whether a JSON-RPC error object says the request was not taken: parse error, invalid request, method
+/// not found, invalid params (JSON-RPC 2.0 §5.1). Any other code — an internal error, a server error
+/// (`-32000` to `-32099`), a code of the server's own — says the request failed, not that nothing happened.
+fn not_taken(error: &Value) -> bool {
+    use jsonrpc::{INVALID_REQUEST, PARSE_ERROR};
+    matches!(
+        error.get("code").and_then(Value::as_i64),
+        Some(PARSE_ERROR | INVALID_REQUEST | METHOD_NOT_FOUND | INVALID_PARAMS)
+    )
+}
+
 /// Waits for the lane's claim to be durable (`syncing`), if there is one: nothing about the call leaves
 /// the proxy before. The error answered when its sync failed (the answer is withheld).
 fn durable(state: &State, syncing: Option<Syncing>, name: &str, id: &str) -> Result<(), Value> {
@@ -1190,12 +1234,17 @@ fn finish_run(
         Err(UpstreamError::Cancelled) => RunOutcome::Unknown(
             "the agent cancelled the call while the upstream server ran it: it may have acted".into(),
         ),
-        Err(UpstreamError::Rpc { error, .. })
-            if !flight.is_cancelled() && error.get("code").is_some_and(|c| c != INTERNAL_ERROR) =>
-        {
-            // The server answered with a JSON-RPC error (not an internal one): it refused the request, so
-            // nothing took effect.
-            RunOutcome::Failed(format!("the upstream server answered an error: {error}"))
+        Err(UpstreamError::Rpc { error, .. }) if !flight.is_cancelled() && not_taken(error) => {
+            // The server says it did not take the request (it could not read it, or refused its method or
+            // its parameters): nothing took effect.
+            RunOutcome::Failed(format!("the upstream server refused the request: {error}"))
+        }
+        Err(UpstreamError::Rpc { error, .. }) if !flight.is_cancelled() => {
+            // Any other error (an internal or a server error) may come after the tool acted: a run taken for
+            // undone releases what it reserved and may be made again.
+            RunOutcome::Unknown(format!(
+                "the upstream server answered an error that does not say the tool did not act: {error}"
+            ))
         }
         Err(e) => RunOutcome::Unknown(format!("no answer from the upstream server: {e}")),
     };
