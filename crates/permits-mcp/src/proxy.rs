@@ -682,6 +682,20 @@ struct Prepared {
     forward_params: Value,
 }
 
+impl Prepared {
+    /// The lane's claim of this call: its run and its sync.
+    fn laned<'a>(&'a self, execution: &'a Value, syncing: Syncing) -> Claim<'a> {
+        Claim {
+            host: Host::Lane,
+            syncing: Some(syncing),
+            execution,
+            token: &self.token,
+            name: &self.name,
+            forward_params: &self.forward_params,
+        }
+    }
+}
+
 /// Reads a `tools/call`'s parameters and finds its tool offered (loading the offer first when `load`).
 ///
 /// Errors: the call's answer already — an error for parameters MCP does not allow, a refusal for a tool not
@@ -795,25 +809,13 @@ fn call_from_the_reader(
         Err(answer) => return Fast::Answer(answer),
     };
     match on_the_lane(state, &call) {
-        LaneStep::Alone(execution, syncing) => {
-            let started = start_run(
-                state,
-                flight,
-                Host::Lane,
-                Some(syncing),
-                &execution,
-                &call.token,
-                &call.name,
-                &call.forward_params,
-            );
-            match started {
-                Started::Answer(answer) => Fast::Answer(answer),
-                Started::Forward(run) => {
-                    forward_then(state, flight, id.clone(), key.to_string(), run);
-                    Fast::Forwarded
-                }
+        LaneStep::Alone(execution, syncing) => match start_run(state, flight, call.laned(&execution, syncing)) {
+            Started::Answer(answer) => Fast::Answer(answer),
+            Started::Forward(run) => {
+                forward_then(state, flight, id.clone(), key.to_string(), run);
+                Fast::Forwarded
             }
-        }
+        },
         LaneStep::Answer(answer) => Fast::Answer(answer),
         LaneStep::Service => Fast::Thread { lane: false },
     }
@@ -856,16 +858,7 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value, use_lane: bool
     if use_lane {
         match on_the_lane(state, &call) {
             LaneStep::Alone(execution, syncing) => {
-                return run_execution(
-                    state,
-                    flight,
-                    Host::Lane,
-                    Some(syncing),
-                    &execution,
-                    token,
-                    name,
-                    forward_params,
-                );
+                return run_execution(state, flight, call.laned(&execution, syncing));
             }
             LaneStep::Answer(answer) => return answer,
             LaneStep::Service => {}
@@ -897,7 +890,9 @@ fn tools_call(state: &Arc<State>, flight: &Flight, params: Value, use_lane: bool
     match answer.body.get("outcome").and_then(Value::as_str) {
         Some("alone") => {
             let execution = answer.body.get("execution").cloned().unwrap_or(Value::Null);
-            run_execution(state, flight, Host::AloneService, None, &execution, token, name, forward_params)
+            let claim =
+                Claim { host: Host::AloneService, syncing: None, execution: &execution, token, name, forward_params };
+            run_execution(state, flight, claim)
         }
         Some("proposed") => {
             let proposal = answer.body.get("proposal").cloned().unwrap_or(Value::Null);
@@ -1038,7 +1033,15 @@ fn proposed(
                 let (code, message) = claim.error();
                 return Ok(tool_result(format!("refused at the claim ({code}): {message}"), true));
             }
-            run_execution(state, flight, Host::Proposal, None, &claim.body, &token, name, forward_params)
+            let claimed = Claim {
+                host: Host::Proposal,
+                syncing: None,
+                execution: &claim.body,
+                token: &token,
+                name,
+                forward_params,
+            };
+            run_execution(state, flight, claimed)
         }
         "done" => Ok(done_result(&proposal)),
         "sending" | "unknown" => Ok(tool_result(
@@ -1073,24 +1076,30 @@ fn done_result(record: &Value) -> Value {
 /// The lane's claim comes with its [`Syncing`], waited for before anything of the call leaves the proxy
 /// (still running for a tool that only reads, which runs while the claim syncs:
 /// `Runtime::claim_if_alone_syncing`).
-#[allow(clippy::too_many_arguments)]
-fn run_execution(
-    state: &Arc<State>,
-    flight: &Flight,
-    host: Host,
-    syncing: Option<Syncing>,
-    execution: &Value,
-    token: &str,
-    name: &str,
-    forward_params: &Value,
-) -> Result<Value, Value> {
-    match start_run(state, flight, host, syncing, execution, token, name, forward_params) {
+fn run_execution(state: &Arc<State>, flight: &Flight, claim: Claim<'_>) -> Result<Value, Value> {
+    match start_run(state, flight, claim) {
         Started::Answer(answer) => answer,
         Started::Forward(run) => {
             let outcome = forward(state, flight, "tools/call", Some(run.params.clone()));
             finish_run(state, flight, run, outcome)
         }
     }
+}
+
+/// A claimed execution to run ([`run_execution`]).
+struct Claim<'a> {
+    /// Where it was claimed.
+    host: Host,
+    /// The lane's claim, while it syncs.
+    syncing: Option<Syncing>,
+    /// The run as the service or the lane answered it (`id`, `status`, `confirmed`, …).
+    execution: &'a Value,
+    /// Its claim token.
+    token: &'a str,
+    /// The tool's permits name.
+    name: &'a str,
+    /// The `tools/call` parameters to send upstream.
+    forward_params: &'a Value,
 }
 
 /// A claimed run about to be forwarded ([`start_run`]), with what its end needs ([`finish_run`]).
@@ -1117,17 +1126,8 @@ enum Started {
 /// A claimed run up to its forward ([`run_execution`]): checks its status, marks it as being sent, and
 /// confirms it with the service when it is not confirmed yet. An answer given here waits for the lane's
 /// claim to be durable first.
-#[allow(clippy::too_many_arguments)]
-fn start_run(
-    state: &Arc<State>,
-    flight: &Flight,
-    host: Host,
-    syncing: Option<Syncing>,
-    execution: &Value,
-    token: &str,
-    name: &str,
-    forward_params: &Value,
-) -> Started {
+fn start_run(state: &Arc<State>, flight: &Flight, claim: Claim<'_>) -> Started {
+    let Claim { host, syncing, execution, token, name, forward_params } = claim;
     let answered = |answer: Result<Value, Value>, syncing: Option<Syncing>| match durable(state, syncing, name, "") {
         Ok(()) => Started::Answer(answer),
         Err(withheld) => Started::Answer(Err(withheld)),
