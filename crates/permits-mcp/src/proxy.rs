@@ -361,7 +361,7 @@ pub fn run(
                     f.entry(key.clone()).or_default().push(Arc::clone(&flight));
                 }
                 state.in_flight.fetch_add(1, Ordering::SeqCst);
-                let mut use_lane = true;
+                let mut service = None;
                 if method == "tools/call" {
                     match call_from_the_reader(&state, &flight, &id, &key, params.as_ref()) {
                         Fast::Answer(answer) => {
@@ -369,7 +369,8 @@ pub fn run(
                             continue;
                         }
                         Fast::Forwarded => continue,
-                        Fast::Thread { lane } => use_lane = lane,
+                        Fast::Service(call) => service = Some(call),
+                        Fast::Thread => {}
                     }
                 }
                 let spawned = std::thread::Builder::new().name("mcp-request".into()).spawn({
@@ -378,7 +379,11 @@ pub fn run(
                     let flight = Arc::clone(&flight);
                     move || {
                         let after = AfterAnswer::begin();
-                        let answer = handle_request(&state, &flight, &method, params, use_lane);
+                        let answer = match service {
+                            // The lane found it is not alone: the service makes it, as prepared.
+                            Some(call) => through_the_service(&state, &flight, &call),
+                            None => handle_request(&state, &flight, &method, params),
+                        };
                         conclude(&state, &key, &flight, id, &method, answer, after);
                     }
                 });
@@ -480,13 +485,7 @@ fn forward(state: &State, flight: &Flight, method: &str, params: Option<Value>) 
     answer
 }
 
-fn handle_request(
-    state: &Arc<State>,
-    flight: &Flight,
-    method: &str,
-    params: Option<Value>,
-    use_lane: bool,
-) -> Result<Value, Value> {
+fn handle_request(state: &Arc<State>, flight: &Flight, method: &str, params: Option<Value>) -> Result<Value, Value> {
     let forward = |m: &str, params| forward(state, flight, m, params).map_err(|e| upstream_error(&e));
     match method {
         "initialize" => Ok(initialize(state, params.as_ref())),
@@ -495,7 +494,7 @@ fn handle_request(
             refresh(state).map_err(|e| error_object(INTERNAL_ERROR, e))?;
             Ok(json!({"tools": offered(state)}))
         }
-        "tools/call" => tools_call(state, flight, params.unwrap_or(Value::Null), use_lane),
+        "tools/call" => tools_call(state, flight, params.unwrap_or(Value::Null)),
         m if m.starts_with("resources/") && state.options.allow_resources => forward(m, params),
         m if m.starts_with("prompts/") && state.options.allow_prompts => forward(m, params),
         "completion/complete" | "logging/setLevel" => forward(method, params),
@@ -779,12 +778,10 @@ enum Fast {
     Answer(Result<Value, Value>),
     /// Sent upstream: answered when its answer comes ([`forward_then`]).
     Forwarded,
-    /// Not an alone call of the lane's: a request thread answers it; `lane` false when the lane said so
-    /// already.
-    Thread {
-        /// Whether the request thread asks the lane.
-        lane: bool,
-    },
+    /// Not alone, the lane says: a request thread makes the call, as prepared, through the service.
+    Service(Prepared),
+    /// Not for the reader (no lane, or the offer not loaded yet): a request thread answers it.
+    Thread,
 }
 
 /// An alone call the lane runs, on the agent's reader thread, with no thread of its own (issue #19's
@@ -800,12 +797,12 @@ fn call_from_the_reader(
     params: Option<&Value>,
 ) -> Fast {
     if !state.lane.as_ref().is_some_and(Lane::is_on) {
-        return Fast::Thread { lane: true };
+        return Fast::Thread;
     }
-    let Some(params) = params else { return Fast::Thread { lane: true } };
+    let Some(params) = params else { return Fast::Thread };
     let call = match prepare_call(state, params, false) {
         Ok(Some(call)) => call,
-        Ok(None) => return Fast::Thread { lane: true },
+        Ok(None) => return Fast::Thread,
         Err(answer) => return Fast::Answer(answer),
     };
     match on_the_lane(state, &call) {
@@ -817,7 +814,7 @@ fn call_from_the_reader(
             }
         },
         LaneStep::Answer(answer) => Fast::Answer(answer),
-        LaneStep::Service => Fast::Thread { lane: false },
+        LaneStep::Service => Fast::Service(call),
     }
 }
 
@@ -848,22 +845,23 @@ fn forward_then(state: &Arc<State>, flight: &Arc<Flight>, id: Value, key: String
     u.request_then("tools/call", Some(params), Duration::from_secs(UPSTREAM_SECONDS), note, then);
 }
 
-fn tools_call(state: &Arc<State>, flight: &Flight, params: Value, use_lane: bool) -> Result<Value, Value> {
+fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Value, Value> {
     let call = match prepare_call(state, &params, true) {
         Ok(Some(call)) => call,
         Ok(None) => return Err(error_object(INTERNAL_ERROR, "the offer is not loaded")),
         Err(answer) => return answer,
     };
-    let Prepared { name, arguments, why, token, forward_params } = &call;
-    if use_lane {
-        match on_the_lane(state, &call) {
-            LaneStep::Alone(execution, syncing) => {
-                return run_execution(state, flight, call.laned(&execution, syncing));
-            }
-            LaneStep::Answer(answer) => return answer,
-            LaneStep::Service => {}
-        }
+    match on_the_lane(state, &call) {
+        LaneStep::Alone(execution, syncing) => run_execution(state, flight, call.laned(&execution, syncing)),
+        LaneStep::Answer(answer) => answer,
+        LaneStep::Service => through_the_service(state, flight, &call),
     }
+}
+
+/// A call made through the approval service (`POST /v1/calls`): an alone call's run it claims, or a
+/// proposal waited for.
+fn through_the_service(state: &Arc<State>, flight: &Flight, call: &Prepared) -> Result<Value, Value> {
+    let Prepared { name, arguments, why, token, forward_params } = call;
     // The earlier results of this session (spec §5), for a proposal (an alone call's claim records none).
     let evidence: Vec<Value> = state.evidence.lock().map(|e| e.iter().cloned().collect()).unwrap_or_default();
     let body = json!({
@@ -1128,12 +1126,12 @@ enum Started {
 /// claim to be durable first.
 fn start_run(state: &Arc<State>, flight: &Flight, claim: Claim<'_>) -> Started {
     let Claim { host, syncing, execution, token, name, forward_params } = claim;
-    let answered = |answer: Result<Value, Value>, syncing: Option<Syncing>| match durable(state, syncing, name, "") {
+    let alone = host.alone();
+    let id = text_of(execution, "id");
+    let answered = |answer: Result<Value, Value>, syncing: Option<Syncing>| match durable(state, syncing, name, &id) {
         Ok(()) => Started::Answer(answer),
         Err(withheld) => Started::Answer(Err(withheld)),
     };
-    let alone = host.alone();
-    let id = text_of(execution, "id");
     let status = text_of(execution, "status");
     let confirmed = execution.get("confirmed").and_then(Value::as_bool).unwrap_or(false);
     if status == "done" {

@@ -483,38 +483,20 @@ impl Upstream {
         then: impl FnOnce(Result<Value, UpstreamError>) + Send + 'static,
     ) {
         let (asked, url, seconds) = (method.to_string(), self.url(), timeout.as_secs());
-        let then = move |outcome: Result<Value, Failure>| then(outcome.map_err(|f| error_of(f, &asked, &url, seconds)));
-        // Shared by the waiter and this function: whichever is left calls it (a request not sent).
-        let then: Arc<Mutex<Option<Then>>> = Arc::new(Mutex::new(Some(Box::new(then))));
-        let waiter = {
-            let then = Arc::clone(&then);
-            Waiter::Then {
-                then: Box::new(move |outcome| {
-                    let f = then.lock().ok().and_then(|mut t| t.take());
-                    if let Some(f) = f {
-                        f(outcome);
-                    }
-                }),
-                deadline: Instant::now() + timeout,
-            }
+        let waiter = Waiter::Then {
+            then: Box::new(move |outcome| then(outcome.map_err(|f| error_of(f, &asked, &url, seconds)))),
+            deadline: Instant::now() + timeout,
         };
         Core::watch(&self.core);
-        if let Err(e) = self.send_request(method, params, timeout, note, waiter) {
-            let f = then.lock().ok().and_then(|mut t| t.take());
-            if let Some(f) = f {
-                f(Err(match e {
-                    UpstreamError::Ended { .. } => Failure::Ended,
-                    UpstreamError::Http { why, .. } => Failure::Http(why),
-                    _ => Failure::Exited,
-                }));
-            }
-        }
+        // A request that cannot be sent has its waiter answered with the failure.
+        let _ = self.send_request(method, params, timeout, note, waiter);
     }
 
-    /// Registers `waiter` under a new id, tells `note` the id, and sends the request; the id.
+    /// Registers `waiter` under a new id, tells `note` the id, and sends the request; the id. A request that
+    /// cannot be sent has its waiter answered with the failure (unless the server's end answered it first).
     ///
     /// Errors: [`UpstreamError::Exited`] or [`UpstreamError::Ended`] when the server is gone,
-    /// [`UpstreamError::Http`] when no thread can post it (the waiter is then dropped unanswered).
+    /// [`UpstreamError::Http`] when no thread can post it.
     fn send_request(
         &self,
         method: &str,
@@ -524,20 +506,28 @@ impl Upstream {
         waiter: Waiter,
     ) -> Result<u64, UpstreamError> {
         let gone = || match &self.link {
-            Link::Http(h) if h.is_ended() => UpstreamError::Ended { url: self.url() },
-            _ => UpstreamError::Exited,
+            Link::Http(h) if h.is_ended() => Failure::Ended,
+            _ => Failure::Exited,
         };
+        let error = |failure: &Failure| error_of(failure.clone(), method, &self.url(), timeout.as_secs());
         if !self.is_alive() {
-            return Err(gone());
+            let failure = gone();
+            let e = error(&failure);
+            waiter.answer(Err(failure));
+            return Err(e);
         }
         let id = self.next_id.fetch_add(1, Ordering::SeqCst);
         if let Ok(mut p) = self.core.pending.lock() {
             p.insert(id, waiter);
         }
+        let unsent = |failure: Failure| {
+            let e = error(&failure);
+            self.core.settle(id, Err(failure));
+            Err(e)
+        };
         // The server's end drains the waiting requests: one inserted after that would wait for nothing.
         if !self.is_alive() {
-            self.forget(id);
-            return Err(gone());
+            return unsent(gone());
         }
         note(id);
         // `params` always an object: the Python SDK's server drops a request without one unanswered.
@@ -546,8 +536,7 @@ impl Upstream {
         match &self.link {
             Link::Stdio { writer, .. } => {
                 if writer.send(&message).is_err() {
-                    self.forget(id);
-                    return Err(UpstreamError::Exited);
+                    return unsent(Failure::Exited);
                 }
             }
             Link::Http(h) => {
@@ -556,11 +545,7 @@ impl Upstream {
                     .name("mcp-upstream-post".into())
                     .spawn(move || h.post_request(&core, id, &message, timeout));
                 if let Err(e) = posted {
-                    self.forget(id);
-                    return Err(UpstreamError::Http {
-                        url: self.url(),
-                        why: format!("no thread for the request: {e}"),
-                    });
+                    return unsent(Failure::Http(format!("no thread for the request: {e}")));
                 }
             }
         }
@@ -702,6 +687,47 @@ mod tests {
         let got = got.lock().map(|g| g.clone()).unwrap_or_default();
         assert_eq!(got, vec![(1, Err(Failure::TimedOut)), (2, Ok(json!({"ok": true}))), (3, Err(Failure::Exited))]);
         assert!(!core.is_alive());
+    }
+
+    /// A server's input that takes nothing: every write fails, as to a pipe whose reader is gone.
+    struct Closed;
+
+    impl std::io::Write for Closed {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_request_handed_to_a_function_that_cannot_be_sent_is_answered_once_with_the_failure()
+    -> Result<(), Box<dyn std::error::Error>> {
+        let child = Command::new("true").spawn()?;
+        let upstream = Upstream {
+            link: Link::Stdio { writer: Writer::new(Closed), child: Mutex::new(child) },
+            core: Arc::new(Core::new(Arc::new(|_| {}))),
+            next_id: AtomicU64::new(1),
+            initialized: Value::Null,
+        };
+        let got: Arc<Mutex<Vec<Result<Value, UpstreamError>>>> = Arc::default();
+        let record = || {
+            let got = Arc::clone(&got);
+            move |outcome| got.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(outcome)
+        };
+        let noted = Mutex::new(Vec::new());
+        let note = |id| noted.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push(id);
+        // The write fails: answered `Exited`, and no longer waiting.
+        upstream.request_then("tools/call", None, Duration::from_secs(60), note, record());
+        assert!(!upstream.core.is_waiting(1));
+        // The server is gone: answered at once, never registered.
+        upstream.core.close(Failure::Exited);
+        upstream.request_then("tools/call", None, Duration::from_secs(60), |_| {}, record());
+        let got = got.lock().map(|g| g.clone()).unwrap_or_default();
+        assert_eq!(got, vec![Err(UpstreamError::Exited), Err(UpstreamError::Exited)]);
+        assert_eq!(noted.lock().map(|n| n.clone()).unwrap_or_default(), vec![1]);
+        Ok(())
     }
 
     #[test]

@@ -1115,6 +1115,15 @@ fn sql(doing: &str) -> impl FnOnce(rusqlite::Error) -> StoreError + '_ {
     move |e| StoreError(format!("cannot {doing}: {e}"))
 }
 
+impl SqliteTransaction<'_> {
+    /// The number a durable commit that just committed waits for: its own, or — for a transaction that
+    /// wrote nothing — the last commit's, since nothing it may have read goes unsynced into an answer (as
+    /// with `FULL`, where readers see only synced commits).
+    fn durable_number(&self, group: &GroupSync) -> u64 {
+        if self.conn.total_changes() == self.changes_at_begin { group.last() } else { group.committed() }
+    }
+}
+
 impl Transaction for SqliteTransaction<'_> {
     fn next_number(&mut self, sequence: &str) -> Result<u64, StoreError> {
         let value: i64 = self
@@ -1510,9 +1519,7 @@ impl Transaction for SqliteTransaction<'_> {
         self.conn.execute_batch("COMMIT").map_err(sql("commit the transaction"))?;
         self.committed = true;
         let Some(group) = self.group.filter(|g| g.on.load(Ordering::SeqCst)) else { return Ok(()) };
-        // A transaction that wrote nothing still waits for what it may have read to be synced: nothing
-        // unsynced is ever answered (as with `FULL`, where readers see only synced commits).
-        let number = if self.conn.total_changes() == self.changes_at_begin { group.last() } else { group.committed() };
+        let number = self.durable_number(group);
         // The connection is released before the wait, so the next transactions commit during the sync.
         drop(self);
         group.wait(number)
@@ -1523,9 +1530,8 @@ impl Transaction for SqliteTransaction<'_> {
         self.committed = true;
         let Some(group) = self.group.filter(|g| g.on.load(Ordering::SeqCst)) else { return Ok(Syncing::durable()) };
         let group = Arc::clone(group);
-        // A durable commit's number (what later questions wait for), synced at once by the background
-        // syncer while the caller goes on.
-        let number = if self.conn.total_changes() == self.changes_at_begin { group.last() } else { group.committed() };
+        // Synced at once by the background syncer while the caller goes on.
+        let number = self.durable_number(&group);
         group.want(number, Lazily::Question);
         drop(self);
         Ok(Syncing::pending(move || group.wait(number)))
