@@ -1,7 +1,8 @@
 //! The local gateway's lane under load (issue #19, BENCHMARKS.md "The MCP gateway"): the store's part of an
 //! `alone` `tools/call` in `permitc mcp proxy --store`, without the agent, the upstream server or the frames.
-//! Each call is what the gateway does: [`Lane::call`] (decided, claimed and confirmed in one transaction),
-//! the tool, [`Lane::durable`] before the answer, then [`Lane::receipt`] after it. Each is timed.
+//! Each call is what the gateway does: [`Lane::call`] (decided and admitted, the transaction left open), the
+//! call sent, [`Lane::claim`] (the run written and committed) while the tool runs, [`Lane::durable`] before
+//! the answer, then [`Lane::receipt`] after it. Each is timed.
 //!
 //! ```text
 //! cargo run --release -p permits-mcp --example lane_load -- [CALLS] [PAUSE_MS] [TOOL_US] [FOLDER]
@@ -10,8 +11,9 @@
 //! `CALLS` calls (default 2,000) one after the other, each after a pause of `PAUSE_MS` milliseconds (default 0:
 //! back to back; an agent's calls come seconds apart), the tool itself taking `TOOL_US` microseconds (default
 //! 0; spent spinning on the calling thread, as the gateway waits for the server's answer). A tool that only
-//! reads runs while the claim syncs ([`permits_runtime::Runtime::claim_if_alone_syncing`]), so what the lane
-//! adds before the answer is the claim and whatever of its sync outlasts the tool. The store is a fresh
+//! reads is sent once admitted, and runs while its claim is written and synced
+//! ([`permits_runtime::Runtime::claim_if_alone_sending`]), so what the lane adds before the answer is the
+//! admission and whatever of the claim and its sync outlasts the tool. The store is a fresh
 //! SQLite file in `FOLDER` (default: a new folder under the system's temporary one, removed at the end), on
 //! the disk the gateway would use. Bounded: it stops after `CALLS` calls.
 
@@ -72,16 +74,18 @@ fn run(folder: &Path, calls: usize, pause: Duration, tool: Duration) -> R<()> {
         let request = ProposalRequest::new(call, "task-load", "");
         let token = format!("load-{n}");
         let t = Instant::now();
-        let Laned::Alone(run, syncing) = lane.call(&request, &token) else {
-            return Err(format!("call {n} was not run alone in the lane").into());
+        let Laned::Admitted(admitted) = lane.call(request, &token) else {
+            return Err(format!("call {n} was not admitted alone in the lane").into());
         };
         returned.push(t.elapsed());
-        // The tool's own time, spent on this thread as the gateway waits for the server's answer.
-        let tool_started = Instant::now();
-        while tool_started.elapsed() < tool {
+        // Sent here; the claim is written while the tool runs (its own time spent on this thread after the
+        // claim, as the gateway's upstream reader waits for the server's answer).
+        let sent = Instant::now();
+        let (run, syncing) = lane.claim(admitted)?;
+        while sent.elapsed() < tool {
             std::hint::spin_loop();
         }
-        let ran = tool_started.elapsed();
+        let ran = tool.min(sent.elapsed());
         lane.durable(syncing)?;
         added.push(t.elapsed().saturating_sub(ran));
         let t = Instant::now();
@@ -95,8 +99,8 @@ fn run(folder: &Path, calls: usize, pause: Duration, tool: Duration) -> R<()> {
         tool.as_micros(),
         elapsed.as_secs_f64()
     );
-    show("claim returned (the call may be sent)", &mut returned);
-    show("added before the answer (claim, then durable)", &mut added);
+    show("admitted (the call may be sent)", &mut returned);
+    show("added before the answer (admission, claim, durable)", &mut added);
     show("receipt (after the answer)", &mut receipts);
     Ok(())
 }

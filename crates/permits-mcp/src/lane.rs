@@ -21,8 +21,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use permits_runtime::table::Table;
 use permits_runtime::{
-    AuditEvent, AuditSink, Authority, Checkpoints, Claimed, Claiming, Principal, ProposalRequest, RunOutcome, Runtime,
-    RuntimeError, SqliteStore, Synchronous, Syncing,
+    AdmittedRead, AloneClaim, AuditEvent, AuditSink, Authority, Checkpoints, Claimed, Claiming, Principal,
+    ProposalRequest, RunOutcome, Runtime, RuntimeError, SqliteStore, Synchronous, Syncing,
 };
 use serde_json::Value;
 
@@ -49,11 +49,16 @@ impl LaneOptions {
 
 /// What the lane answers for a call.
 #[derive(Debug)]
-pub enum Laned {
+pub enum Laned<'l> {
     /// Alone: claimed and confirmed (`sending`, or what a retry with the same token finds); run it, wait
     /// for the claim's [`Syncing`] before the answer goes to the agent (still running only for a tool that
     /// only reads: [`Runtime::claim_if_alone_syncing`]), and report its receipt with [`Lane::receipt`].
     Alone(Box<Claimed>, Syncing),
+    /// Alone, a tool that only reads: decided and admitted, the store's write lock still held. Send the
+    /// call now without waiting (the pipe takes it whole, or it waits until after the claim), then
+    /// [`Lane::claim`] it at once; its answer waits for the claim's [`Syncing`]
+    /// ([`Runtime::claim_if_alone_sending`]).
+    Admitted(AdmittedRead<'l>),
     /// Not alone, or the lane cannot be used: nothing was recorded; make the call through the service.
     Service,
     /// The runtime refused the claim (recorded): the refusal's stable code (`claimed`, `budget`, …, as the
@@ -130,14 +135,16 @@ impl Lane {
     }
 
     /// Decides `request` and, when it is alone, claims and confirms its run under `token`
-    /// ([`Runtime::claim_if_alone_syncing`]: a tool that only reads may run while the claim syncs).
-    pub fn call(&self, request: &ProposalRequest, token: &str) -> Laned {
+    /// ([`Runtime::claim_if_alone_sending`]: a tool that only reads is admitted, sent, then claimed, and
+    /// runs while the claim syncs).
+    pub fn call(&self, request: ProposalRequest, token: &str) -> Laned<'_> {
         if !self.is_on() {
             return Laned::Service;
         }
-        match self.rt.claim_if_alone_syncing(request, token, Claiming::ClaimAndConfirm) {
-            Ok(Some((claimed, syncing))) => Laned::Alone(Box::new(claimed), syncing),
-            Ok(None) => Laned::Service,
+        match self.rt.claim_if_alone_sending(request, token, Claiming::ClaimAndConfirm) {
+            Ok(AloneClaim::Claimed(claimed, syncing)) => Laned::Alone(claimed, syncing),
+            Ok(AloneClaim::Admitted(admitted)) => Laned::Admitted(admitted),
+            Ok(AloneClaim::NotAlone) => Laned::Service,
             Err(RuntimeError::Refused { refusal, message }) => Laned::Refused { code: refusal.code(), message },
             Err(e) => {
                 // The store's current table is not this one (the service was reloaded), or the store
@@ -146,6 +153,18 @@ impl Lane {
                 Laned::Service
             }
         }
+    }
+
+    /// Writes and commits the claim of a read the lane admitted ([`Laned::Admitted`], [`AdmittedRead::claim`]),
+    /// the call sent or about to be: its run (`sending`, confirmed) and the sync its answer waits for. A
+    /// failure turns the lane off.
+    ///
+    /// Errors: the store's, as text: nothing was recorded, so the answer must be withheld.
+    pub fn claim(&self, admitted: AdmittedRead<'_>) -> Result<(Claimed, Syncing), String> {
+        admitted.claim().map_err(|e| {
+            self.off(&e.to_string());
+            e.to_string()
+        })
     }
 
     /// Waits for a claim's sync ([`Laned::Alone`]) before its answer goes to the agent; a failed sync turns

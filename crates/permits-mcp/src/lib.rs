@@ -21,6 +21,7 @@ pub mod import;
 pub mod jsonrpc;
 pub mod lane;
 pub mod local;
+mod pipe;
 pub mod proxy;
 pub mod service;
 pub mod sse;

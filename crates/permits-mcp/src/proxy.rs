@@ -49,8 +49,8 @@ use crate::jsonrpc::{
 };
 use crate::lane::{Lane, LaneOptions, Laned};
 use crate::service::{Answer, Service, segment};
-use crate::upstream::{Handler, Incoming, Server, Upstream, UpstreamError};
-use permits_runtime::Syncing;
+use crate::upstream::{Handler, Incoming, Server, Soon, Upstream, UpstreamError};
+use permits_runtime::{AdmittedRead, Syncing};
 
 /// How long a forwarded request may wait for the upstream server, in seconds.
 pub const UPSTREAM_SECONDS: u64 = 300;
@@ -743,28 +743,59 @@ fn prepare_call(state: &State, params: &Value, load: bool) -> Result<Option<Prep
 }
 
 /// What the lane made of a call ([`on_the_lane`]).
-enum LaneStep {
+enum LaneStep<'s> {
     /// Alone: claimed and confirmed; its run (as the service would send it) and its claim's sync.
     Alone(Value, Syncing),
+    /// Alone, a tool that only reads: admitted, the store's write lock held; send it, then claim it
+    /// ([`send_admitted`], or [`LaneStep::claimed_now`] on a thread that waits for the answer anyway).
+    Admitted(&'s Lane, AdmittedRead<'s>),
     /// The call's answer (a refusal, or an error).
     Answer(Result<Value, Value>),
     /// Not for the lane: the service makes the call.
     Service,
 }
 
+impl LaneStep<'_> {
+    /// A read the lane admitted, claimed before it is sent (on a request thread, which waits for the
+    /// answer anyway): as [`LaneStep::Alone`], or the withheld error when the claim failed.
+    fn claimed_now(self, name: &str) -> Self {
+        let LaneStep::Admitted(lane, admitted) = self else { return self };
+        match lane.claim(admitted) {
+            Ok((claimed, syncing)) => laned(lane, claimed, syncing),
+            Err(why) => LaneStep::Answer(Err(withheld(name, "", &why))),
+        }
+    }
+}
+
+/// The lane's claimed run, as the service would send it, and its sync.
+fn laned<'s>(lane: &Lane, claimed: permits_runtime::Claimed, syncing: Syncing) -> LaneStep<'s> {
+    match serde_json::to_value(&claimed) {
+        Ok(execution) => LaneStep::Alone(execution, syncing),
+        Err(e) => {
+            // Nothing was sent; the claim still becomes durable before the error is answered.
+            let _ = lane.durable(syncing);
+            LaneStep::Answer(Err(error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}"))))
+        }
+    }
+}
+
+/// The error answered for a call whose claim could not be made durable (its answer is withheld), logged.
+fn withheld(name: &str, id: &str, why: &str) -> Value {
+    let execution = if id.is_empty() { String::new() } else { format!(" (execution {id})") };
+    log(&format!("the answer of `{name}`{execution} is withheld: {why}"));
+    error_object(
+        INTERNAL_ERROR,
+        format!("the call's record could not be made durable, so its answer is withheld: {why}"),
+    )
+}
+
 /// Asks the lane, when the proxy has one that is on, to claim the call if it is alone.
-fn on_the_lane(state: &State, call: &Prepared) -> LaneStep {
+fn on_the_lane<'s>(state: &'s State, call: &Prepared) -> LaneStep<'s> {
     let Some(lane) = state.lane.as_ref().filter(|l| l.is_on()) else { return LaneStep::Service };
     let request = lane_request(state, &call.name, &call.arguments, &call.why);
-    match lane.call(&request, &call.token) {
-        Laned::Alone(claimed, syncing) => match serde_json::to_value(&*claimed) {
-            Ok(execution) => LaneStep::Alone(execution, syncing),
-            Err(e) => {
-                // Nothing was sent; the claim still becomes durable before the error is answered.
-                let _ = lane.durable(syncing);
-                LaneStep::Answer(Err(error_object(INTERNAL_ERROR, format!("the claimed run does not serialize: {e}"))))
-            }
-        },
+    match lane.call(request, &call.token) {
+        Laned::Admitted(admitted) => LaneStep::Admitted(lane, admitted),
+        Laned::Alone(claimed, syncing) => laned(lane, *claimed, syncing),
         Laned::Refused { code, message } => {
             LaneStep::Answer(Ok(tool_result(format!("refused ({code}): {message}"), true)))
         }
@@ -806,6 +837,10 @@ fn call_from_the_reader(
         Err(answer) => return Fast::Answer(answer),
     };
     match on_the_lane(state, &call) {
+        LaneStep::Admitted(lane, admitted) => {
+            send_admitted(state, flight, id.clone(), key.to_string(), call, lane, admitted);
+            Fast::Forwarded
+        }
         LaneStep::Alone(execution, syncing) => match start_run(state, flight, call.laned(&execution, syncing)) {
             Started::Answer(answer) => Fast::Answer(answer),
             Started::Forward(run) => {
@@ -845,16 +880,134 @@ fn forward_then(state: &Arc<State>, flight: &Arc<Flight>, id: Value, key: String
     u.request_then("tools/call", Some(params), Duration::from_secs(UPSTREAM_SECONDS), note, then);
 }
 
+/// A read the lane admitted ([`LaneStep::Admitted`]), from the agent's reader: sent while the store's write
+/// lock is held if the pipe takes it whole at once (else right after the claim), claimed at once, and
+/// answered by [`meet`] once both its claim and the server's answer are there — on the thread that has
+/// the second, the upstream reader's as a rule. Its answer waits for the claim's sync ([`finish_run`]);
+/// a claim that fails withholds it.
+fn send_admitted(
+    state: &Arc<State>,
+    flight: &Arc<Flight>,
+    id: Value,
+    key: String,
+    call: Prepared,
+    lane: &Lane,
+    admitted: AdmittedRead<'_>,
+) {
+    let meeting = Arc::new(Mutex::new(Meeting { id, key, claim: None, outcome: None }));
+    let Some(u) = state.upstream.get() else {
+        drop(admitted);
+        meet(state, flight, &meeting, |m| {
+            m.claim = Some(Half::NotSent);
+            m.outcome = Some(Err(UpstreamError::Exited));
+        });
+        return;
+    };
+    let then = {
+        let (state, flight, meeting) = (Arc::clone(state), Arc::clone(flight), Arc::clone(&meeting));
+        move |outcome: Result<Value, UpstreamError>| {
+            if let Ok(mut f) = flight.upstream.lock() {
+                *f = None;
+            }
+            meet(&state, &flight, &meeting, |m| m.outcome = Some(outcome));
+        }
+    };
+    let note = |uid| {
+        if let Ok(mut f) = flight.upstream.lock() {
+            *f = Some(uid);
+        }
+    };
+    let Prepared { name, token, forward_params, .. } = call;
+    let soon = u.request_then_now(
+        "tools/call",
+        Some(forward_params.clone()),
+        Duration::from_secs(UPSTREAM_SECONDS),
+        note,
+        then,
+    );
+    let half = if matches!(soon, Soon::Failed) {
+        // Not sent: nothing is recorded, the decision included; the agent gets the server's failure.
+        drop(admitted);
+        Half::NotSent
+    } else {
+        match lane.claim(admitted) {
+            Ok((claimed, syncing)) => match Sending::mark(state, &claimed.id) {
+                Some(marked) => Half::Claimed(Run {
+                    host: Host::Lane,
+                    syncing: Some(syncing),
+                    id: claimed.id,
+                    token,
+                    name,
+                    params: forward_params,
+                    _sending: marked,
+                }),
+                None => Half::Withheld(withheld(&name, &claimed.id, "this gateway is sending the execution already")),
+            },
+            Err(why) => Half::Withheld(withheld(&name, "", &why)),
+        }
+    };
+    let send = matches!(half, Half::Claimed(_));
+    meet(state, flight, &meeting, |m| m.claim = Some(half));
+    if let Soon::Later(unsent) = soon {
+        if send {
+            unsent.send();
+        } else {
+            // Its claim failed: never sent, and its function answered now, not at its deadline.
+            unsent.abandon();
+        }
+    }
+}
+
+/// The two halves of a read sent before its claim was written ([`send_admitted`]): the claim, from the
+/// agent's reader, and the server's answer, from whichever thread has it.
+struct Meeting {
+    id: Value,
+    key: String,
+    claim: Option<Half>,
+    outcome: Option<Result<Value, UpstreamError>>,
+}
+
+/// The claim's half of a [`Meeting`].
+enum Half {
+    /// Claimed: the run, to finish.
+    Claimed(Run),
+    /// The claim failed: the answer is withheld, with this error.
+    Withheld(Value),
+    /// Not sent (the server is gone): nothing recorded; the server's failure is the answer.
+    NotSent,
+}
+
+/// Adds a half to `meeting` (`arrive`); the thread that brings the second ends the call: finishes the
+/// run ([`finish_run`]: the wait for the claim's sync, then the receipt after the answer) and answers.
+fn meet(state: &Arc<State>, flight: &Arc<Flight>, meeting: &Mutex<Meeting>, arrive: impl FnOnce(&mut Meeting)) {
+    let both = {
+        let mut m = meeting.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        arrive(&mut m);
+        match (m.claim.is_some(), m.outcome.is_some()) {
+            (true, true) => Some((m.claim.take(), m.outcome.take(), m.id.take(), std::mem::take(&mut m.key))),
+            _ => None,
+        }
+    };
+    let Some((Some(half), Some(outcome), id, key)) = both else { return };
+    let after = AfterAnswer::begin();
+    let answer = match half {
+        Half::Claimed(run) => finish_run(state, flight, run, outcome),
+        Half::Withheld(error) => Err(error),
+        Half::NotSent => outcome.map_err(|e| upstream_error(&e)),
+    };
+    conclude(state, &key, flight, id, "tools/call", answer, after);
+}
+
 fn tools_call(state: &Arc<State>, flight: &Flight, params: Value) -> Result<Value, Value> {
     let call = match prepare_call(state, &params, true) {
         Ok(Some(call)) => call,
         Ok(None) => return Err(error_object(INTERNAL_ERROR, "the offer is not loaded")),
         Err(answer) => return answer,
     };
-    match on_the_lane(state, &call) {
+    match on_the_lane(state, &call).claimed_now(&call.name) {
         LaneStep::Alone(execution, syncing) => run_execution(state, flight, call.laned(&execution, syncing)),
         LaneStep::Answer(answer) => answer,
-        LaneStep::Service => through_the_service(state, flight, &call),
+        LaneStep::Service | LaneStep::Admitted(..) => through_the_service(state, flight, &call),
     }
 }
 
@@ -1206,13 +1359,7 @@ fn not_taken(error: &Value) -> bool {
 /// the proxy before. The error answered when its sync failed (the answer is withheld).
 fn durable(state: &State, syncing: Option<Syncing>, name: &str, id: &str) -> Result<(), Value> {
     let (Some(lane), Some(syncing)) = (state.lane.as_ref(), syncing) else { return Ok(()) };
-    lane.durable(syncing).map_err(|why| {
-        log(&format!("the answer of `{name}` (execution {id}) is withheld: {why}"));
-        error_object(
-            INTERNAL_ERROR,
-            format!("the call's record could not be made durable, so its answer is withheld: {why}"),
-        )
-    })
+    lane.durable(syncing).map_err(|why| withheld(name, id, &why))
 }
 
 /// A forwarded run's end ([`run_execution`]): once its claim is durable, its receipt (after the answer

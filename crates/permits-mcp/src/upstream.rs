@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::http::Http;
-use crate::jsonrpc::{Frame, FrameReader, MAX_FRAME_BYTES, Message, Writer, parse};
+use crate::jsonrpc::{Frame, FrameReader, MAX_FRAME_BYTES, Message, parse};
+use crate::pipe::PipeWriter;
 
 /// What went wrong talking to the upstream server.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -297,8 +298,44 @@ impl Core {
     }
 }
 
+/// What [`Upstream::request_then_now`] did with a request.
+#[must_use = "a request left for later must be sent"]
+pub enum Soon<'u> {
+    /// Sent (over HTTP: handed to the thread that posts it).
+    Sent,
+    /// Registered, not sent: the pipe had no room for it whole now. [`Unsent::send`] it.
+    Later(Unsent<'u>),
+    /// Not sent, and never will be: the server is gone. Its function was answered with the failure.
+    Failed,
+}
+
+/// A request registered but not sent yet ([`Soon::Later`]): its answer, when it comes, goes to the function
+/// it was registered with.
+#[must_use = "send it: its function waits for an answer that only comes once it is sent"]
+pub struct Unsent<'u> {
+    upstream: &'u Upstream,
+    id: u64,
+    message: Message,
+    method: String,
+    timeout: Duration,
+}
+
+impl Unsent<'_> {
+    /// Sends the request, waiting for room in the pipe as long as it takes; a request that cannot be sent
+    /// has its function answered with the failure.
+    pub fn send(self) {
+        let _ = self.upstream.write_request(self.id, &self.message, &self.method, self.timeout);
+    }
+
+    /// Never sends it: its function is answered now, [`UpstreamError::Cancelled`], instead of at its
+    /// deadline.
+    pub fn abandon(self) {
+        self.upstream.core.settle(self.id, Err(Failure::Cancelled));
+    }
+}
+
 enum Link {
-    Stdio { writer: Writer, child: Mutex<Child> },
+    Stdio { writer: PipeWriter, child: Mutex<Child> },
     Http(Arc<Http>),
 }
 
@@ -357,7 +394,7 @@ impl Upstream {
                 .map_err(|e| UpstreamError::Spawn { command: command.to_string(), reason: e.to_string() })?;
         }
         let mut upstream = Upstream {
-            link: Link::Stdio { writer: Writer::new(stdin), child: Mutex::new(child) },
+            link: Link::Stdio { writer: PipeWriter::new(stdin), child: Mutex::new(child) },
             core,
             next_id: AtomicU64::new(1),
             initialized: Value::Null,
@@ -492,6 +529,45 @@ impl Upstream {
         let _ = self.send_request(method, params, timeout, note, waiter);
     }
 
+    /// [`Upstream::request_then`] for a caller that must not wait to send: the request is written now if the
+    /// pipe to the server takes it whole at once ([`Soon::Sent`]; over HTTP it is always handed to a thread
+    /// that posts it), else it is registered and left for the caller to [`Unsent::send`] once it may wait
+    /// ([`Soon::Later`]). The local mode's lane sends a read this way while it holds the store's write lock
+    /// (`Runtime::claim_if_alone_sending`).
+    ///
+    /// `then`'s errors: [`Upstream::request`]'s. A request that cannot be sent (the server is gone) has
+    /// `then` called with the failure before this returns: [`Soon::Failed`].
+    pub fn request_then_now(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        note: impl FnOnce(u64),
+        then: impl FnOnce(Result<Value, UpstreamError>) + Send + 'static,
+    ) -> Soon<'_> {
+        let (asked, url, seconds) = (method.to_string(), self.url(), timeout.as_secs());
+        let waiter = Waiter::Then {
+            then: Box::new(move |outcome| then(outcome.map_err(|f| error_of(f, &asked, &url, seconds)))),
+            deadline: Instant::now() + timeout,
+        };
+        Core::watch(&self.core);
+        let Ok((id, message)) = self.register(method, params, timeout, note, waiter) else { return Soon::Failed };
+        if let Link::Stdio { writer, .. } = &self.link {
+            return match writer.try_send(&message) {
+                Ok(true) => Soon::Sent,
+                Ok(false) => Soon::Later(Unsent { upstream: self, id, message, method: method.to_string(), timeout }),
+                Err(_) => {
+                    self.unsent(id, Failure::Exited, method, timeout);
+                    Soon::Failed
+                }
+            };
+        }
+        match self.write_request(id, &message, method, timeout) {
+            Ok(()) => Soon::Sent,
+            Err(_) => Soon::Failed,
+        }
+    }
+
     /// Registers `waiter` under a new id, tells `note` the id, and sends the request; the id. A request that
     /// cannot be sent has its waiter answered with the failure (unless the server's end answered it first).
     ///
@@ -505,14 +581,31 @@ impl Upstream {
         note: impl FnOnce(u64),
         waiter: Waiter,
     ) -> Result<u64, UpstreamError> {
+        let (id, message) = self.register(method, params, timeout, note, waiter)?;
+        self.write_request(id, &message, method, timeout)?;
+        Ok(id)
+    }
+
+    /// The first half of [`Upstream::send_request`]: registers `waiter` under a new id, tells `note` the id,
+    /// and answers the id with the request to send. A server that is gone has the waiter answered with the
+    /// failure here.
+    ///
+    /// Errors: [`UpstreamError::Exited`] or [`UpstreamError::Ended`] when the server is gone.
+    fn register(
+        &self,
+        method: &str,
+        params: Option<Value>,
+        timeout: Duration,
+        note: impl FnOnce(u64),
+        waiter: Waiter,
+    ) -> Result<(u64, Message), UpstreamError> {
         let gone = || match &self.link {
             Link::Http(h) if h.is_ended() => Failure::Ended,
             _ => Failure::Exited,
         };
-        let error = |failure: &Failure| error_of(failure.clone(), method, &self.url(), timeout.as_secs());
         if !self.is_alive() {
             let failure = gone();
-            let e = error(&failure);
+            let e = error_of(failure.clone(), method, &self.url(), timeout.as_secs());
             waiter.answer(Err(failure));
             return Err(e);
         }
@@ -520,36 +613,52 @@ impl Upstream {
         if let Ok(mut p) = self.core.pending.lock() {
             p.insert(id, waiter);
         }
-        let unsent = |failure: Failure| {
-            let e = error(&failure);
-            self.core.settle(id, Err(failure));
-            Err(e)
-        };
         // The server's end drains the waiting requests: one inserted after that would wait for nothing.
         if !self.is_alive() {
-            return unsent(gone());
+            return Err(self.unsent(id, gone(), method, timeout));
         }
         note(id);
         // `params` always an object: the Python SDK's server drops a request without one unanswered.
         let params = Some(params.unwrap_or_else(|| json!({})));
-        let message = Message::Request { id: json!(id), method: method.to_string(), params };
+        Ok((id, Message::Request { id: json!(id), method: method.to_string(), params }))
+    }
+
+    /// The second half of [`Upstream::send_request`]: writes request `id` (waiting for room in the pipe), or
+    /// over HTTP hands it to a thread that posts it. A request that cannot be sent has its waiter answered
+    /// with the failure.
+    ///
+    /// Errors: [`UpstreamError::Exited`] for a closed pipe, [`UpstreamError::Http`] when no thread can post it.
+    fn write_request(&self, id: u64, message: &Message, method: &str, timeout: Duration) -> Result<(), UpstreamError> {
         match &self.link {
             Link::Stdio { writer, .. } => {
-                if writer.send(&message).is_err() {
-                    return unsent(Failure::Exited);
+                if writer.send(message).is_err() {
+                    return Err(self.unsent(id, Failure::Exited, method, timeout));
                 }
             }
             Link::Http(h) => {
-                let (h, core) = (Arc::clone(h), Arc::clone(&self.core));
+                let (h, core, message) = (Arc::clone(h), Arc::clone(&self.core), message.clone());
                 let posted = std::thread::Builder::new()
                     .name("mcp-upstream-post".into())
                     .spawn(move || h.post_request(&core, id, &message, timeout));
                 if let Err(e) = posted {
-                    return unsent(Failure::Http(format!("no thread for the request: {e}")));
+                    return Err(self.unsent(
+                        id,
+                        Failure::Http(format!("no thread for the request: {e}")),
+                        method,
+                        timeout,
+                    ));
                 }
             }
         }
-        Ok(id)
+        Ok(())
+    }
+
+    /// Request `id` could not be sent: its waiter is answered with `failure` (unless it was answered
+    /// already); the error to say.
+    fn unsent(&self, id: u64, failure: Failure, method: &str, timeout: Duration) -> UpstreamError {
+        let e = error_of(failure.clone(), method, &self.url(), timeout.as_secs());
+        self.core.settle(id, Err(failure));
+        e
     }
 
     fn forget(&self, id: u64) {
@@ -689,24 +798,15 @@ mod tests {
         assert!(!core.is_alive());
     }
 
-    /// A server's input that takes nothing: every write fails, as to a pipe whose reader is gone.
-    struct Closed;
-
-    impl std::io::Write for Closed {
-        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
-            Err(std::io::Error::from(std::io::ErrorKind::BrokenPipe))
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-
     #[test]
     fn a_request_handed_to_a_function_that_cannot_be_sent_is_answered_once_with_the_failure()
     -> Result<(), Box<dyn std::error::Error>> {
-        let child = Command::new("true").spawn()?;
+        // A server's input whose reader is gone: every write fails, as the pipe of a server that exited.
+        let mut child = Command::new("true").stdin(Stdio::piped()).spawn()?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        child.wait()?;
         let upstream = Upstream {
-            link: Link::Stdio { writer: Writer::new(Closed), child: Mutex::new(child) },
+            link: Link::Stdio { writer: PipeWriter::new(stdin), child: Mutex::new(child) },
             core: Arc::new(Core::new(Arc::new(|_| {}))),
             next_id: AtomicU64::new(1),
             initialized: Value::Null,

@@ -58,9 +58,13 @@ fn alone_calls_run_in_the_lane_and_the_rest_leave_the_store_untouched() -> R {
     let options = serve(&dir, &table("")?)?;
     let lane = Lane::open(&options)?;
     let installed = kinds(&options.store)?.len();
-    let Laned::Alone(run, syncing) = lane.call(&request("read_note", json!({"title": "groceries"})), "tok-1") else {
+    // Reading a note only reads: admitted with the store's write lock held (the gateway sends it then), and
+    // claimed after.
+    let Laned::Admitted(admitted) = lane.call(request("read_note", json!({"title": "groceries"})), "tok-1") else {
         return Err("reading a note is alone".into());
     };
+    assert_eq!(kinds(&options.store)?.len(), installed, "nothing is committed before the claim");
+    let (run, syncing) = lane.claim(admitted)?;
     lane.durable(syncing)?;
     assert_eq!((run.id.as_str(), run.status, run.confirmed), ("A-1", Status::Sending, true));
     lane.receipt(&run.id, "tok-1", RunOutcome::Done(json!({"content": []})))?;
@@ -82,11 +86,11 @@ fn alone_calls_run_in_the_lane_and_the_rest_leave_the_store_untouched() -> R {
     assert!(copy.lines().all(|l| serde_json::from_str::<serde_json::Value>(l).is_ok()), "{copy}");
     // A mail is proposed: not the lane's, and nothing is recorded (the service records it once).
     let before = kinds(&options.store)?;
-    assert!(matches!(lane.call(&request("send_mail", json!({"to": "ben@example.com"})), "tok-2"), Laned::Service));
-    assert!(matches!(lane.call(&request("shred", json!({})), "tok-3"), Laned::Service));
+    assert!(matches!(lane.call(request("send_mail", json!({"to": "ben@example.com"})), "tok-2"), Laned::Service));
+    assert!(matches!(lane.call(request("shred", json!({})), "tok-3"), Laned::Service));
     assert_eq!(kinds(&options.store)?, before);
     // A claim token used for another call is refused and recorded, as the service does.
-    match lane.call(&request("read_note", json!({"title": "other"})), "tok-1") {
+    match lane.call(request("read_note", json!({"title": "other"})), "tok-1") {
         Laned::Refused { code, message } => {
             assert_eq!(code, "claimed");
             assert!(message.contains("a new call needs a new claim token"), "{message}");
@@ -106,13 +110,13 @@ fn a_table_the_store_no_longer_has_turns_the_lane_off() -> R {
     let service = Runtime::new(table("")?, AdmitAll).with_store(SqliteStore::open(&options.store)?);
     service.replace_table(table("person Ben\n")?)?;
     let before = SqliteStore::read_audit_chain(&options.store)?.len();
-    assert!(matches!(lane.call(&request("read_note", json!({"title": "groceries"})), "tok-1"), Laned::Service));
+    assert!(matches!(lane.call(request("read_note", json!({"title": "groceries"})), "tok-1"), Laned::Service));
     assert!(!lane.is_on());
     // Nothing was claimed (the refusal of the stale table is audited), and the lane stays off.
     let chain = SqliteStore::read_audit_chain(&options.store)?;
     assert_eq!(chain.len(), before + 1);
     assert_eq!(chain[before].event.outcome, "refused");
-    assert!(matches!(lane.call(&request("read_note", json!({"title": "groceries"})), "tok-2"), Laned::Service));
+    assert!(matches!(lane.call(request("read_note", json!({"title": "groceries"})), "tok-2"), Laned::Service));
     assert_eq!(SqliteStore::read_audit_chain(&options.store)?.len(), before + 1);
     Ok(())
 }

@@ -247,7 +247,8 @@ impl Runtime {
     ) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
-        self.transact(|tx, events| self.claim_alone_in(tx, events, &table, now, acting, request, token, confirm))
+        let ask = ClaimAsk { table: &table, now, acting, request, token, confirm };
+        self.transact(|tx, events| self.claim_alone_in(tx, events, &ask, None))
     }
 
     /// Decides a host's call and, when it is `alone`, claims its run — in one store transaction (spec §5
@@ -288,7 +289,8 @@ impl Runtime {
             match decision.level {
                 Level::Alone => {
                     let confirm = claiming == Claiming::ClaimAndConfirm;
-                    let execution = self.claim_alone_in(tx, events, &table, now, acting, request, token, confirm)?;
+                    let ask = ClaimAsk { table: &table, now, acting, request, token, confirm };
+                    let execution = self.claim_alone_in(tx, events, &ask, Some(decision.clone()))?;
                     Ok(CallClaim::Alone { decision, execution: Box::new(execution) })
                 }
                 Level::Propose | Level::ProposeEveryTime => Ok(CallClaim::Propose(decision)),
@@ -334,7 +336,79 @@ impl Runtime {
         token: &str,
         claiming: Claiming,
     ) -> Result<Option<(Claimed, Syncing)>, RuntimeError> {
-        let reads_only = self.table().tools.get(&request.call.tool).is_some_and(|tool| {
+        let commit = if self.reads_only(&request.call.tool) { crate::Commit::Syncing } else { crate::Commit::Durable };
+        let (claimed, syncing) = self.claim_if_alone_as(commit, request, token, claiming)?;
+        Ok(claimed.map(|c| (c, syncing)))
+    }
+
+    /// [`Runtime::claim_if_alone_syncing`] for a gateway that may send a read before its claim is even
+    /// written (issue #19's latency): for a tool that only reads (as there) and a new claim token, the call
+    /// is decided and everything that could refuse its claim is checked — the task's lease and binding, the
+    /// run's number — in a store transaction that is left **open**, holding the store's write lock, and
+    /// answered [`AloneClaim::Admitted`]. The host sends the call then, and [`AdmittedRead::claim`] writes
+    /// the run and its events and commits while the tool runs; the tool's answer waits for the claim's
+    /// [`Syncing`] as with [`Runtime::claim_if_alone_syncing`]. Nothing else can change the store between
+    /// the decision and the commit, so what is recorded is what the call was decided on; a read whose
+    /// answer never leaves (the commit or its sync failed) has had no effect.
+    ///
+    /// Any other call is answered as [`Runtime::claim_if_alone_syncing`] would: [`AloneClaim::Claimed`] (a
+    /// tool that does more than read is durable already; a retry with the same token finds its run) or
+    /// [`AloneClaim::NotAlone`] (nothing recorded).
+    ///
+    /// Errors: those of [`Runtime::claim_if_alone`] (a refusal of the claim is recorded, as there).
+    pub fn claim_if_alone_sending(
+        &self,
+        request: ProposalRequest,
+        token: &str,
+        claiming: Claiming,
+    ) -> Result<AloneClaim<'_>, RuntimeError> {
+        if !self.reads_only(&request.call.tool) {
+            let claimed = self.claim_if_alone_syncing(&request, token, claiming)?;
+            return Ok(claimed.map_or(AloneClaim::NotAlone, |(c, s)| AloneClaim::Claimed(Box::new(c), s)));
+        }
+        let table = self.table();
+        let now = self.clock.now();
+        let confirm = claiming == Claiming::ClaimAndConfirm;
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        let mut tx = self.store.begin()?;
+        let mut events = Vec::new();
+        let admitted = match self.ensure_current(tx.as_mut(), &mut events) {
+            Ok(()) => (|| {
+                let decision = self.decide_in(tx.as_mut(), &mut events, &table, &call, now)?;
+                if decision.level != Level::Alone {
+                    return Ok(None);
+                }
+                let ask = ClaimAsk { table: &table, now, acting: None, request: &request, token, confirm };
+                self.admit_claim_in(tx.as_mut(), &mut events, &ask, Some(decision)).map(Some)
+            })(),
+            Err(e) => Err(e),
+        };
+        let result = match admitted {
+            Ok(Some(ClaimAdmission::New(admitted))) => {
+                return Ok(AloneClaim::Admitted(AdmittedRead {
+                    rt: self,
+                    tx,
+                    events,
+                    table,
+                    now,
+                    request,
+                    token: token.to_string(),
+                    confirm,
+                    admitted,
+                }));
+            }
+            Ok(Some(ClaimAdmission::Again(claimed))) => Ok(Kept::Commit(Some(claimed))),
+            Ok(None) => Ok(Kept::RollBack(None)),
+            Err(e) => Err(e),
+        };
+        let (claimed, syncing) = self.conclude(tx, events, result, crate::Commit::Syncing)?;
+        Ok(claimed.map_or(AloneClaim::NotAlone, |c| AloneClaim::Claimed(Box::new(c), syncing)))
+    }
+
+    /// Whether `tool`'s effect set, proven and claimed, is `reads` alone, and it spends from no budget
+    /// ([`Runtime::claim_if_alone_syncing`]).
+    fn reads_only(&self, tool: &str) -> bool {
+        self.table().tools.get(tool).is_some_and(|tool| {
             tool.spends.is_none()
                 && tool.reserved.is_none()
                 && tool
@@ -342,10 +416,7 @@ impl Runtime {
                     .keys()
                     .chain(tool.claim.iter().flatten())
                     .all(|c| *c == crate::table::EffectClass::Reads)
-        });
-        let commit = if reads_only { crate::Commit::Syncing } else { crate::Commit::Durable };
-        let (claimed, syncing) = self.claim_if_alone_as(commit, request, token, claiming)?;
-        Ok(claimed.map(|c| (c, syncing)))
+        })
     }
 
     fn claim_if_alone_as(
@@ -365,24 +436,41 @@ impl Runtime {
                 return Ok(Kept::RollBack(None));
             }
             let confirm = claiming == Claiming::ClaimAndConfirm;
-            let execution = self.claim_alone_in(tx, events, &table, now, None, request, token, confirm)?;
+            let ask = ClaimAsk { table: &table, now, acting: None, request, token, confirm };
+            let execution = self.claim_alone_in(tx, events, &ask, Some(decision))?;
             Ok(Kept::Commit(Some(execution)))
         })
     }
 
-    /// The body of [`Runtime::claim_alone_as`], inside the caller's transaction.
-    #[allow(clippy::too_many_arguments)]
+    /// The body of [`Runtime::claim_alone_as`], inside the caller's transaction: [`Runtime::admit_claim_in`]
+    /// then [`Runtime::write_claim_in`]. `decided`: the call's decision when the caller made it in this
+    /// transaction already (it is not made twice).
     fn claim_alone_in(
         &self,
         tx: &mut dyn Transaction,
         events: &mut Vec<AuditEvent>,
-        table: &Table,
-        now: u64,
-        acting: Option<&Lease>,
-        request: &ProposalRequest,
-        token: &str,
-        confirm: bool,
+        ask: &ClaimAsk<'_>,
+        decided: Option<Decision>,
     ) -> Result<Claimed, RuntimeError> {
+        match self.admit_claim_in(tx, events, ask, decided)? {
+            ClaimAdmission::Again(claimed) => Ok(claimed),
+            ClaimAdmission::New(admitted) => self.write_claim_in(tx, events, ask, admitted),
+        }
+    }
+
+    /// Everything of an alone claim that may refuse it, inside the caller's transaction (spec §5
+    /// "Execution admission"): the token's size, the task's lease, a retry with the same token (answered
+    /// [`ClaimAdmission::Again`], confirmed when asked), the decision (`decided`, or made here) and its
+    /// admission — the run's number, a reservation, the task's binding. What is left
+    /// ([`Runtime::write_claim_in`]) writes the run and cannot refuse it.
+    fn admit_claim_in(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        ask: &ClaimAsk<'_>,
+        decided: Option<Decision>,
+    ) -> Result<ClaimAdmission, RuntimeError> {
+        let ClaimAsk { table, now, acting, request, token, confirm } = *ask;
         let call = &request.call;
         if let Err(message) = limits::check_text("the claim token", token, limits::MAX_KEY_BYTES) {
             return Err(self.refuse(events, &call.agent, About::Operation(token), Refusal::TooLarge, message));
@@ -400,7 +488,7 @@ impl Runtime {
                 if confirm && run.status == Status::Granted {
                     self.confirm_run_in(tx, events, table, &mut run, token, now)?;
                 }
-                return Ok(Claimed::of_run(&run));
+                return Ok(ClaimAdmission::Again(Claimed::of_run(&run)));
             }
             let message = format!(
                 "the claim token was used for another call (run `{}`): a new call needs a new claim token",
@@ -409,8 +497,26 @@ impl Runtime {
             return Err(self.refuse(events, &call.agent, About::Operation(&run.id), Refusal::Claimed, message));
         }
         let call = call.clone().in_task(request.operation_key.clone());
+        let decision = match decided {
+            Some(decision) => decision,
+            None => self.decision_in(tx, events, table, &call, now)?,
+        };
+        let admitted = self.admit_alone_decided_in(tx, events, table, &call, now, Runner::Host, decision)?;
+        Ok(ClaimAdmission::New(admitted))
+    }
+
+    /// The rest of an alone claim once [`Runtime::admit_claim_in`] admitted it: the run (`granted`, or
+    /// `sending` when `ask.confirm`) and the claim's event (then the confirmation's).
+    fn write_claim_in(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        ask: &ClaimAsk<'_>,
+        admitted: AloneAdmission,
+    ) -> Result<Claimed, RuntimeError> {
+        let ClaimAsk { table, now, acting, request, token, confirm } = *ask;
+        let call = request.call.clone().in_task(request.operation_key.clone());
         let call = &call;
-        let admitted = self.admit_alone_in(tx, events, table, call, now, Runner::Host)?;
         let Some((id, amount)) = admitted.holder else {
             return Err(RuntimeError::Store(StoreError("an alone run recorded for a host has no id".into())));
         };
@@ -1020,6 +1126,22 @@ impl Runtime {
         runner: Runner,
     ) -> Result<AloneAdmission, RuntimeError> {
         let decision = self.decision_in(tx, events, table, call, now)?;
+        self.admit_alone_decided_in(tx, events, table, call, now, runner, decision)
+    }
+
+    /// [`Runtime::admit_alone_in`] with the call's `decision` made already in this transaction
+    /// ([`Runtime::decision_in`]; nothing written between that could change it).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn admit_alone_decided_in(
+        &self,
+        tx: &mut dyn Transaction,
+        events: &mut Vec<AuditEvent>,
+        table: &Table,
+        call: &Call,
+        now: u64,
+        runner: Runner,
+        decision: Decision,
+    ) -> Result<AloneAdmission, RuntimeError> {
         match decision.level {
             Level::Alone => {}
             Level::Never => {
@@ -1200,6 +1322,84 @@ impl Runtime {
             }),
         }
     }
+}
+
+/// What [`Runtime::claim_if_alone_sending`] made of a call.
+#[derive(Debug)]
+pub enum AloneClaim<'r> {
+    /// Not alone: nothing was recorded; the host makes the call another way (it proposes it).
+    NotAlone,
+    /// Claimed and committed: run it, and wait for the [`Syncing`] before its answer leaves the host
+    /// (finished already for a tool that does more than read).
+    Claimed(Box<Claimed>, Syncing),
+    /// A read decided alone and admitted, its transaction still open: send the call, then
+    /// [`AdmittedRead::claim`].
+    Admitted(AdmittedRead<'r>),
+}
+
+/// An alone call of a tool that only reads, decided and admitted in a store transaction still open — the
+/// store's write lock held ([`Runtime::claim_if_alone_sending`]). The host sends the call, then
+/// [`AdmittedRead::claim`]s it at once: until then no other writer of the store gets in. Dropped without
+/// being claimed, the transaction is rolled back and nothing is recorded, the decision included: drop it
+/// only when the call was not sent.
+pub struct AdmittedRead<'r> {
+    rt: &'r Runtime,
+    tx: Box<dyn Transaction + 'r>,
+    events: Vec<AuditEvent>,
+    table: std::sync::Arc<Table>,
+    now: u64,
+    request: ProposalRequest,
+    token: String,
+    confirm: bool,
+    admitted: AloneAdmission,
+}
+
+impl AdmittedRead<'_> {
+    /// Writes the run (`sending` when claimed with [`Claiming::ClaimAndConfirm`], else `granted`) and its
+    /// events — the decision's, the claim's, the confirmation's — and commits without waiting for the
+    /// sync: the call's answer must wait for the [`Syncing`] before it leaves the host.
+    ///
+    /// Errors: [`RuntimeError::Store`] (nothing is recorded; the answer must be withheld). Nothing else: all
+    /// that may refuse the claim was checked before it was answered [`AloneClaim::Admitted`].
+    pub fn claim(mut self) -> Result<(Claimed, Syncing), RuntimeError> {
+        let ask = ClaimAsk {
+            table: &self.table,
+            now: self.now,
+            acting: None,
+            request: &self.request,
+            token: &self.token,
+            confirm: self.confirm,
+        };
+        let written = self.rt.write_claim_in(self.tx.as_mut(), &mut self.events, &ask, self.admitted);
+        self.rt.conclude(self.tx, self.events, written.map(Kept::Commit), crate::Commit::Syncing)
+    }
+}
+
+impl std::fmt::Debug for AdmittedRead<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AdmittedRead").field("tool", &self.request.call.tool).field("token", &self.token).finish()
+    }
+}
+
+/// What an alone claim asks ([`Runtime::claim_alone_in`]): on `table` at `now` (seconds since the Unix
+/// epoch), presenting `acting` (a lease on the task), the call, its claim token, and whether the claim is
+/// confirmed in the same transaction.
+#[derive(Clone, Copy)]
+struct ClaimAsk<'a> {
+    table: &'a Table,
+    now: u64,
+    acting: Option<&'a Lease>,
+    request: &'a ProposalRequest,
+    token: &'a str,
+    confirm: bool,
+}
+
+/// What [`Runtime::admit_claim_in`] found.
+enum ClaimAdmission {
+    /// A retry with the same token and call: the run as it is (confirmed when asked).
+    Again(Claimed),
+    /// A new run, admitted: [`Runtime::write_claim_in`] writes it.
+    New(AloneAdmission),
 }
 
 /// What an alone admission decided: the decision, the person it runs as, and the run's id with the amount

@@ -95,7 +95,7 @@ pub use audit::{
     AuditEvent, AuditHead, AuditSink, Authorization, ChainError, ChainedEvent, EventKind, GENESIS, JsonLinesSink,
     MemorySink, NullSink, read_export, verify_chain,
 };
-pub use claim::{AuthorityRefusal, CallClaim, Claimed, Claiming};
+pub use claim::{AdmittedRead, AloneClaim, AuthorityRefusal, CallClaim, Claimed, Claiming};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use decision::{Call, Decision, FINGERPRINT_FORMAT, PartLevel, decide_table, fingerprint, fingerprint_with};
 pub use error::{Refusal, RuntimeError, StoreError};
@@ -455,6 +455,20 @@ impl Runtime {
             Ok(()) => f(tx.as_mut(), &mut events),
             Err(e) => Err(e),
         };
+        self.conclude(tx, events, result, commit)
+    }
+
+    /// The end of [`Runtime::transact_syncing`]'s transaction `tx`, once its body gave `result`: a store
+    /// error or [`Kept::RollBack`] rolls it back (`tx` dropped); anything else — a refusal too — appends
+    /// `events` to the audit chain and commits as `commit` says, then hands the events to the sink. A
+    /// refusal is answered once what it recorded is durable.
+    pub(crate) fn conclude<R>(
+        &self,
+        mut tx: Box<dyn Transaction + '_>,
+        events: Vec<AuditEvent>,
+        result: Result<Kept<R>, RuntimeError>,
+        commit: Commit,
+    ) -> Result<(R, Syncing), RuntimeError> {
         let result = match result {
             Err(RuntimeError::Store(e)) => return Err(RuntimeError::Store(e)),
             // Dropped uncommitted: rolled back.

@@ -1739,6 +1739,90 @@ mod tests {
     }
 
     #[test]
+    fn a_read_admitted_before_its_claim_is_written_holds_the_store_until_it_is_claimed()
+    -> Result<(), Box<dyn std::error::Error>> {
+        use crate::AloneClaim;
+        let dir = TempDir::new("group-sending");
+        let store = Arc::new(SqliteStore::open(&dir.db())?);
+        store.set_synchronous(Synchronous::Group)?;
+        let (rt, reads) = crate::tests::alone_call_on_store(Shared(store.clone()));
+        // Another process's view of the file: no wait for a lock.
+        let other = Connection::open(dir.db()).map_err(sql("open"))?;
+        other.busy_timeout(Duration::ZERO).map_err(sql("busy timeout"))?;
+        let runs = |c: &Connection| -> Result<i64, StoreError> {
+            c.query_row("SELECT count(*) FROM runs", [], |row| row.get(0)).map_err(sql("count"))
+        };
+        let kinds = |events: Vec<ChainedEvent>| -> Vec<(String, String)> {
+            events.into_iter().map(|e| (format!("{:?}", e.event.kind).to_lowercase(), e.event.outcome)).collect()
+        };
+        // `PartsFor` only reads: decided and admitted, the transaction left open.
+        let AloneClaim::Admitted(admitted) =
+            rt.claim_if_alone_sending(reads.clone(), "tok-1", Claiming::ClaimAndConfirm)?
+        else {
+            return Err("a read decided alone is admitted".into());
+        };
+        assert_eq!(runs(&other)?, 0, "nothing is committed before the claim");
+        let locked = other.execute_batch("BEGIN IMMEDIATE").map_err(|e| e.to_string());
+        assert!(locked.as_ref().is_err_and(|e| e.contains("locked")), "no other writer gets in: {locked:?}");
+        let (claimed, syncing) = admitted.claim()?;
+        assert_eq!((claimed.id.as_str(), claimed.status, claimed.confirmed), ("A-1", Status::Sending, true));
+        assert_eq!(format!("{syncing:?}"), "Syncing(pending)");
+        syncing.wait()?;
+        assert_eq!(runs(&other)?, 1);
+        other.execute_batch("BEGIN IMMEDIATE; ROLLBACK").map_err(sql("write after the claim"))?;
+        // The same record as `claim_if_alone_syncing` makes on a store of its own: the table's install, then
+        // the decision, the task's binding, the claim and its confirmation.
+        let admitted_events = kinds(SqliteStore::read_audit_chain(&dir.db())?);
+        let dir2 = TempDir::new("group-syncing-same");
+        let store2 = Arc::new(SqliteStore::open(&dir2.db())?);
+        store2.set_synchronous(Synchronous::Group)?;
+        let (rt2, _) = crate::tests::alone_call_on_store(Shared(store2.clone()));
+        let (_, syncing) = rt2.claim_if_alone_syncing(&reads, "tok-1", Claiming::ClaimAndConfirm)?.ok_or("alone")?;
+        syncing.wait()?;
+        assert_eq!(admitted_events, kinds(SqliteStore::read_audit_chain(&dir2.db())?));
+        assert_eq!(
+            admitted_events.iter().rev().take(4).rev().map(|(k, o)| format!("{k} {o}")).collect::<Vec<_>>(),
+            ["decision alone", "task bound", "execution claimed", "execution sending"]
+        );
+        // Dropped unclaimed (the call was not sent): nothing recorded, not even the run's number.
+        let before = SqliteStore::read_audit_chain(&dir.db())?.len();
+        match rt.claim_if_alone_sending(reads.clone(), "tok-3", Claiming::ClaimAndConfirm)? {
+            AloneClaim::Admitted(admitted) => drop(admitted),
+            other => return Err(format!("admitted, not {other:?}").into()),
+        }
+        assert_eq!(SqliteStore::read_audit_chain(&dir.db())?.len(), before);
+        let AloneClaim::Admitted(next) =
+            rt.claim_if_alone_sending(reads.clone(), "tok-4", Claiming::ClaimAndConfirm)?
+        else {
+            return Err("admitted".into());
+        };
+        assert_eq!(next.claim()?.0.id, "A-2", "the dropped admission's number was not used");
+        // A retry with a token already claimed finds its run; a tool that changes is claimed durably first;
+        // a call that is not alone records nothing.
+        match rt.claim_if_alone_sending(reads.clone(), "tok-1", Claiming::ClaimAndConfirm)? {
+            AloneClaim::Claimed(c, _) => assert_eq!((c.id.as_str(), c.status), ("A-1", Status::Sending)),
+            other => return Err(format!("the same run, not {other:?}").into()),
+        }
+        let mut changes = reads.clone();
+        changes.call.tool = "NoteRepair".into();
+        changes.call.arguments = serde_json::json!({"repair": "T-7", "note": "pads worn"});
+        match rt.claim_if_alone_sending(changes, "tok-5", Claiming::ClaimAndConfirm)? {
+            AloneClaim::Claimed(c, syncing) => {
+                assert_eq!(c.status, Status::Sending);
+                assert_eq!(format!("{syncing:?}"), "Syncing(durable)");
+            }
+            other => return Err(format!("claimed, not {other:?}").into()),
+        }
+        let mut never = reads.clone();
+        never.call.tool = "ScrapRepair".into();
+        never.call.arguments = serde_json::json!({"repair": "T-7"});
+        let before = SqliteStore::read_audit_chain(&dir.db())?.len();
+        assert!(matches!(rt.claim_if_alone_sending(never, "tok-6", Claiming::ClaimAndConfirm)?, AloneClaim::NotAlone));
+        assert_eq!(SqliteStore::read_audit_chain(&dir.db())?.len(), before);
+        Ok(())
+    }
+
+    #[test]
     fn checkpoints_when_quiet_leave_the_commits_and_run_once_no_commit_comes() -> Result<(), StoreError> {
         let dir = TempDir::new("quiet-checkpoints");
         let store = SqliteStore::open(&dir.db())?;
