@@ -18,7 +18,7 @@ import anyio
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-from agent import raw, text
+from agent import RawProxy, raw, text
 from conftest import HERE, World, confirm_claims, import_tools, server_command
 
 
@@ -214,3 +214,50 @@ def test_the_private_service_stops_and_its_key_is_revoked_however_the_proxy_ends
         listed = subprocess.run([str(permitd), "keys", "list", "--store", str(store)], capture_output=True, text=True, check=True)
         keys = [json.loads(line) for line in listed.stdout.splitlines()]
         assert [(k["kind"], k["revoked_at"] is not None) for k in keys] == [("host", True)], (how.name, keys)
+
+
+def test_a_read_on_the_local_lane_is_sent_before_its_claim_is_written_and_answered_once_it_is_durable(
+    world: World,
+) -> None:
+    """A tool that only reads is sent as soon as it is decided and admitted, with the store's write lock
+    held, and its claim written while it runs (`Runtime::claim_if_alone_sending`): a call that fits the pipe
+    whole at once (at most 4 KiB) goes before the claim's commit, a longer one right after it. Either way the
+    answer is the server's, the ledger has each run claimed, confirmed and done, in one verified chain, and
+    the store is free for the private service once the claim is committed."""
+    (world.notes / "groceries.txt").write_text("milk, eggs")
+    store = world.folder / "local.db"
+    proxy = RawProxy(world, local=store)
+    long_meta = {"padding": "p" * 6000}
+    try:
+        proxy.call(1, "read_note", {"title": "groceries"})
+        short = proxy.next()
+        proxy.send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "read_note", "arguments": {"title": "groceries"}, "_meta": long_meta}})
+        long = proxy.next()
+        # The service on the same store takes a write while the proxy runs (`keys add` commits).
+        added = subprocess.run(
+            [str(world.service.permitd), "keys", "add", "--store", str(store), "--person", "Ana"],
+            capture_output=True, text=True, timeout=30,
+        )
+    finally:
+        proxy.stop()
+    for n, answer in ((1, short), (2, long)):
+        assert answer["id"] == n, answer
+        assert answer["result"]["content"] == [{"type": "text", "text": "milk, eggs"}], answer
+        assert answer["result"]["isError"] is False, answer
+    assert added.returncode == 0, added.stderr
+    assert world.calls("read_note") == 2
+    copy = [json.loads(line) for line in Path(f"{store}.audit.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["outcome"], e.get("proposal")) for e in copy if e["tool"] == "read_note"] == [
+        ("decision", "alone", None),
+        ("execution", "claimed", "A-1"),
+        ("execution", "sending", "A-1"),
+        ("execution", "done", "A-1"),
+        ("decision", "alone", None),
+        ("execution", "claimed", "A-2"),
+        ("execution", "sending", "A-2"),
+        ("execution", "done", "A-2"),
+    ], copy
+    verified = subprocess.run([str(world.permitc), "audit", "verify", str(store)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified
+    assert "go through the approval service" not in proxy.log.read_text(), proxy.log.read_text()

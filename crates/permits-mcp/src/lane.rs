@@ -58,7 +58,7 @@ pub enum Laned<'l> {
     /// call now without waiting (the pipe takes it whole, or it waits until after the claim), then
     /// [`Lane::claim`] it at once; its answer waits for the claim's [`Syncing`]
     /// ([`Runtime::claim_if_alone_sending`]).
-    Admitted(AdmittedRead<'l>),
+    Admitted(Box<AdmittedRead<'l>>),
     /// Not alone, or the lane cannot be used: nothing was recorded; make the call through the service.
     Service,
     /// The runtime refused the claim (recorded): the refusal's stable code (`claimed`, `budget`, …, as the
@@ -160,7 +160,7 @@ impl Lane {
     /// failure turns the lane off.
     ///
     /// Errors: the store's, as text: nothing was recorded, so the answer must be withheld.
-    pub fn claim(&self, admitted: AdmittedRead<'_>) -> Result<(Claimed, Syncing), String> {
+    pub fn claim(&self, admitted: Box<AdmittedRead<'_>>) -> Result<(Claimed, Syncing), String> {
         admitted.claim().map_err(|e| {
             self.off(&e.to_string());
             e.to_string()

@@ -748,7 +748,7 @@ enum LaneStep<'s> {
     Alone(Value, Syncing),
     /// Alone, a tool that only reads: admitted, the store's write lock held; send it, then claim it
     /// ([`send_admitted`], or [`LaneStep::claimed_now`] on a thread that waits for the answer anyway).
-    Admitted(&'s Lane, AdmittedRead<'s>),
+    Admitted(&'s Lane, Box<AdmittedRead<'s>>),
     /// The call's answer (a refusal, or an error).
     Answer(Result<Value, Value>),
     /// Not for the lane: the service makes the call.
@@ -892,7 +892,7 @@ fn send_admitted(
     key: String,
     call: Prepared,
     lane: &Lane,
-    admitted: AdmittedRead<'_>,
+    admitted: Box<AdmittedRead<'_>>,
 ) {
     let meeting = Arc::new(Mutex::new(Meeting { id, key, claim: None, outcome: None }));
     let Some(u) = state.upstream.get() else {

@@ -385,7 +385,7 @@ impl Runtime {
         };
         let result = match admitted {
             Ok(Some(ClaimAdmission::New(admitted))) => {
-                return Ok(AloneClaim::Admitted(AdmittedRead {
+                return Ok(AloneClaim::Admitted(Box::new(AdmittedRead {
                     rt: self,
                     tx,
                     events,
@@ -395,7 +395,7 @@ impl Runtime {
                     token: token.to_string(),
                     confirm,
                     admitted,
-                }));
+                })));
             }
             Ok(Some(ClaimAdmission::Again(claimed))) => Ok(Kept::Commit(Some(claimed))),
             Ok(None) => Ok(Kept::RollBack(None)),
@@ -1334,7 +1334,7 @@ pub enum AloneClaim<'r> {
     Claimed(Box<Claimed>, Syncing),
     /// A read decided alone and admitted, its transaction still open: send the call, then
     /// [`AdmittedRead::claim`].
-    Admitted(AdmittedRead<'r>),
+    Admitted(Box<AdmittedRead<'r>>),
 }
 
 /// An alone call of a tool that only reads, decided and admitted in a store transaction still open — the
@@ -1361,17 +1361,18 @@ impl AdmittedRead<'_> {
     ///
     /// Errors: [`RuntimeError::Store`] (nothing is recorded; the answer must be withheld). Nothing else: all
     /// that may refuse the claim was checked before it was answered [`AloneClaim::Admitted`].
-    pub fn claim(mut self) -> Result<(Claimed, Syncing), RuntimeError> {
+    pub fn claim(self: Box<Self>) -> Result<(Claimed, Syncing), RuntimeError> {
+        let mut this = *self;
         let ask = ClaimAsk {
-            table: &self.table,
-            now: self.now,
+            table: &this.table,
+            now: this.now,
             acting: None,
-            request: &self.request,
-            token: &self.token,
-            confirm: self.confirm,
+            request: &this.request,
+            token: &this.token,
+            confirm: this.confirm,
         };
-        let written = self.rt.write_claim_in(self.tx.as_mut(), &mut self.events, &ask, self.admitted);
-        self.rt.conclude(self.tx, self.events, written.map(Kept::Commit), crate::Commit::Syncing)
+        let written = this.rt.write_claim_in(this.tx.as_mut(), &mut this.events, &ask, this.admitted);
+        this.rt.conclude(this.tx, this.events, written.map(Kept::Commit), crate::Commit::Syncing)
     }
 }
 
