@@ -764,6 +764,9 @@ mod tests {
 
     type Got = Arc<Mutex<Vec<(u64, Result<Value, Failure>)>>>;
 
+    /// What functions given to `request_then_now` were answered, under the number each was given.
+    type Outcomes = Arc<Mutex<Vec<(u64, Result<Value, UpstreamError>)>>>;
+
     /// A waiter that records what it is answered, under `id`.
     fn then(got: &Got, id: u64, deadline: Instant) -> Waiter {
         let got = Arc::clone(got);
@@ -821,12 +824,70 @@ mod tests {
         // The write fails: answered `Exited`, and no longer waiting.
         upstream.request_then("tools/call", None, Duration::from_secs(60), note, record());
         assert!(!upstream.core.is_waiting(1));
+        // The same sent now: `Failed`, its function answered before it returns.
+        let soon = upstream.request_then_now("tools/call", None, Duration::from_secs(60), |_| {}, record());
+        assert!(matches!(soon, Soon::Failed));
+        assert!(!upstream.core.is_waiting(2));
         // The server is gone: answered at once, never registered.
         upstream.core.close(Failure::Exited);
         upstream.request_then("tools/call", None, Duration::from_secs(60), |_| {}, record());
         let got = got.lock().map(|g| g.clone()).unwrap_or_default();
-        assert_eq!(got, vec![Err(UpstreamError::Exited), Err(UpstreamError::Exited)]);
+        assert_eq!(got, vec![Err(UpstreamError::Exited); 3]);
         assert_eq!(noted.lock().map(|n| n.clone()).unwrap_or_default(), vec![1]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_request_sent_now_goes_whole_or_is_left_for_later_and_one_abandoned_is_answered_at_once()
+    -> Result<(), Box<dyn std::error::Error>> {
+        // A server that reads nothing for a second: its input fills up.
+        let mut child = Command::new("sh").args(["-c", "sleep 1; cat > /dev/null"]).stdin(Stdio::piped()).spawn()?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let upstream = Upstream {
+            link: Link::Stdio { writer: PipeWriter::new(stdin), child: Mutex::new(child) },
+            core: Arc::new(Core::new(Arc::new(|_| {}))),
+            next_id: AtomicU64::new(1),
+            initialized: Value::Null,
+        };
+        let got: Outcomes = Arc::default();
+        let record = |n: u64| {
+            let got = Arc::clone(&got);
+            move |outcome| got.lock().unwrap_or_else(std::sync::PoisonError::into_inner).push((n, outcome))
+        };
+        let padding = json!({"padding": "x".repeat(1000)});
+        let mut sent = 0;
+        let later = loop {
+            match upstream.request_then_now(
+                "tools/call",
+                Some(padding.clone()),
+                Duration::from_secs(60),
+                |_| {},
+                record(sent + 1),
+            ) {
+                Soon::Sent => sent += 1,
+                Soon::Later(unsent) => break unsent,
+                Soon::Failed => return Err("the server is there".into()),
+            }
+            assert!(sent < 10_000, "a pipe holds less than 10 MB");
+        };
+        assert!(sent >= 4, "a pipe holds a few requests: {sent}");
+        // Each one sent and the one left for later wait for their answers; none was answered.
+        assert!((1..=sent + 1).all(|id| upstream.core.is_waiting(id)));
+        assert!(got.lock().map(|g| g.is_empty()).unwrap_or(false));
+        // Abandoned: answered at once (not at its deadline), and no longer waiting.
+        later.abandon();
+        assert!(!upstream.core.is_waiting(sent + 1));
+        // Left for later and sent: written once the server reads (after its `sleep`), waiting for its answer.
+        match upstream.request_then_now("tools/call", Some(padding), Duration::from_secs(60), |_| {}, record(sent + 2))
+        {
+            Soon::Later(unsent) => unsent.send(),
+            Soon::Sent => {}
+            Soon::Failed => return Err("the server is there".into()),
+        }
+        assert!(upstream.core.is_waiting(sent + 2));
+        let got = got.lock().map(|g| g.clone()).unwrap_or_default();
+        assert_eq!(got, vec![(sent + 1, Err(UpstreamError::Cancelled))]);
+        upstream.kill();
         Ok(())
     }
 
