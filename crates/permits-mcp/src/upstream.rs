@@ -519,14 +519,25 @@ impl Upstream {
         note: impl FnOnce(u64),
         then: impl FnOnce(Result<Value, UpstreamError>) + Send + 'static,
     ) {
-        let (asked, url, seconds) = (method.to_string(), self.url(), timeout.as_secs());
-        let waiter = Waiter::Then {
-            then: Box::new(move |outcome| then(outcome.map_err(|f| error_of(f, &asked, &url, seconds)))),
-            deadline: Instant::now() + timeout,
-        };
-        Core::watch(&self.core);
+        let waiter = self.then_waiter(method, timeout, then);
         // A request that cannot be sent has its waiter answered with the failure.
         let _ = self.send_request(method, params, timeout, note, waiter);
+    }
+
+    /// The waiter of [`Upstream::request_then`]: `then` gets the outcome said as the error of `method`,
+    /// once, before `timeout` has passed (the timeouts' thread started if it is not yet).
+    fn then_waiter(
+        &self,
+        method: &str,
+        timeout: Duration,
+        then: impl FnOnce(Result<Value, UpstreamError>) + Send + 'static,
+    ) -> Waiter {
+        let (asked, url, seconds) = (method.to_string(), self.url(), timeout.as_secs());
+        Core::watch(&self.core);
+        Waiter::Then {
+            then: Box::new(move |outcome| then(outcome.map_err(|f| error_of(f, &asked, &url, seconds)))),
+            deadline: Instant::now() + timeout,
+        }
     }
 
     /// [`Upstream::request_then`] for a caller that must not wait to send: the request is written now if the
@@ -545,12 +556,7 @@ impl Upstream {
         note: impl FnOnce(u64),
         then: impl FnOnce(Result<Value, UpstreamError>) + Send + 'static,
     ) -> Soon<'_> {
-        let (asked, url, seconds) = (method.to_string(), self.url(), timeout.as_secs());
-        let waiter = Waiter::Then {
-            then: Box::new(move |outcome| then(outcome.map_err(|f| error_of(f, &asked, &url, seconds)))),
-            deadline: Instant::now() + timeout,
-        };
-        Core::watch(&self.core);
+        let waiter = self.then_waiter(method, timeout, then);
         let Ok((id, message)) = self.register(method, params, timeout, note, waiter) else { return Soon::Failed };
         if let Link::Stdio { writer, .. } = &self.link {
             return match writer.try_send(&message) {
@@ -806,8 +812,15 @@ mod tests {
     -> Result<(), Box<dyn std::error::Error>> {
         // A server's input whose reader is gone: every write fails, as the pipe of a server that exited.
         let mut child = Command::new("true").stdin(Stdio::piped()).spawn()?;
-        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let mut stdin = child.stdin.take().ok_or("no stdin")?;
         child.wait()?;
+        // A child another test spawns at the same moment may hold the pipe's other end until its `exec`:
+        // wait until no reader is left (a write fails).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::io::Write::write(&mut stdin, b"\n").is_ok() {
+            assert!(Instant::now() < deadline, "the pipe still has a reader");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let upstream = Upstream {
             link: Link::Stdio { writer: PipeWriter::new(stdin), child: Mutex::new(child) },
             core: Arc::new(Core::new(Arc::new(|_| {}))),
