@@ -159,7 +159,8 @@ pub(crate) struct ListQuery {
 }
 
 /// `GET /v1/proposals[?status=S]`: for a host key, its agents' proposals; for a person key, the `waiting`
-/// proposals that person may decide now (their queue); oldest first, at most 1000.
+/// proposals that person may decide now (their queue), or with a `status` other than `waiting` every
+/// proposal in it (a person may read any proposal, [`Caller::may_read`]); oldest first, at most 1000.
 pub(crate) async fn list(
     State(app): State<Arc<App>>,
     caller: Caller,
@@ -169,7 +170,10 @@ pub(crate) async fn list(
     let listed = app
         .run(move |app| {
             let all = match (&key.kind, &key.person) {
-                (KeyKind::Person, Some(person)) => app.rt.waiting_for(person)?,
+                (KeyKind::Person, Some(person)) => match query.status {
+                    None | Some(Status::Waiting) => app.rt.waiting_for(person)?,
+                    Some(_) => app.rt.proposals()?,
+                },
                 (KeyKind::Host, _) => {
                     app.rt.proposals()?.into_iter().filter(|p| key.agents.contains(&p.agent)).collect()
                 }

@@ -280,3 +280,33 @@ fn an_operation_key_is_one_persons_task_over_http_and_its_host_ends_it() -> R {
     assert_eq!(host.get("/v1/tasks/no-such-key").code(), "not_found");
     Ok(())
 }
+
+#[test]
+fn a_person_lists_their_queue_and_asked_for_a_status_every_proposal_with_it() -> R {
+    let server = Server::start("support-triage");
+    let (host, riley) = (server.host("Triage"), server.person("Riley"));
+    let granted_id = granted(&host, &riley, "listed-1");
+    let waiting = host
+        .post(
+            "/v1/calls",
+            &json!({"agent": "Triage", "skill": "ExportFailures", "tool": "SendReply",
+            "arguments": {"ticket": "T-43", "recipient": "customer-43", "text": "J-43 failed."}, "requester": "Sam",
+            "operation_key": "listed-2", "claim_token": "listed-2-call", "covered_version": "7"}),
+        )
+        .ok();
+    let waiting_id = waiting["proposal"]["id"].as_str().ok_or("a proposal")?.to_string();
+    let ids = |path: &str| -> Vec<String> {
+        riley.get(path).ok()["proposals"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|p| p["id"].as_str().map(str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    // The queue: what waits for Riley to decide, with or without `status=waiting`.
+    assert_eq!(ids("/v1/proposals"), [waiting_id.clone()]);
+    assert_eq!(ids("/v1/proposals?status=waiting"), [waiting_id.clone()]);
+    // Another status: every proposal with it (a person may read any proposal by its id too).
+    assert_eq!(ids("/v1/proposals?status=granted"), [granted_id.clone()]);
+    assert_eq!(ids("/v1/proposals?status=rejected"), Vec::<String>::new());
+    assert_eq!(riley.get(&format!("/v1/proposals/{granted_id}")).ok()["status"], "granted");
+    Ok(())
+}
