@@ -267,7 +267,11 @@ impl Drop for Sending {
 
 /// One line on stderr, `permitc mcp proxy: MESSAGE`.
 pub(crate) fn log(message: &str) {
-    eprintln!("permitc mcp proxy: {message}");
+    use std::io::Write as _;
+    // One `write` for the whole line (stderr is unbuffered): the private `permitd` writes its own lines to
+    // the same stderr, and they must not interleave within a line.
+    let line = format!("permitc mcp proxy: {message}\n");
+    let _ = std::io::stderr().write_all(line.as_bytes());
 }
 
 fn hex(bytes: &[u8]) -> String {

@@ -37,7 +37,10 @@
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
+        // One `write` for the whole line: stderr is unbuffered, and `writeln!` would write each piece on
+        // its own, interleaved with the lines of a process sharing it (`permitc mcp proxy` runs us so).
+        let line = format!("{}\n", format_args!($($arg)*));
+        let _ = std::io::stderr().write_all(line.as_bytes());
     }};
 }
 pub(crate) use say;
