@@ -302,10 +302,10 @@ fn a_person_lists_their_queue_and_asked_for_a_status_every_proposal_with_it() ->
             .unwrap_or_default()
     };
     // The queue: what waits for Riley to decide, with or without `status=waiting`.
-    assert_eq!(ids("/v1/proposals"), [waiting_id.clone()]);
-    assert_eq!(ids("/v1/proposals?status=waiting"), [waiting_id.clone()]);
+    assert_eq!(ids("/v1/proposals"), vec![waiting_id.clone()]);
+    assert_eq!(ids("/v1/proposals?status=waiting"), vec![waiting_id]);
     // Another status: every proposal with it (a person may read any proposal by its id too).
-    assert_eq!(ids("/v1/proposals?status=granted"), [granted_id.clone()]);
+    assert_eq!(ids("/v1/proposals?status=granted"), vec![granted_id.clone()]);
     assert_eq!(ids("/v1/proposals?status=rejected"), Vec::<String>::new());
     assert_eq!(riley.get(&format!("/v1/proposals/{granted_id}")).ok()["status"], "granted");
     Ok(())
