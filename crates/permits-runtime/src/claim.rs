@@ -342,7 +342,7 @@ impl Runtime {
     }
 
     /// [`Runtime::claim_if_alone_syncing`] for a gateway that may send a read before its claim is even
-    /// written (issue #19's latency): for a tool that only reads (as there) and a new claim token, the call
+    /// written (spec §5 "Execution admission", §5a "Audit"; issue #19's latency): for a tool that only reads (as there) and a new claim token, the call
     /// is decided and everything that could refuse its claim is checked — the task's lease and binding, the
     /// run's number — in a store transaction that is left **open**, holding the store's write lock, and
     /// answered [`AloneClaim::Admitted`]. The host sends the call then, and [`AdmittedRead::claim`] writes
