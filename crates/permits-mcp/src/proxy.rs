@@ -157,6 +157,13 @@ impl Flight {
     fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::SeqCst)
     }
+
+    /// Notes the id its forwarded request has upstream (`None` once answered): a cancellation names it.
+    fn upstream_is(&self, id: Option<u64>) {
+        if let Ok(mut f) = self.upstream.lock() {
+            *f = id;
+        }
+    }
 }
 
 /// A request of the upstream server passed to the agent.
@@ -477,15 +484,9 @@ fn forward(state: &State, flight: &Flight, method: &str, params: Option<Value>) 
     if flight.is_cancelled() {
         return Err(UpstreamError::Cancelled);
     }
-    let note = |id| {
-        if let Ok(mut f) = flight.upstream.lock() {
-            *f = Some(id);
-        }
-    };
+    let note = |uid| flight.upstream_is(Some(uid));
     let answer = u.request_noting(method, params, Duration::from_secs(UPSTREAM_SECONDS), note);
-    if let Ok(mut f) = flight.upstream.lock() {
-        *f = None;
-    }
+    flight.upstream_is(None);
     answer
 }
 
@@ -864,9 +865,7 @@ fn forward_then(state: &Arc<State>, flight: &Arc<Flight>, id: Value, key: String
     let then = {
         let (state, flight) = (Arc::clone(state), Arc::clone(flight));
         move |outcome: Result<Value, UpstreamError>| {
-            if let Ok(mut f) = flight.upstream.lock() {
-                *f = None;
-            }
+            flight.upstream_is(None);
             let after = AfterAnswer::begin();
             let answer = finish_run(&state, &flight, run, outcome);
             conclude(&state, &key, &flight, id, "tools/call", answer, after);
@@ -876,11 +875,7 @@ fn forward_then(state: &Arc<State>, flight: &Arc<Flight>, id: Value, key: String
         then(Err(UpstreamError::Exited));
         return;
     };
-    let note = |uid| {
-        if let Ok(mut f) = flight.upstream.lock() {
-            *f = Some(uid);
-        }
-    };
+    let note = |uid| flight.upstream_is(Some(uid));
     u.request_then("tools/call", Some(params), Duration::from_secs(UPSTREAM_SECONDS), note, then);
 }
 
@@ -910,17 +905,11 @@ fn send_admitted(
     let then = {
         let (state, flight, meeting) = (Arc::clone(state), Arc::clone(flight), Arc::clone(&meeting));
         move |outcome: Result<Value, UpstreamError>| {
-            if let Ok(mut f) = flight.upstream.lock() {
-                *f = None;
-            }
+            flight.upstream_is(None);
             meet(&state, &flight, &meeting, |m| m.outcome = Some(outcome));
         }
     };
-    let note = |uid| {
-        if let Ok(mut f) = flight.upstream.lock() {
-            *f = Some(uid);
-        }
-    };
+    let note = |uid| flight.upstream_is(Some(uid));
     let Prepared { name, token, forward_params, .. } = call;
     let soon = u.request_then_now(
         "tools/call",

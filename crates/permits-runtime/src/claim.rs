@@ -247,7 +247,8 @@ impl Runtime {
     ) -> Result<Claimed, RuntimeError> {
         let table = self.table();
         let now = self.clock.now();
-        let ask = ClaimAsk { table: &table, now, acting, request, token, confirm };
+        let call = request.call.clone().in_task(request.operation_key.clone());
+        let ask = ClaimAsk { table: &table, now, acting, request, call: &call, token, confirm };
         self.transact(|tx, events| self.claim_alone_in(tx, events, &ask, None))
     }
 
@@ -289,7 +290,7 @@ impl Runtime {
             match decision.level {
                 Level::Alone => {
                     let confirm = claiming == Claiming::ClaimAndConfirm;
-                    let ask = ClaimAsk { table: &table, now, acting, request, token, confirm };
+                    let ask = ClaimAsk { table: &table, now, acting, request, call: &call, token, confirm };
                     let execution = self.claim_alone_in(tx, events, &ask, Some(decision.clone()))?;
                     Ok(CallClaim::Alone { decision, execution: Box::new(execution) })
                 }
@@ -336,16 +337,17 @@ impl Runtime {
         token: &str,
         claiming: Claiming,
     ) -> Result<Option<(Claimed, Syncing)>, RuntimeError> {
-        let commit = if self.reads_only(&request.call.tool) { crate::Commit::Syncing } else { crate::Commit::Durable };
+        let commit =
+            if reads_only(&self.table(), &request.call.tool) { crate::Commit::Syncing } else { crate::Commit::Durable };
         let (claimed, syncing) = self.claim_if_alone_as(commit, request, token, claiming)?;
         Ok(claimed.map(|c| (c, syncing)))
     }
 
     /// [`Runtime::claim_if_alone_syncing`] for a gateway that may send a read before its claim is even
-    /// written (spec §5 "Execution admission", §5a "Audit"; issue #19's latency): for a tool that only reads (as there) and a new claim token, the call
-    /// is decided and everything that could refuse its claim is checked — the task's lease and binding, the
-    /// run's number — in a store transaction that is left **open**, holding the store's write lock, and
-    /// answered [`AloneClaim::Admitted`]. The host sends the call then, and [`AdmittedRead::claim`] writes
+    /// written (spec §5 "Execution admission", §5a "Audit"; issue #19's latency): for a tool that only
+    /// reads (as there) and a new claim token, the call is decided and everything that could refuse its
+    /// claim is checked — the task's lease and binding, the run's number — in a store transaction that is
+    /// left **open**, holding the store's write lock, and answered [`AloneClaim::Admitted`]. The host sends the call then, and [`AdmittedRead::claim`] writes
     /// the run and its events and commits while the tool runs; the tool's answer waits for the claim's
     /// [`Syncing`] as with [`Runtime::claim_if_alone_syncing`]. Nothing else can change the store between
     /// the decision and the commit, so what is recorded is what the call was decided on; a read whose
@@ -362,11 +364,11 @@ impl Runtime {
         token: &str,
         claiming: Claiming,
     ) -> Result<AloneClaim<'_>, RuntimeError> {
-        if !self.reads_only(&request.call.tool) {
-            let claimed = self.claim_if_alone_syncing(&request, token, claiming)?;
-            return Ok(claimed.map_or(AloneClaim::NotAlone, |(c, s)| AloneClaim::Claimed(Box::new(c), s)));
-        }
         let table = self.table();
+        if !reads_only(&table, &request.call.tool) {
+            let (claimed, syncing) = self.claim_if_alone_as(crate::Commit::Durable, &request, token, claiming)?;
+            return Ok(claimed.map_or(AloneClaim::NotAlone, |c| AloneClaim::Claimed(Box::new(c), syncing)));
+        }
         let now = self.clock.now();
         let confirm = claiming == Claiming::ClaimAndConfirm;
         let call = request.call.clone().in_task(request.operation_key.clone());
@@ -378,7 +380,7 @@ impl Runtime {
                 if decision.level != Level::Alone {
                     return Ok(None);
                 }
-                let ask = ClaimAsk { table: &table, now, acting: None, request: &request, token, confirm };
+                let ask = ClaimAsk { table: &table, now, acting: None, request: &request, call: &call, token, confirm };
                 self.admit_claim_in(tx.as_mut(), &mut events, &ask, Some(decision)).map(Some)
             })(),
             Err(e) => Err(e),
@@ -392,6 +394,7 @@ impl Runtime {
                     table,
                     now,
                     request,
+                    call,
                     token: token.to_string(),
                     confirm,
                     admitted,
@@ -403,20 +406,6 @@ impl Runtime {
         };
         let (claimed, syncing) = self.conclude(tx, events, result, crate::Commit::Syncing)?;
         Ok(claimed.map_or(AloneClaim::NotAlone, |c| AloneClaim::Claimed(Box::new(c), syncing)))
-    }
-
-    /// Whether `tool`'s effect set, proven and claimed, is `reads` alone, and it spends from no budget
-    /// ([`Runtime::claim_if_alone_syncing`]).
-    fn reads_only(&self, tool: &str) -> bool {
-        self.table().tools.get(tool).is_some_and(|tool| {
-            tool.spends.is_none()
-                && tool.reserved.is_none()
-                && tool
-                    .effects
-                    .keys()
-                    .chain(tool.claim.iter().flatten())
-                    .all(|c| *c == crate::table::EffectClass::Reads)
-        })
     }
 
     fn claim_if_alone_as(
@@ -436,7 +425,7 @@ impl Runtime {
                 return Ok(Kept::RollBack(None));
             }
             let confirm = claiming == Claiming::ClaimAndConfirm;
-            let ask = ClaimAsk { table: &table, now, acting: None, request, token, confirm };
+            let ask = ClaimAsk { table: &table, now, acting: None, request, call: &call, token, confirm };
             let execution = self.claim_alone_in(tx, events, &ask, Some(decision))?;
             Ok(Kept::Commit(Some(execution)))
         })
@@ -470,7 +459,7 @@ impl Runtime {
         ask: &ClaimAsk<'_>,
         decided: Option<Decision>,
     ) -> Result<ClaimAdmission, RuntimeError> {
-        let ClaimAsk { table, now, acting, request, token, confirm } = *ask;
+        let ClaimAsk { table, now, acting, request, token, confirm, .. } = *ask;
         let call = &request.call;
         if let Err(message) = limits::check_text("the claim token", token, limits::MAX_KEY_BYTES) {
             return Err(self.refuse(events, &call.agent, About::Operation(token), Refusal::TooLarge, message));
@@ -496,12 +485,11 @@ impl Runtime {
             );
             return Err(self.refuse(events, &call.agent, About::Operation(&run.id), Refusal::Claimed, message));
         }
-        let call = call.clone().in_task(request.operation_key.clone());
         let decision = match decided {
             Some(decision) => decision,
-            None => self.decision_in(tx, events, table, &call, now)?,
+            None => self.decision_in(tx, events, table, ask.call, now)?,
         };
-        let admitted = self.admit_alone_decided_in(tx, events, table, &call, now, Runner::Host, decision)?;
+        let admitted = self.admit_alone_decided_in(tx, events, table, ask.call, now, Runner::Host, decision)?;
         Ok(ClaimAdmission::New(admitted))
     }
 
@@ -514,9 +502,7 @@ impl Runtime {
         ask: &ClaimAsk<'_>,
         admitted: AloneAdmission,
     ) -> Result<Claimed, RuntimeError> {
-        let ClaimAsk { table, now, acting, request, token, confirm } = *ask;
-        let call = request.call.clone().in_task(request.operation_key.clone());
-        let call = &call;
+        let ClaimAsk { table, now, acting, request, call, token, confirm } = *ask;
         let Some((id, amount)) = admitted.holder else {
             return Err(RuntimeError::Store(StoreError("an alone run recorded for a host has no id".into())));
         };
@@ -1349,6 +1335,8 @@ pub struct AdmittedRead<'r> {
     table: std::sync::Arc<Table>,
     now: u64,
     request: ProposalRequest,
+    /// The request's call in its task.
+    call: Call,
     token: String,
     confirm: bool,
     admitted: AloneAdmission,
@@ -1368,6 +1356,7 @@ impl AdmittedRead<'_> {
             now: this.now,
             acting: None,
             request: &this.request,
+            call: &this.call,
             token: &this.token,
             confirm: this.confirm,
         };
@@ -1383,14 +1372,15 @@ impl std::fmt::Debug for AdmittedRead<'_> {
 }
 
 /// What an alone claim asks ([`Runtime::claim_alone_in`]): on `table` at `now` (seconds since the Unix
-/// epoch), presenting `acting` (a lease on the task), the call, its claim token, and whether the claim is
-/// confirmed in the same transaction.
+/// epoch), presenting `acting` (a lease on the task), the request and its call in its task (made once by
+/// the caller), its claim token, and whether the claim is confirmed in the same transaction.
 #[derive(Clone, Copy)]
 struct ClaimAsk<'a> {
     table: &'a Table,
     now: u64,
     acting: Option<&'a Lease>,
     request: &'a ProposalRequest,
+    call: &'a Call,
     token: &'a str,
     confirm: bool,
 }
@@ -1409,4 +1399,14 @@ pub(crate) struct AloneAdmission {
     pub(crate) decision: Decision,
     pub(crate) runs_as: String,
     pub(crate) holder: Option<(String, Option<u64>)>,
+}
+
+/// Whether `tool`'s effect set, proven and claimed, is `reads` alone, and it spends from no budget
+/// ([`Runtime::claim_if_alone_syncing`]).
+fn reads_only(table: &Table, tool: &str) -> bool {
+    table.tools.get(tool).is_some_and(|tool| {
+        tool.spends.is_none()
+            && tool.reserved.is_none()
+            && tool.effects.keys().chain(tool.claim.iter().flatten()).all(|c| *c == crate::table::EffectClass::Reads)
+    })
 }
