@@ -50,6 +50,13 @@ pub enum Message {
 }
 
 impl Message {
+    /// The message as it goes on stdio: its JSON ([`Message::to_value`]) on one line, newline included.
+    pub fn to_line(&self) -> String {
+        let mut line = self.to_value().to_string();
+        line.push('\n');
+        line
+    }
+
     /// The message as a JSON value (`"jsonrpc": "2.0"` included).
     pub fn to_value(&self) -> Value {
         match self {
@@ -241,8 +248,7 @@ impl Writer {
     ///
     /// Errors: the write's (a closed pipe); a poisoned lock is an error too.
     pub fn send(&self, message: &Message) -> io::Result<()> {
-        let mut text = message.to_value().to_string();
-        text.push('\n');
+        let text = message.to_line();
         let mut w = self.inner.lock().map_err(|_| io::Error::other("the writer's lock is poisoned"))?;
         w.write_all(text.as_bytes())?;
         w.flush()

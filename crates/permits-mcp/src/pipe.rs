@@ -34,7 +34,7 @@ impl PipeWriter {
     ///
     /// Errors: the write's (a closed pipe: the server is gone); a poisoned lock.
     pub(crate) fn send(&self, message: &Message) -> io::Result<()> {
-        let line = line_of(message);
+        let line = message.to_line().into_bytes();
         let mut stdin = self.stdin.lock().map_err(|_| io::Error::other("the writer's lock is poisoned"))?;
         write_waiting(&mut stdin, &line)
     }
@@ -48,7 +48,7 @@ impl PipeWriter {
         if !self.nonblocking {
             return Ok(false);
         }
-        let line = line_of(message);
+        let line = message.to_line().into_bytes();
         if line.len() > ATOMIC_BYTES {
             return Ok(false);
         }
@@ -76,12 +76,6 @@ impl PipeWriter {
 const ATOMIC_BYTES: usize = rustix::pipe::PIPE_BUF;
 #[cfg(not(unix))]
 const ATOMIC_BYTES: usize = 0;
-
-fn line_of(message: &Message) -> Vec<u8> {
-    let mut line = message.to_value().to_string().into_bytes();
-    line.push(b'\n');
-    line
-}
 
 /// Writes all of `bytes`, waiting for room whenever the pipe is full.
 fn write_waiting(stdin: &mut ChildStdin, mut bytes: &[u8]) -> io::Result<()> {
