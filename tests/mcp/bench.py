@@ -19,6 +19,7 @@ import contextlib
 import http.client
 import json
 import os
+import random
 import socket
 import statistics
 import subprocess
@@ -194,36 +195,76 @@ def main() -> None:
         print(f"{'added by the proxy (HTTP upstream)':<44} p50 {statistics.median(ph) - statistics.median(dh):7.3f} ms   p99 {pct(ph, 0.99) - pct(dh, 0.99):7.3f} ms")
 
 
+def syncs(folder: Path, n: int = 300) -> list[float]:
+    """`n` syncs of the disk under `folder`, each timed in ms: 48 KiB written (about what a claim's commit
+    adds to the store's log: 12 pages) and `fdatasync`, 3 ms apart — what the answer of a read waits for
+    when its tool answers sooner."""
+    path = folder / "sync-probe"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    out = []
+    try:
+        for i in range(n):
+            os.pwrite(fd, b"x" * 48 * 1024, (i % 64) * 48 * 1024)
+            start = time.perf_counter()
+            os.fdatasync(fd)
+            out.append((time.perf_counter() - start) * 1000)
+            time.sleep(0.003)
+    finally:
+        os.close(fd)
+        path.unlink()
+    return out
+
+
 def main_local() -> None:
     """`bench.py local [CALLS] [ROUNDS]`: only the alone call, directly and through the local proxy
     (`--store`), one call each way in turn, CALLS each way per round (a fresh proxy and server each round,
-    the store kept), so that the machine's drift over the run falls on both alike; the figures are pooled
-    over the ROUNDS rounds."""
+    the stores kept), so that the machine's drift over the run falls on all alike; the figures are pooled
+    over the ROUNDS rounds.
+
+    In the same turns: a second local proxy whose store is in memory (`/dev/shm`, where there is one), whose
+    syncs cost nothing — the proxy's own part, apart from the disk's sync that a read's answer waits for —
+    and a second direct server, as the measurement's own resolution (two identical paths differ by that
+    much). Last, the disk's own `fdatasync` times."""
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 500
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 4
-    with bench_world() as (world, env, call, folder, permitc):
-        d: list[float] = []
-        lo: list[float] = []
+    shm = Path("/dev/shm")
+    with bench_world() as (world, env, call, folder, permitc), contextlib.ExitStack() as stack:
+        memory = Path(stack.enter_context(tempfile.TemporaryDirectory(dir=shm))) if shm.is_dir() else None
+        # (name, a fresh peer's command, its calls)
+        ways: list[tuple[str, list[str], list[float]]] = [
+            ("direct", server_command(), []),
+            ("through the local proxy", [str(permitc), *world.local_args(folder / "local.db")], []),
+        ]
+        if memory:
+            ways.append(("  its store in memory", [str(permitc), *world.local_args(memory / "local.db")], []))
+        ways.append(("direct to a second server", server_command(), []))
+        order = random.Random(19)
         for _ in range(rounds):
-            direct = Peer(server_command(), env)
-            local = Peer([str(permitc), *world.local_args(folder / "local.db")], env)
-            timed(direct, "tools/call", call, 50)
-            timed(local, "tools/call", call, 50)
-            # One call each way in turn, so that both meet the machine in the same state.
+            peers = [(Peer(command, env), out) for _, command, out in ways]
+            for peer, _ in peers:
+                timed(peer, "tools/call", call, 50)
+            # One call each way in turn, so that all meet the machine in the same state; the order shuffled
+            # each turn, since a call also meets what the one before it left running (a proxy's receipt).
             for _ in range(calls):
-                d += timed(direct, "tools/call", call, 1)
-                lo += timed(local, "tools/call", call, 1)
-            direct.stop()
-            local.stop()
-        show("alone tools/call, direct", d)
-        show("alone tools/call, through the local proxy", lo)
-        print(f"{'added by the local proxy (--store)':<44} p50 {statistics.median(lo) - statistics.median(d):7.3f} ms   p99 {pct(lo, 0.99) - pct(d, 0.99):7.3f} ms")
+                order.shuffle(peers)
+                for peer, out in peers:
+                    out += timed(peer, "tools/call", call, 1)
+            for peer, _ in peers:
+                peer.stop()
+        d = ways[0][2]
+        for name, _, out in ways:
+            show(f"alone tools/call, {name.strip()}", out)
+        for name, _, out in ways[1:]:
+            print(f"{'  added, ' + name.strip():<44} p50 {statistics.median(out) - statistics.median(d):7.3f} ms   p99 {pct(out, 0.99) - pct(d, 0.99):7.3f} ms")
+        if not memory:
+            print("(no /dev/shm here: the store in memory was not measured)")
+        show("the store's disk: fdatasync of 48 KiB", syncs(folder))
 
 
 def main_compare() -> None:
     """`bench.py compare [CALLS] [ROUNDS]` with $PERMITC_B and $PERMITD_B: the local proxy of two builds side by
-    side (a change against the build before it), and the direct call, one call each way in turn, each build
-    on a store of its own; the figures pooled over the rounds."""
+    side (a change against the build before it), and the direct call, one call each way in turn (the order
+    shuffled each turn), each build on a store of its own; the figures pooled over the rounds."""
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 500
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 2
     permitd_b = Path(os.environ["PERMITD_B"])
@@ -234,6 +275,7 @@ def main_compare() -> None:
         d: list[float] = []
         a: list[float] = []
         b: list[float] = []
+        order = random.Random(19)
         for _ in range(rounds):
             peers = [
                 (Peer(server_command(), env), d),
@@ -243,6 +285,7 @@ def main_compare() -> None:
             for peer, _ in peers:
                 timed(peer, "tools/call", call, 50)
             for _ in range(calls):
+                order.shuffle(peers)
                 for peer, out in peers:
                     out += timed(peer, "tools/call", call, 1)
             for peer, _ in peers:
