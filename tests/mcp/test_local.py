@@ -8,7 +8,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -261,3 +263,41 @@ def test_a_read_on_the_local_lane_is_sent_before_its_claim_is_written_and_answer
     verified = subprocess.run([str(world.permitc), "audit", "verify", str(store)], capture_output=True, text=True)
     assert verified.returncode == 0, verified
     assert "go through the approval service" not in proxy.log.read_text(), proxy.log.read_text()
+
+
+def test_a_call_once_the_upstream_server_exited_is_an_error_and_leaves_no_run_to_resolve(world: World) -> None:
+    """Once the upstream server has exited, a call the lane would run alone — a read or a change — is answered
+    that the server exited, and the ledger gets no run for it: nothing was sent, so nothing is `unknown` for
+    a person to resolve. (A change used to be claimed first, then recorded `unknown`: "no answer from the
+    upstream server", though it never reached one.)"""
+    (world.notes / "groceries.txt").write_text("milk, eggs")
+    store = world.folder / "local.db"
+    proxy = RawProxy(world, local=store)
+    try:
+        proxy.call(1, "read_note", {"title": "groceries"})
+        first = proxy.next()
+        os.kill(int((world.notes / "server.pid").read_text()), signal.SIGKILL)
+        deadline = time.monotonic() + 20
+        while "the upstream MCP server exited" not in proxy.log.read_text():
+            assert time.monotonic() < deadline, proxy.log.read_text()
+            time.sleep(0.05)
+        proxy.call(2, "write_note", {"title": "x", "body": "y"})
+        wrote = proxy.next()
+        proxy.call(3, "read_note", {"title": "groceries"})
+        read = proxy.next()
+    finally:
+        proxy.stop()
+    assert first["result"]["content"] == [{"type": "text", "text": "milk, eggs"}], first
+    gone = {"code": -32603, "message": "the upstream MCP server exited"}
+    assert (wrote["id"], wrote.get("error")) == (2, gone), wrote
+    assert (read["id"], read.get("error")) == (3, gone), read
+    assert world.calls("write_note") == 0
+    copy = [json.loads(line) for line in Path(f"{store}.audit.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["outcome"], e["tool"]) for e in copy if e["tool"]] == [
+        ("decision", "alone", "read_note"),
+        ("execution", "claimed", "read_note"),
+        ("execution", "sending", "read_note"),
+        ("execution", "done", "read_note"),
+    ], copy
+    verified = subprocess.run([str(world.permitc), "audit", "verify", str(store)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified

@@ -470,6 +470,12 @@ fn upstream(state: &State) -> Result<&Upstream, Value> {
     state.upstream.get().ok_or_else(|| error_object(INTERNAL_ERROR, "the upstream MCP server is not started"))
 }
 
+/// A request that found no upstream server to send it to: never sent ([`UpstreamError::NotSent`]), said as
+/// a server that exited.
+fn never_started() -> UpstreamError {
+    UpstreamError::NotSent { cause: Box::new(UpstreamError::Exited) }
+}
+
 fn upstream_error(e: &UpstreamError) -> Value {
     match e {
         UpstreamError::Rpc { error, .. } => error.clone(),
@@ -480,7 +486,7 @@ fn upstream_error(e: &UpstreamError) -> Value {
 /// Forwards a request of the agent's (`flight`) to the upstream server as it is; the agent's cancellation
 /// names the id it is sent with there.
 fn forward(state: &State, flight: &Flight, method: &str, params: Option<Value>) -> Result<Value, UpstreamError> {
-    let u = state.upstream.get().ok_or(UpstreamError::Exited)?;
+    let u = state.upstream.get().ok_or_else(never_started)?;
     if flight.is_cancelled() {
         return Err(UpstreamError::Cancelled);
     }
@@ -705,6 +711,11 @@ impl Prepared {
 /// Errors: the call's answer already — an error for parameters MCP does not allow, a refusal for a tool not
 /// offered; `Ok(None)` when the offer is not loaded and `load` is false.
 fn prepare_call(state: &State, params: &Value, load: bool) -> Result<Option<Prepared>, Result<Value, Value>> {
+    // A server that is gone runs nothing: the call is not decided, claimed or proposed, so the ledger gets no
+    // run that never reached a server (nothing `unknown` for a person to resolve).
+    if let Some(gone) = state.upstream.get().and_then(Upstream::gone) {
+        return Err(Err(upstream_error(&gone)));
+    }
     let Some(mcp) = params.get("name").and_then(Value::as_str).map(str::to_string) else {
         return Err(Err(error_object(INVALID_PARAMS, "tools/call needs a `name`")));
     };
@@ -872,7 +883,7 @@ fn forward_then(state: &Arc<State>, flight: &Arc<Flight>, id: Value, key: String
         }
     };
     let Some(u) = state.upstream.get() else {
-        then(Err(UpstreamError::Exited));
+        then(Err(never_started()));
         return;
     };
     let note = |uid| flight.upstream_is(Some(uid));
@@ -898,7 +909,7 @@ fn send_admitted(
         drop(admitted);
         meet(state, flight, &meeting, |m| {
             m.claim = Some(Half::NotSent);
-            m.outcome = Some(Err(UpstreamError::Exited));
+            m.outcome = Some(Err(never_started()));
         });
         return;
     };
@@ -1348,6 +1359,36 @@ fn not_taken(error: &Value) -> bool {
     )
 }
 
+/// The receipt of a run the upstream server was sent (`cancelled`: the agent cancelled the call): `done` with
+/// the result; `failed` when nothing took effect (the server says it did not take the request, or it never
+/// reached the server); `unknown` when the tool may have acted.
+fn receipt_of(outcome: &Result<Value, UpstreamError>, cancelled: bool) -> permits_runtime::RunOutcome {
+    use permits_runtime::RunOutcome;
+    match outcome {
+        Ok(result) => RunOutcome::Done(result.clone()),
+        Err(UpstreamError::Cancelled) => RunOutcome::Unknown(
+            "the agent cancelled the call while the upstream server ran it: it may have acted".into(),
+        ),
+        Err(UpstreamError::Rpc { error, .. }) if !cancelled && not_taken(error) => {
+            // The server says it did not take the request (it could not read it, or refused its method or
+            // its parameters): nothing took effect.
+            RunOutcome::Failed(format!("the upstream server refused the request: {error}"))
+        }
+        Err(UpstreamError::Rpc { error, .. }) if !cancelled => {
+            // Any other error (an internal or a server error) may come after the tool acted: a run taken for
+            // undone releases what it reserved and may be made again.
+            RunOutcome::Unknown(format!(
+                "the upstream server answered an error that does not say the tool did not act: {error}"
+            ))
+        }
+        // It never reached the server (gone before it was written, or its pipe closed): nothing took effect.
+        Err(UpstreamError::NotSent { cause }) => {
+            RunOutcome::Failed(format!("never sent to the upstream server: {cause}"))
+        }
+        Err(e) => RunOutcome::Unknown(format!("no answer from the upstream server: {e}")),
+    }
+}
+
 /// Waits for the lane's claim to be durable (`syncing`), if there is one: nothing about the call leaves
 /// the proxy before. The error answered when its sync failed (the answer is withheld).
 fn durable(state: &State, syncing: Option<Syncing>, name: &str, id: &str) -> Result<(), Value> {
@@ -1363,29 +1404,10 @@ fn finish_run(
     run: Run,
     outcome: Result<Value, UpstreamError>,
 ) -> Result<Value, Value> {
-    use permits_runtime::RunOutcome;
     let Run { host, syncing, id, token, name, params, _sending } = run;
     // Nothing about the call — its answer, its receipt, its result as evidence — before its claim is durable.
     durable(state, syncing, &name, &id)?;
-    let receipt = match &outcome {
-        Ok(result) => RunOutcome::Done(result.clone()),
-        Err(UpstreamError::Cancelled) => RunOutcome::Unknown(
-            "the agent cancelled the call while the upstream server ran it: it may have acted".into(),
-        ),
-        Err(UpstreamError::Rpc { error, .. }) if !flight.is_cancelled() && not_taken(error) => {
-            // The server says it did not take the request (it could not read it, or refused its method or
-            // its parameters): nothing took effect.
-            RunOutcome::Failed(format!("the upstream server refused the request: {error}"))
-        }
-        Err(UpstreamError::Rpc { error, .. }) if !flight.is_cancelled() => {
-            // Any other error (an internal or a server error) may come after the tool acted: a run taken for
-            // undone releases what it reserved and may be made again.
-            RunOutcome::Unknown(format!(
-                "the upstream server answered an error that does not say the tool did not act: {error}"
-            ))
-        }
-        Err(e) => RunOutcome::Unknown(format!("no answer from the upstream server: {e}")),
-    };
+    let receipt = receipt_of(&outcome, flight.is_cancelled());
     if host.alone() && outcome.is_ok() {
         // An alone call's result goes to the agent first: its run is `sending` (never run again) until the
         // receipt is recorded. A proposal's receipt is recorded before the answer, with the run still
@@ -1560,5 +1582,38 @@ fn on_upstream(state: &Arc<State>, incoming: Incoming) {
         Incoming::Closed => {
             log("the upstream MCP server exited: every request that needs it is answered with an error")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use permits_runtime::RunOutcome;
+
+    #[test]
+    fn a_run_is_failed_only_when_nothing_took_effect_and_unknown_when_the_tool_may_have_acted() {
+        let exited = UpstreamError::Exited;
+        let not_sent = UpstreamError::NotSent { cause: Box::new(UpstreamError::Exited) };
+        let refused = |code: i64| UpstreamError::Rpc {
+            method: "tools/call".into(),
+            error: json!({"code": code, "message": "no"}),
+        };
+        let failed = |why: &str| RunOutcome::Failed(why.into());
+        assert_eq!(receipt_of(&Ok(json!({"content": []})), false), RunOutcome::Done(json!({"content": []})));
+        // Never written to the server: it cannot have acted, cancelled or not.
+        let never = "never sent to the upstream server: the upstream MCP server exited";
+        assert_eq!(receipt_of(&Err(not_sent.clone()), false), failed(never));
+        assert_eq!(receipt_of(&Err(not_sent), true), failed(never));
+        // Sent, then the server exited before it answered: it may have acted.
+        assert_eq!(
+            receipt_of(&Err(exited), false),
+            RunOutcome::Unknown("no answer from the upstream server: the upstream MCP server exited".into())
+        );
+        // The server says it did not take the request, unless the agent had cancelled it.
+        let refusal = r#"the upstream server refused the request: {"code":-32602,"message":"no"}"#;
+        assert_eq!(receipt_of(&Err(refused(INVALID_PARAMS)), false), failed(refusal));
+        assert!(matches!(receipt_of(&Err(refused(INVALID_PARAMS)), true), RunOutcome::Unknown(_)));
+        assert!(matches!(receipt_of(&Err(refused(INTERNAL_ERROR)), false), RunOutcome::Unknown(_)));
+        assert!(matches!(receipt_of(&Err(UpstreamError::Cancelled), false), RunOutcome::Unknown(_)));
     }
 }

@@ -66,6 +66,14 @@ pub enum UpstreamError {
     /// The request was cancelled ([`Upstream::cancel`]) before its answer came.
     #[error("the request was cancelled")]
     Cancelled,
+    /// The request never reached the server, so it cannot have acted on it: the server was gone before it
+    /// was written, its pipe was closed, or no thread could post it. Said as its `cause` (one of the other
+    /// errors: [`UpstreamError::Exited`], [`UpstreamError::Ended`], [`UpstreamError::Http`]).
+    #[error("{cause}")]
+    NotSent {
+        /// Why it could not be sent.
+        cause: Box<UpstreamError>,
+    },
     /// The server's answer does not have the shape MCP gives it.
     #[error("the upstream MCP server's answer to `{method}` is malformed: {why}")]
     Malformed {
@@ -145,6 +153,8 @@ pub(crate) enum Failure {
     Cancelled,
     /// No answer before its deadline ([`Upstream::request_then`]).
     TimedOut,
+    /// Never sent, for this reason ([`UpstreamError::NotSent`]).
+    NotSent(Box<Failure>),
 }
 
 /// A function given a request's outcome ([`Waiter::Then`]).
@@ -185,6 +195,7 @@ fn error_of(failure: Failure, method: &str, url: &str, seconds: u64) -> Upstream
         Failure::Http(why) => UpstreamError::Http { url: url.to_string(), why },
         Failure::Cancelled => UpstreamError::Cancelled,
         Failure::TimedOut => UpstreamError::Timeout { method: method.to_string(), seconds },
+        Failure::NotSent(cause) => UpstreamError::NotSent { cause: Box::new(error_of(*cause, method, url, seconds)) },
     }
 }
 
@@ -446,7 +457,8 @@ impl Upstream {
     /// answer, so nothing else is sent before this idempotent one is answered. A server without tools (an
     /// error answer) is ready too.
     ///
-    /// Errors: [`UpstreamError::Exited`]; [`UpstreamError::Timeout`] after the last try.
+    /// Errors: [`UpstreamError::Exited`] or [`UpstreamError::NotSent`]; [`UpstreamError::Timeout`] after the
+    /// last try.
     fn wait_until_ready(&self) -> Result<(), UpstreamError> {
         for _ in 0..READY_TRIES {
             match self.request("tools/list", Some(json!({})), Duration::from_millis(READY_TRY_MILLIS)) {
@@ -456,6 +468,19 @@ impl Upstream {
             }
         }
         Err(UpstreamError::Timeout { method: "tools/list".into(), seconds: READY_TRIES * READY_TRY_MILLIS / 1000 })
+    }
+
+    /// What a request to a server that is gone is answered ([`UpstreamError::Exited`], or over HTTP
+    /// [`UpstreamError::Ended`] once the session ended), or `None` while it is there
+    /// ([`Upstream::is_alive`]).
+    pub fn gone(&self) -> Option<UpstreamError> {
+        if self.is_alive() {
+            return None;
+        }
+        Some(match &self.link {
+            Link::Http(h) if h.is_ended() => UpstreamError::Ended { url: self.url() },
+            _ => UpstreamError::Exited,
+        })
     }
 
     /// Whether the server is still there (its output open; over HTTP, its session not ended).
@@ -473,9 +498,9 @@ impl Upstream {
 
     /// Sends a request and waits up to `timeout` for its answer (the `result`).
     ///
-    /// Errors: [`UpstreamError::Exited`] (before or while waiting), [`UpstreamError::Timeout`],
-    /// [`UpstreamError::Rpc`] for an error answer; over HTTP [`UpstreamError::Http`] and
-    /// [`UpstreamError::Ended`].
+    /// Errors: [`UpstreamError::NotSent`] (the server gone before it was sent), [`UpstreamError::Exited`]
+    /// (while waiting), [`UpstreamError::Timeout`], [`UpstreamError::Rpc`] for an error answer; over HTTP
+    /// [`UpstreamError::Http`] and [`UpstreamError::Ended`].
     pub fn request(&self, method: &str, params: Option<Value>, timeout: Duration) -> Result<Value, UpstreamError> {
         self.request_noting(method, params, timeout, |_| {})
     }
@@ -577,8 +602,8 @@ impl Upstream {
     /// Registers `waiter` under a new id, tells `note` the id, and sends the request; the id. A request that
     /// cannot be sent has its waiter answered with the failure (unless the server's end answered it first).
     ///
-    /// Errors: [`UpstreamError::Exited`] or [`UpstreamError::Ended`] when the server is gone,
-    /// [`UpstreamError::Http`] when no thread can post it.
+    /// Errors: [`UpstreamError::NotSent`] when the server is gone ([`UpstreamError::Exited`] or
+    /// [`UpstreamError::Ended`]) or no thread can post it ([`UpstreamError::Http`]).
     fn send_request(
         &self,
         method: &str,
@@ -596,7 +621,8 @@ impl Upstream {
     /// and answers the id with the request to send. A server that is gone has the waiter answered with the
     /// failure here.
     ///
-    /// Errors: [`UpstreamError::Exited`] or [`UpstreamError::Ended`] when the server is gone.
+    /// Errors: [`UpstreamError::NotSent`] when the server is gone ([`UpstreamError::Exited`] or
+    /// [`UpstreamError::Ended`]).
     fn register(
         &self,
         method: &str,
@@ -610,7 +636,7 @@ impl Upstream {
             _ => Failure::Exited,
         };
         if !self.is_alive() {
-            let failure = gone();
+            let failure = Failure::NotSent(Box::new(gone()));
             let e = error_of(failure.clone(), method, &self.url(), timeout.as_secs());
             waiter.answer(Err(failure));
             return Err(e);
@@ -633,7 +659,8 @@ impl Upstream {
     /// over HTTP hands it to a thread that posts it. A request that cannot be sent has its waiter answered
     /// with the failure.
     ///
-    /// Errors: [`UpstreamError::Exited`] for a closed pipe, [`UpstreamError::Http`] when no thread can post it.
+    /// Errors: [`UpstreamError::NotSent`] for a closed pipe ([`UpstreamError::Exited`]) or when no thread can
+    /// post it ([`UpstreamError::Http`]).
     fn write_request(&self, id: u64, message: &Message, method: &str, timeout: Duration) -> Result<(), UpstreamError> {
         match &self.link {
             Link::Stdio { writer, .. } => {
@@ -659,9 +686,10 @@ impl Upstream {
         Ok(())
     }
 
-    /// Request `id` could not be sent: its waiter is answered with `failure` (unless it was answered
-    /// already); the error to say.
+    /// Request `id` could not be sent: its waiter is answered that it was not, for `failure`
+    /// ([`UpstreamError::NotSent`]; unless it was answered already); the error to say.
     fn unsent(&self, id: u64, failure: Failure, method: &str, timeout: Duration) -> UpstreamError {
+        let failure = Failure::NotSent(Box::new(failure));
         let e = error_of(failure.clone(), method, &self.url(), timeout.as_secs());
         self.core.settle(id, Err(failure));
         e
@@ -808,7 +836,7 @@ mod tests {
     }
 
     #[test]
-    fn a_request_handed_to_a_function_that_cannot_be_sent_is_answered_once_with_the_failure()
+    fn a_request_handed_to_a_function_that_cannot_be_sent_is_answered_once_that_it_was_never_sent()
     -> Result<(), Box<dyn std::error::Error>> {
         // A server's input whose reader is gone: every write fails, as the pipe of a server that exited.
         let mut child = Command::new("true").stdin(Stdio::piped()).spawn()?;
@@ -845,7 +873,9 @@ mod tests {
         upstream.core.close(Failure::Exited);
         upstream.request_then("tools/call", None, Duration::from_secs(60), |_| {}, record());
         let got = got.lock().map(|g| g.clone()).unwrap_or_default();
-        assert_eq!(got, vec![Err(UpstreamError::Exited); 3]);
+        // None of the three reached the server: each says so, not only that the server is gone.
+        assert_eq!(got, vec![Err(UpstreamError::NotSent { cause: Box::new(UpstreamError::Exited) }); 3]);
+        assert_eq!(got[0].as_ref().err().map(ToString::to_string).as_deref(), Some("the upstream MCP server exited"));
         assert_eq!(noted.lock().map(|n| n.clone()).unwrap_or_default(), vec![1]);
         Ok(())
     }
@@ -909,6 +939,7 @@ mod tests {
         let said = |f| error_of(f, "tools/call", "http://127.0.0.1:9/mcp", 300).to_string();
         assert_eq!(said(Failure::TimedOut), "the upstream MCP server did not answer `tools/call` within 300 s");
         assert_eq!(said(Failure::Exited), "the upstream MCP server exited");
+        assert_eq!(said(Failure::NotSent(Box::new(Failure::Exited))), "the upstream MCP server exited");
         assert_eq!(said(Failure::Cancelled), "the request was cancelled");
         assert_eq!(said(Failure::Ended), "the upstream MCP server at http://127.0.0.1:9/mcp ended the session");
         assert_eq!(
