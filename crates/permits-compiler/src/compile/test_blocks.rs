@@ -99,7 +99,7 @@ fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result
                 if let Some(m) = e.mode.and_then(|m| entry.and_then(|x| x.modes.get(m))) {
                     because.extend(m.because.iter().cloned());
                 }
-                Ok((level, deciding_rules(&because, level)))
+                Ok((level, deciding_rules(&because, &link_reasons(table, e), level)))
             }
             Ok(levels) => Err(levels.into_iter().collect()),
         };
@@ -133,7 +133,7 @@ fn expectation_level(table: &Table, e: &crate::check::ExpectModel<'_>) -> Result
             if let Some(m) = of.mode {
                 because.extend(m.because.iter().cloned());
             }
-            (of.level, deciding_rules(&because, of.level))
+            (of.level, deciding_rules(&because, &link_reasons(table, e), of.level))
         }
     })
 }
@@ -149,14 +149,30 @@ fn unattended_asks_nobody(table: &Table, mode: Option<&str>, route: Option<&crat
     unattended && matches!(route, Some(crate::table::Route::Requester))
 }
 
-/// The rules behind a level, in words: "decided by `never [X]` (a.permits:3)".
-fn deciding_rules(because: &[crate::table::Reason], level: Level) -> String {
-    let rules: Vec<String> = because
+/// The reasons of each link of `e`'s delegation chain (spec §3b: every link's rows are more layers of the
+/// call), each with its link; none for a direct call or a chain that is not declared.
+fn link_reasons(table: &Table, e: &crate::check::ExpectModel<'_>) -> Vec<(String, crate::table::Reason)> {
+    let links = table.chain_links(e.agent, e.skill, e.tool, &e.via).unwrap_or_default();
+    e.via
         .iter()
-        .filter(|r| r.level == level)
-        .map(|r| match &r.at {
-            Some(at) => format!("`{}` ({at})", r.rule),
-            None => format!("`{}`", r.rule),
+        .zip(links)
+        .flat_map(|(link, rows)| rows.because.iter().map(move |r| (link.to_string(), r.clone())))
+        .collect()
+}
+
+/// The rules behind a level, in words: "decided by `never [X]` (a.permits:3)"; a link's rule (`links`, spec
+/// §3b) names its link: "decided by `sends: never` (a.permits:8, link `Coder.FixBug`)".
+fn deciding_rules(because: &[crate::table::Reason], links: &[(String, crate::table::Reason)], level: Level) -> String {
+    let entry = because.iter().map(|r| (None, r));
+    let links = links.iter().map(|(link, r)| (Some(link.as_str()), r));
+    let rules: Vec<String> = entry
+        .chain(links)
+        .filter(|(_, r)| r.level == level)
+        .map(|(link, r)| match (&r.at, link) {
+            (Some(at), Some(link)) => format!("`{}` ({at}, link `{link}`)", r.rule),
+            (None, Some(link)) => format!("`{}` (link `{link}`)", r.rule),
+            (Some(at), None) => format!("`{}` ({at})", r.rule),
+            (None, None) => format!("`{}`", r.rule),
         })
         .collect();
     if rules.is_empty() { "the rows of the entry".to_string() } else { format!("decided by {}", rules.join(", ")) }
