@@ -222,9 +222,10 @@ def main_local() -> None:
     over the ROUNDS rounds.
 
     In the same turns: a second local proxy whose store is in memory (`/dev/shm`, where there is one), whose
-    syncs cost nothing — the proxy's own part, apart from the disk's sync that a read's answer waits for —
-    and a second direct server, as the measurement's own resolution (two identical paths differ by that
-    much). Last, the disk's own `fdatasync` times."""
+    syncs cost nothing — the proxy's own part, apart from the disk's sync that a read's answer waits for —;
+    a third on the disk with `--sync normal` (synced at checkpoints only: no answer waits for the disk); and
+    a second direct server, as the measurement's own resolution (two identical paths differ by that much).
+    Last, the disk's own `fdatasync` times."""
     calls = int(sys.argv[2]) if len(sys.argv) > 2 else 500
     rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 4
     shm = Path("/dev/shm")
@@ -237,6 +238,9 @@ def main_local() -> None:
         ]
         if memory:
             ways.append(("  its store in memory", [str(permitc), *world.local_args(memory / "local.db")], []))
+        ways.append(
+            ("  on the disk, --sync normal", [str(permitc), *world.local_args(folder / "normal.db", "--sync", "normal")], [])
+        )
         ways.append(("direct to a second server", server_command(), []))
         order = random.Random(19)
         for _ in range(rounds):

@@ -301,3 +301,43 @@ def test_a_call_once_the_upstream_server_exited_is_an_error_and_leaves_no_run_to
     ], copy
     verified = subprocess.run([str(world.permitc), "audit", "verify", str(store)], capture_output=True, text=True)
     assert verified.returncode == 0, verified
+
+
+def test_with_sync_normal_the_proxy_and_its_service_sync_at_checkpoints_only(world: World) -> None:
+    """`--sync normal` (as `permitd serve --sync normal`): the private service opens the store at
+    `synchronous=NORMAL`, and the proxy's own alone calls wait for no sync — the user's choice of answers that
+    wait for no disk over runs that survive a power loss. The calls and the chain are as with `group`. Without
+    `--store` the flag is a usage error."""
+    (world.notes / "groceries.txt").write_text("milk, eggs")
+    store = world.folder / "local.db"
+    proxy = RawProxy(world, "--sync", "normal", local=store)
+    try:
+        proxy.call(1, "read_note", {"title": "groceries"})
+        read = proxy.next()
+        proxy.call(2, "write_note", {"title": "list", "body": "bread"})
+        wrote = proxy.next()
+    finally:
+        proxy.stop()
+    assert read["result"]["content"] == [{"type": "text", "text": "milk, eggs"}], read
+    assert wrote["result"]["isError"] is False, wrote
+    assert (world.notes / "list.txt").read_text() == "bread"
+    assert f"permitd: store `{store}` (journal_mode=wal, synchronous=NORMAL)" in proxy.log.read_text(), proxy.log.read_text()
+    copy = [json.loads(line) for line in Path(f"{store}.audit.jsonl").read_text().splitlines()]
+    assert [(e["kind"], e["outcome"], e["tool"]) for e in copy if e["tool"]] == [
+        ("decision", "alone", "read_note"),
+        ("execution", "claimed", "read_note"),
+        ("execution", "sending", "read_note"),
+        ("execution", "done", "read_note"),
+        ("decision", "alone", "write_note"),
+        ("execution", "claimed", "write_note"),
+        ("execution", "sending", "write_note"),
+        ("execution", "done", "write_note"),
+    ], copy
+    verified = subprocess.run([str(world.permitc), "audit", "verify", str(store)], capture_output=True, text=True)
+    assert verified.returncode == 0, verified
+    alone = subprocess.run(
+        [str(world.permitc), "mcp", "proxy", "--service", world.service.url, "--key", "k", "--agent", "Scribe",
+         "--skill", "Notes", "--sync", "normal", "--", "true"],
+        capture_output=True, text=True,
+    )
+    assert alone.returncode == 2 and "--store <STORE>" in alone.stderr, alone

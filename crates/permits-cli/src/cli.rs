@@ -97,6 +97,7 @@ pub fn main() -> ExitCode {
                     listen,
                     permitd,
                     audit,
+                    sync,
                     key,
                     agent,
                     skill,
@@ -112,7 +113,14 @@ pub fn main() -> ExitCode {
                 },
         } => mcp_proxy(ProxyArgs {
             service,
-            local: store.zip(table).map(|(store, table)| LocalArgs { store, table, listen, permitd, audit }),
+            local: store.zip(table).map(|(store, table)| LocalArgs {
+                store,
+                table,
+                listen,
+                permitd,
+                audit,
+                sync: sync.map_or(permits_runtime::Synchronous::Group, Into::into),
+            }),
             key,
             agent,
             skill,

@@ -36,6 +36,9 @@ pub struct LaneOptions {
     /// The service's audit copy (JSON lines; `permitd serve`'s default is the store's path with
     /// `.audit.jsonl` appended).
     pub audit: PathBuf,
+    /// When a commit reaches the disk (`permitd serve --sync`): [`Synchronous::Group`] unless the user
+    /// chose otherwise. With [`Synchronous::Normal`] a claim is never waited for.
+    pub sync: Synchronous,
 }
 
 impl LaneOptions {
@@ -43,7 +46,12 @@ impl LaneOptions {
     pub fn beside(table: &Path, store: &Path) -> LaneOptions {
         let mut audit = store.as_os_str().to_owned();
         audit.push(".audit.jsonl");
-        LaneOptions { table: table.to_path_buf(), store: store.to_path_buf(), audit: PathBuf::from(audit) }
+        LaneOptions {
+            table: table.to_path_buf(),
+            store: store.to_path_buf(),
+            audit: PathBuf::from(audit),
+            sync: Synchronous::Group,
+        }
     }
 }
 
@@ -103,7 +111,8 @@ impl AuditSink for AppendedCopy {
 
 impl Lane {
     /// Opens the store with the table: claims synced as `permitd serve`'s default `--sync group` does
-    /// (a tool that only reads runs while its claim syncs, [`Runtime::claim_if_alone_syncing`]), receipts
+    /// (a tool that only reads runs while its claim syncs, [`Runtime::claim_if_alone_syncing`]; or as
+    /// `options.sync` says), receipts
     /// synced with the next claim or once the store is quiet ([`Runtime::record_outcome_lazily`]), and
     /// checkpoints run while no call comes ([`Checkpoints::WhenQuiet`]).
     ///
@@ -111,7 +120,7 @@ impl Lane {
     pub fn open(options: &LaneOptions) -> Result<Lane, String> {
         let table = Table::load_path(&options.table).map_err(|e| e.to_string())?;
         let store = SqliteStore::open(&options.store).map_err(|e| e.to_string())?;
-        store.set_synchronous(Synchronous::Group).map_err(|e| e.to_string())?;
+        store.set_synchronous(options.sync).map_err(|e| e.to_string())?;
         // No call waits for a checkpoint: they run while no call comes (an agent's calls come with pauses).
         store.set_checkpoints(Checkpoints::WhenQuiet).map_err(|e| e.to_string())?;
         let copy = OpenOptions::new()

@@ -13,6 +13,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use permits_runtime::Synchronous;
+
 /// How long `permitd serve` may take to say where it listens, in seconds.
 pub const START_SECONDS: u64 = 30;
 
@@ -37,6 +39,8 @@ pub struct LocalOptions {
     /// The service's audit copy (`permitd serve --audit`); `None`: `permitd`'s default, the store's path with
     /// `.audit.jsonl` appended (a PostgreSQL store needs one).
     pub audit: Option<PathBuf>,
+    /// When a commit reaches the disk (`permitd serve --sync`; [`Synchronous::Group`] is its default).
+    pub sync: Synchronous,
 }
 
 /// Why the private service could not start.
@@ -103,6 +107,8 @@ impl LocalService {
             .arg("--store")
             .arg(&options.store)
             .args(options.audit.iter().flat_map(|a| [std::ffi::OsStr::new("--audit"), a.as_os_str()]))
+            .arg("--sync")
+            .arg(options.sync.as_str().to_ascii_lowercase())
             .arg("--until-stdin-closes")
             .args(service.key_id.iter().flat_map(|id| ["--revoke-on-exit", id.as_str()]))
             .stdin(Stdio::piped())
@@ -231,6 +237,7 @@ mod tests {
             listen: "127.0.0.1:0".into(),
             agents: vec!["Scribe".into()],
             audit: None,
+            sync: Synchronous::Group,
         };
         let Err(e) = LocalService::start(&options) else { panic!("a missing permitd started") };
         assert!(matches!(&e, LocalError::Run { permitd, .. } if permitd.ends_with("no-such-permitd")), "{e}");

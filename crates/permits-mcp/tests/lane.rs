@@ -120,3 +120,25 @@ fn a_table_the_store_no_longer_has_turns_the_lane_off() -> R {
     assert_eq!(SqliteStore::read_audit_chain(&options.store)?.len(), before + 1);
     Ok(())
 }
+
+#[test]
+fn a_claim_is_waited_for_with_sync_group_and_durable_at_once_with_sync_normal() -> R {
+    use permits_runtime::Synchronous;
+    for (sync, said) in [(Synchronous::Group, "Syncing(pending)"), (Synchronous::Normal, "Syncing(durable)")] {
+        let dir = folder(&format!("sync-{}", sync.as_str()))?;
+        let mut options = serve(&dir, &table("")?)?;
+        options.sync = sync;
+        let lane = Lane::open(&options)?;
+        let Laned::Admitted(admitted) = lane.call(request("read_note", json!({"title": "groceries"})), "tok-1") else {
+            return Err("a read was not admitted".into());
+        };
+        let (run, syncing) = lane.claim(admitted)?;
+        // `--sync normal`: the answer waits for no sync (the run survives the proxy's crash, not a power loss).
+        assert_eq!(format!("{syncing:?}"), said, "{sync:?}");
+        lane.durable(syncing)?;
+        assert_eq!(run.status, Status::Sending);
+        drop(lane);
+        std::fs::remove_dir_all(&dir)?;
+    }
+    Ok(())
+}

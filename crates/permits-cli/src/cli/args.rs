@@ -220,6 +220,14 @@ pub(super) enum McpCommand {
         /// the store's path with `.audit.jsonl` appended; needed with a PostgreSQL --store).
         #[arg(long, requires = "store")]
         audit: Option<PathBuf>,
+        /// With an SQLite --store: when a commit reaches the disk, for the proxy's own alone calls and the
+        /// private service alike (`permitd serve --sync`). `group` (the default): a call's run is on the disk
+        /// before its answer leaves the proxy (and before a tool that does more than read is sent), so a power
+        /// loss never loses a run the agent saw; `full`: SQLite syncs every commit; `normal`: synced at checkpoints only,
+        /// so answers wait for no sync, but a power loss or an operating-system crash may lose the last runs
+        /// (a crash of the proxy loses nothing).
+        #[arg(long, value_enum, requires = "store")]
+        sync: Option<SyncArg>,
         /// The host key (`permitd keys add --agents AGENT`); or set PERMITS_HOST_KEY. With --store, one is
         /// minted for the run when none is given.
         #[arg(long)]
@@ -289,6 +297,27 @@ pub(super) enum CheckFormat {
     Json,
     /// SARIF 2.1.0 on stdout.
     Sarif,
+}
+
+/// `permitc mcp proxy --sync` (`permitd serve --sync`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(super) enum SyncArg {
+    /// A group commit: every commit is synced before it is acknowledged; commits share syncs.
+    Group,
+    /// SQLite syncs every commit.
+    Full,
+    /// Synced at checkpoints only.
+    Normal,
+}
+
+impl From<SyncArg> for permits_runtime::Synchronous {
+    fn from(mode: SyncArg) -> Self {
+        match mode {
+            SyncArg::Group => permits_runtime::Synchronous::Group,
+            SyncArg::Full => permits_runtime::Synchronous::Full,
+            SyncArg::Normal => permits_runtime::Synchronous::Normal,
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]

@@ -117,6 +117,7 @@ pub(crate) struct LocalArgs {
     pub(crate) listen: Option<String>,
     pub(crate) permitd: Option<PathBuf>,
     pub(crate) audit: Option<PathBuf>,
+    pub(crate) sync: permits_runtime::Synchronous,
 }
 
 /// The `permitd` beside this `permitc`, else `permitd` (on PATH).
@@ -193,6 +194,7 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
                 listen: l.listen.unwrap_or_else(|| "127.0.0.1:0".into()),
                 agents,
                 audit: l.audit.clone(),
+                sync: l.sync,
             };
             let started = match LocalService::start(&options) {
                 Ok(s) => s,
@@ -213,6 +215,7 @@ pub(crate) fn mcp_proxy(a: ProxyArgs) -> u8 {
                 if let Some(audit) = l.audit {
                     options.audit = audit;
                 }
+                options.sync = l.sync;
                 lane = Some(options);
             }
             let key = given.unwrap_or_else(|| started.key.clone());
