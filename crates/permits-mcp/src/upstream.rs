@@ -474,13 +474,15 @@ impl Upstream {
     /// [`UpstreamError::Ended`] once the session ended), or `None` while it is there
     /// ([`Upstream::is_alive`]).
     pub fn gone(&self) -> Option<UpstreamError> {
-        if self.is_alive() {
-            return None;
+        (!self.is_alive()).then(|| error_of(self.gone_as(), "", &self.url(), 0))
+    }
+
+    /// How a server that is gone went: its session ended (over HTTP), else it exited.
+    fn gone_as(&self) -> Failure {
+        match &self.link {
+            Link::Http(h) if h.is_ended() => Failure::Ended,
+            _ => Failure::Exited,
         }
-        Some(match &self.link {
-            Link::Http(h) if h.is_ended() => UpstreamError::Ended { url: self.url() },
-            _ => UpstreamError::Exited,
-        })
     }
 
     /// Whether the server is still there (its output open; over HTTP, its session not ended).
@@ -631,12 +633,8 @@ impl Upstream {
         note: impl FnOnce(u64),
         waiter: Waiter,
     ) -> Result<(u64, Message), UpstreamError> {
-        let gone = || match &self.link {
-            Link::Http(h) if h.is_ended() => Failure::Ended,
-            _ => Failure::Exited,
-        };
         if !self.is_alive() {
-            let failure = Failure::NotSent(Box::new(gone()));
+            let failure = Failure::NotSent(Box::new(self.gone_as()));
             let e = error_of(failure.clone(), method, &self.url(), timeout.as_secs());
             waiter.answer(Err(failure));
             return Err(e);
@@ -647,7 +645,7 @@ impl Upstream {
         }
         // The server's end drains the waiting requests: one inserted after that would wait for nothing.
         if !self.is_alive() {
-            return Err(self.unsent(id, gone(), method, timeout));
+            return Err(self.unsent(id, self.gone_as(), method, timeout));
         }
         note(id);
         // `params` always an object: the Python SDK's server drops a request without one unanswered.
